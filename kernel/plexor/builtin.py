@@ -1,0 +1,32 @@
+"""The kernel's own tools, shipped as a plugin that uses the same hooks as every other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plexor import Context, hookimpl
+
+PLEXOR_NAMESPACE = "plexor"
+
+
+@hookimpl
+def plexor_register_tools(register: Any, settings: Any) -> None:
+    ro = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
+    register(health, annotations=ro, ready_required=False, blocking=False)
+    register(plugins, annotations=ro, ready_required=False, blocking=False)
+
+
+def health(ctx: Context) -> dict[str, Any]:
+    """Report the server's health: the serving process's pid and version, the kernel state and uptime,
+    the schema hash of all tools, and for each plugin its version, state, readiness (with warm-up
+    progress) and error. Call this first when something does not work, or to tell which server answered.
+    """
+    return ctx.kernel.health()
+
+
+def plugins(ctx: Context) -> dict[str, Any]:
+    """List every plugin with its distribution, version, state, namespace, tools, resources and error.
+
+    Use it to find which tools a plugin offers or why a plugin is unavailable.
+    """
+    return {"plugins": [r.describe() for r in sorted(ctx.kernel.records.values(), key=lambda r: r.name)]}

@@ -1,0 +1,163 @@
+"""Every hook a Plexor plugin can implement.
+
+A plugin is a module (found through the ``plexor`` entry-point group) whose
+functions are decorated with :data:`plexor.hookimpl` and named after the specs
+below. The kernel calls each plugin's implementation **on its own**, never as
+one combined pluggy call, so that every registration knows which plugin made
+it and one plugin's failure stays its own (it ends in state ``failed``; the
+others carry on).
+
+All hooks are optional. ``docs/authoring.md`` has a section and a working
+example per hook; ``tests/test_docs.py`` fails when one is missing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import click
+
+    from plexor.config import ConfigSpec, Settings
+    from plexor.kernel import Kernel
+    from plexor.registry import (
+        ModelRegistrar,
+        PromptRegistrar,
+        ResourceRegistrar,
+        TemplateRegistrar,
+        ToolRegistrar,
+    )
+
+hookspec = pluggy.HookspecMarker("plexor")
+
+
+@hookspec(historic=True)
+def plexor_add_config(config: ConfigSpec) -> None:
+    """Declare the settings this plugin reads, with types and defaults.
+
+    Values come from the plugin's table in ``plexor.toml`` and from
+    ``PLEXOR_<PLUGIN>_<KEY>`` environment variables, and are validated before
+    any other hook runs; a bad value fails the plugin with a message naming the
+    key and the file.
+
+    :param config: call ``config.add(key, type, default, help=...)`` once per key.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@hookspec
+def plexor_register_tools(register: ToolRegistrar, settings: Settings) -> None:
+    """Register the plugin's tools.
+
+    :param register: ``register(func, name=None, ...)``; the tool is exposed as
+        ``<namespace>_<name>``; its input schema comes from the signature and
+        its description from the docstring.
+    :param settings: this plugin's validated settings.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@hookspec
+def plexor_register_resources(register: ResourceRegistrar, settings: Settings) -> None:
+    """Register fixed resources (``register(uri, reader, ...)``) and listers of dynamic ones.
+
+    :param register: ``register(uri, reader, name=..., mime_type=...)`` for a fixed URI;
+        ``register.lister(func)`` for a function returning resources that exist right now.
+    :param settings: this plugin's validated settings.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@hookspec
+def plexor_register_resource_templates(register: TemplateRegistrar, settings: Settings) -> None:
+    """Register RFC 6570 resource templates, such as ``arbor://tree/{tree_id}``.
+
+    :param register: ``register(uri_template, reader, name=..., mime_type=..., complete=...)``;
+        the reader receives the template variables as keyword arguments.
+    :param settings: this plugin's validated settings.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@hookspec
+def plexor_register_prompts(register: PromptRegistrar, settings: Settings) -> None:
+    """Register prompts: functions whose string parameters are the prompt's arguments.
+
+    :param register: ``register(func, name=None, description=None)``.
+    :param settings: this plugin's validated settings.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@hookspec
+def plexor_register_models(register: ModelRegistrar) -> None:
+    """Register peewee models; the kernel binds them to the plugin's own database.
+
+    The database is a SQLite file under the data directory (WAL, foreign keys,
+    busy timeout) unless the plugin's ``database_url`` setting names another
+    (``postgresql://...``). Schema changes are declared as numbered migrations
+    with ``register.migration(version, func)``.
+
+    :param register: ``register(*model_classes)`` and ``register.migration(n, func)``.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@hookspec
+def plexor_register_commands(cli: click.Group) -> None:
+    """Add the plugin's command group to the ``plexor`` CLI (``plexor <plugin> ...``).
+
+    :param cli: the root click group; add exactly one group named after the plugin.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@hookspec
+def plexor_startup(kernel: Kernel) -> Any:
+    """Open resources and start background work; may return an awaitable.
+
+    Runs in state ``starting``, after the plugin's database is open. A plugin
+    that keeps warming up afterwards (an index build) calls
+    ``kernel.plugin(name).warming(fraction, message)`` and ``.warmed()``.
+
+    :param kernel: the running kernel.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@hookspec
+def plexor_shutdown(kernel: Kernel) -> Any:
+    """Stop background work and release resources; may return an awaitable.
+
+    Runs in state ``draining``, after in-flight calls finished and before the
+    database is closed.
+
+    :param kernel: the stopping kernel.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@hookspec(firstresult=True)
+def plexor_error_guidance(exception: BaseException, context: dict[str, Any]) -> str | None:
+    """Explain an exception raised by this plugin's code; synchronous.
+
+    Return guidance text (what to do next), or ``None`` to let the kernel's
+    default explain it. Must not be a coroutine: an un-awaited coroutine would
+    count as an answer.
+
+    :param exception: the exception a tool, resource or prompt raised.
+    :param context: ``{"plugin", "tool" or "uri", "arguments"}``.
+
+    .. versionadded:: 0.1.0
+    """

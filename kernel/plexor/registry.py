@@ -1,0 +1,369 @@
+"""What plugins register, and the registrar callables they register it with.
+
+Each plugin registers into a staging :class:`Registry` of its own; the kernel
+merges it into the shared one only when every hook of that plugin succeeded
+and nothing clashes, so a failing plugin leaves no half-registered tools.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from plexor.errors import PluginError
+from plexor.schema import Signature, analyse, schema_hash
+
+__all__ = [
+    "ModelRegistrar",
+    "PromptRegistrar",
+    "PromptSpec",
+    "Registry",
+    "ResourceRegistrar",
+    "ResourceSpec",
+    "TemplateRegistrar",
+    "TemplateSpec",
+    "ToolRegistrar",
+    "ToolSpec",
+]
+
+_METHOD = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+ANNOTATION_KEYS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+
+
+def _kind(func: Callable[..., Any]) -> str:
+    if inspect.isasyncgenfunction(func):
+        return "asyncgen"
+    if inspect.iscoroutinefunction(func):
+        return "async"
+    call = getattr(func, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    if call is not None and inspect.iscoroutinefunction(call):
+        return "async"
+    return "sync"
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    namespace: str
+    method: str
+    plugin: str
+    func: Callable[..., Any]
+    signature: Signature
+    description: str
+    title: str | None
+    annotations: dict[str, Any]
+    kind: str
+    blocking: bool
+    ready_required: bool
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def schema_hash(self) -> str:
+        return schema_hash(self.signature.input_schema, self.signature.output_schema)
+
+    @property
+    def provenance(self) -> str:
+        return f"plexor/{self.plugin}/{self.method}"
+
+
+@dataclass
+class ResourceSpec:
+    uri: str
+    plugin: str
+    reader: Callable[..., Any]
+    name: str
+    description: str | None
+    mime_type: str
+    kind: str
+    ready_required: bool = True
+
+
+@dataclass
+class TemplateSpec:
+    uri_template: str
+    plugin: str
+    reader: Callable[..., Any]
+    name: str
+    description: str | None
+    mime_type: str
+    kind: str
+    matcher: Any
+    complete: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    ready_required: bool = True
+
+
+@dataclass
+class PromptSpec:
+    name: str
+    plugin: str
+    func: Callable[..., Any]
+    signature: Signature
+    description: str
+    kind: str
+
+
+@dataclass
+class Registry:
+    """Everything registered, by plugin; the kernel keeps one merged instance."""
+
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+    resources: dict[str, ResourceSpec] = field(default_factory=dict)
+    listers: list[tuple[str, Callable[..., Any]]] = field(default_factory=list)
+    templates: dict[str, TemplateSpec] = field(default_factory=dict)
+    prompts: dict[str, PromptSpec] = field(default_factory=dict)
+    schemes: dict[str, str] = field(default_factory=dict)  # uri scheme -> plugin
+    namespaces: dict[str, str] = field(default_factory=dict)  # tool namespace -> plugin
+    models: list[Any] = field(default_factory=list)
+    migrations: dict[int, Callable[..., Any]] = field(default_factory=dict)
+
+    def clashes(self, other: Registry) -> list[tuple[str, str, str]]:
+        """``(what, name, owner_plugin)`` for every name ``other`` claims that this one already has."""
+        found: list[tuple[str, str, str]] = []
+        for name in other.tools:
+            if name in self.tools:
+                found.append(("tool", name, self.tools[name].plugin))
+        for scheme, owner in other.schemes.items():
+            if scheme in self.schemes and self.schemes[scheme] != owner:
+                found.append(("URI scheme", scheme, self.schemes[scheme]))
+        for name in other.prompts:
+            if name in self.prompts:
+                found.append(("prompt", name, self.prompts[name].plugin))
+        tables = {m._meta.table_name: m for m in self.models}
+        for model in other.models:
+            if model._meta.table_name in tables:
+                found.append(("table", model._meta.table_name, getattr(tables[model._meta.table_name], "_plexor_plugin", "?")))
+        return found
+
+    def merge(self, other: Registry) -> None:
+        self.tools.update(other.tools)
+        self.resources.update(other.resources)
+        self.listers.extend(other.listers)
+        self.templates.update(other.templates)
+        self.prompts.update(other.prompts)
+        self.schemes.update(other.schemes)
+        self.namespaces.update(other.namespaces)
+        self.models.extend(other.models)
+
+    def remove_plugin(self, plugin: str) -> None:
+        self.tools = {k: v for k, v in self.tools.items() if v.plugin != plugin}
+        self.resources = {k: v for k, v in self.resources.items() if v.plugin != plugin}
+        self.listers = [(p, f) for p, f in self.listers if p != plugin]
+        self.templates = {k: v for k, v in self.templates.items() if v.plugin != plugin}
+        self.prompts = {k: v for k, v in self.prompts.items() if v.plugin != plugin}
+        self.schemes = {k: v for k, v in self.schemes.items() if v != plugin}
+        self.namespaces = {k: v for k, v in self.namespaces.items() if v != plugin}
+        self.models = [m for m in self.models if getattr(m, "_plexor_plugin", None) != plugin]
+
+
+class _Registrar:
+    def __init__(self, registry: Registry, plugin: str) -> None:
+        self._registry = registry
+        self._plugin = plugin
+
+    def _claim_scheme(self, uri: str) -> None:
+        m = _SCHEME.match(uri)
+        if not m:
+            raise PluginError(
+                f"plugin {self._plugin!r} registered {uri!r}, which has no URI scheme",
+                "Use a URI such as 'myplugin://thing/{id}'.",
+            )
+        self._registry.schemes[m.group(1).lower()] = self._plugin
+
+
+class ToolRegistrar(_Registrar):
+    """``register(func, name=None, ...)`` as passed to ``plexor_register_tools``."""
+
+    def __init__(self, registry: Registry, plugin: str, namespace: str, separator: str = "_") -> None:
+        super().__init__(registry, plugin)
+        self.namespace = namespace
+        self.separator = separator
+
+    def __call__(
+        self,
+        func: Callable[..., Any],
+        name: str | None = None,
+        *,
+        description: str | None = None,
+        title: str | None = None,
+        annotations: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        ready_required: bool = True,
+        blocking: bool | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Callable[..., Any]:
+        """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
+
+        :param annotations: MCP tool hints: readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
+        :param output_schema: JSON schema of the structured result; derived from the return type otherwise.
+        :param ready_required: when False the tool also answers while the plugin is still warming up.
+        :param blocking: run a sync function in a worker thread (default True for sync functions).
+        """
+        method = name or getattr(func, "__name__", "")
+        prefix = self.namespace + self.separator
+        if method.startswith(prefix):
+            method = method[len(prefix) :]
+        full = f"{self.namespace}{self.separator}{method}"
+        if not _METHOD.match(method) or not _METHOD.match(full):
+            raise PluginError(
+                f"plugin {self._plugin!r} registered a tool named {full!r}",
+                "Tool names are letters, digits, '_' and '-' only, 64 characters at most.",
+            )
+        if full in self._registry.tools:
+            raise PluginError(f"plugin {self._plugin!r} registered the tool {full!r} twice", "Register each name once.")
+        ann = dict(annotations or {})
+        bad = set(ann) - ANNOTATION_KEYS
+        if bad:
+            raise PluginError(
+                f"tool {full!r} has unknown annotations {sorted(bad)}",
+                f"Use only {sorted(ANNOTATION_KEYS)}.",
+            )
+        sig = analyse(func, output_schema=output_schema)
+        kind = _kind(func)
+        self._registry.tools[full] = ToolSpec(
+            name=full,
+            namespace=self.namespace,
+            method=method,
+            plugin=self._plugin,
+            func=func,
+            signature=sig,
+            description=description or sig.description or f"{full} (no description)",
+            title=title,
+            annotations=ann,
+            kind=kind,
+            blocking=(kind == "sync") if blocking is None else blocking,
+            ready_required=ready_required,
+            meta=dict(meta or {}),
+        )
+        self._registry.namespaces[self.namespace] = self._plugin
+        return func
+
+
+class ResourceRegistrar(_Registrar):
+    """``register(uri, reader, ...)`` and ``register.lister(func)`` for ``plexor_register_resources``."""
+
+    def __call__(
+        self,
+        uri: str,
+        reader: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        mime_type: str = "application/json",
+        ready_required: bool = True,
+    ) -> Callable[..., Any]:
+        """Register a fixed resource; ``reader()`` returns a dict/list (JSON), str (text) or bytes (blob)."""
+        self._claim_scheme(uri)
+        if uri in self._registry.resources:
+            raise PluginError(f"plugin {self._plugin!r} registered the resource {uri!r} twice", "Register each once.")
+        self._registry.resources[uri] = ResourceSpec(
+            uri, self._plugin, reader, name or uri, description or inspect.getdoc(reader), mime_type,
+            _kind(reader), ready_required,
+        )
+        return reader
+
+    def lister(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Register a function returning the dynamic resources that exist now.
+
+        It returns an iterable of dicts ``{"uri", "name", "description"?, "mime_type"?}``
+        (sync or async); each URI must be readable through one of the plugin's templates.
+        """
+        self._registry.listers.append((self._plugin, func))
+        return func
+
+
+class TemplateRegistrar(_Registrar):
+    """``register(uri_template, reader, ...)`` for ``plexor_register_resource_templates``."""
+
+    def __call__(
+        self,
+        uri_template: str,
+        reader: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        mime_type: str = "application/json",
+        complete: dict[str, Callable[..., Any]] | None = None,
+        ready_required: bool = True,
+    ) -> Callable[..., Any]:
+        """Register an RFC 6570 template; ``reader(**variables)`` reads one matching URI.
+
+        :param complete: per variable, a function ``(prefix) -> list[str]`` for completion/complete.
+        """
+        from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
+
+        self._claim_scheme(uri_template)
+        try:
+            matcher = UriTemplate.parse(uri_template)
+        except InvalidUriTemplate as exc:
+            raise PluginError(f"invalid URI template {uri_template!r}: {exc}", "See RFC 6570 for the syntax.") from exc
+        if uri_template in self._registry.templates:
+            raise PluginError(f"plugin {self._plugin!r} registered {uri_template!r} twice", "Register each once.")
+        self._registry.templates[uri_template] = TemplateSpec(
+            uri_template, self._plugin, reader, name or uri_template, description or inspect.getdoc(reader),
+            mime_type, _kind(reader), matcher, dict(complete or {}), ready_required,
+        )
+        return reader
+
+
+class PromptRegistrar(_Registrar):
+    """``register(func, name=None, description=None)`` for ``plexor_register_prompts``."""
+
+    def __init__(self, registry: Registry, plugin: str, namespace: str, separator: str = "_") -> None:
+        super().__init__(registry, plugin)
+        self.namespace = namespace
+        self.separator = separator
+
+    def __call__(
+        self, func: Callable[..., Any], name: str | None = None, *, description: str | None = None
+    ) -> Callable[..., Any]:
+        """Register a prompt; its parameters are the prompt's arguments; it returns str or messages."""
+        method = name or func.__name__
+        prefix = self.namespace + self.separator
+        full = method if method.startswith(prefix) else f"{prefix}{method}"
+        if full in self._registry.prompts:
+            raise PluginError(f"plugin {self._plugin!r} registered the prompt {full!r} twice", "Register each once.")
+        sig = analyse(func)
+        self._registry.prompts[full] = PromptSpec(
+            full, self._plugin, func, sig, description or sig.description or full, _kind(func)
+        )
+        return func
+
+
+class ModelRegistrar(_Registrar):
+    """``register(*models)`` and ``register.migration(version, func)`` for ``plexor_register_models``."""
+
+    def __call__(self, *models: Any) -> None:
+        """Register peewee model classes; the kernel binds them to this plugin's database."""
+        try:
+            import peewee
+        except ImportError as exc:  # pragma: no cover - peewee is a kernel dependency
+            raise PluginError("peewee is not installed", "pip install peewee") from exc
+        for model in models:
+            if not (isinstance(model, type) and issubclass(model, peewee.Model)):
+                raise PluginError(
+                    f"plugin {self._plugin!r} registered {model!r}, which is not a peewee Model class",
+                    "Pass subclasses of peewee.Model.",
+                )
+            model._plexor_plugin = self._plugin
+            self._registry.models.append(model)
+
+    def migration(self, version: int, func: Callable[..., Any] | None = None) -> Any:
+        """Declare schema migration ``version`` (1, 2, ...); ``func(database)`` runs it once, in order.
+
+        Without any migration the kernel creates the registered tables as version 1.
+        Usable as a decorator: ``@register.migration(2)``.
+        """
+        if not isinstance(version, int) or version < 1:
+            raise PluginError(f"migration version {version!r} must be a positive integer", "Number them 1, 2, 3...")
+
+        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+            if version in self._registry.migrations:
+                raise PluginError(f"migration {version} of {self._plugin!r} is declared twice", "Number them uniquely.")
+            self._registry.migrations[version] = f
+            return f
+
+        return add(func) if func is not None else add

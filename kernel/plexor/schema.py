@@ -1,0 +1,235 @@
+"""From a typed Python function to a JSON input schema and an argument validator.
+
+The signature gives the types and defaults; the docstring gives the tool's
+description and each parameter's (``:param name:`` or Google ``Args:`` style).
+Parameters annotated with :class:`plexor.Context` are injected, never exposed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import inspect
+import json
+import re
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from plexor.errors import InvalidArgument, PluginError
+
+__all__ = ["Signature", "analyse", "parse_docstring", "schema_hash"]
+
+_PARAM_RST = re.compile(r"^\s*:param\s+(?:[^:]+\s)?(\w+)\s*:\s*(.*)$")
+_GOOGLE_HEAD = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
+_GOOGLE_ITEM = re.compile(r"^\s+(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SECTION = re.compile(r"^\s*(Returns?|Raises|Yields|Examples?|Notes?)\s*:\s*$|^\s*:(returns?|raises?|rtype)\b")
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a docstring into the description and per-parameter help."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    desc: list[str] = []
+    params: dict[str, str] = {}
+    current: str | None = None
+    mode = "desc"
+    for line in lines:
+        m = _PARAM_RST.match(line)
+        if m:
+            current, mode = m.group(1), "param"
+            params[current] = m.group(2).strip()
+            continue
+        if _GOOGLE_HEAD.match(line):
+            mode, current = "google", None
+            continue
+        if _SECTION.match(line):
+            mode, current = "other", None
+            continue
+        if mode == "google":
+            g = _GOOGLE_ITEM.match(line)
+            if g and (len(line) - len(line.lstrip())) <= 4:
+                current = g.group(1)
+                params[current] = g.group(2).strip()
+            elif current and line.strip():
+                params[current] += " " + line.strip()
+            continue
+        if mode == "param":
+            if current and line.strip() and line[:1].isspace():
+                params[current] += " " + line.strip()
+                continue
+            if not line.strip():
+                current = None
+                continue
+            mode = "desc"
+        if mode == "desc":
+            desc.append(line)
+    return "\n".join(desc).strip(), params
+
+
+def schema_hash(*schemas: Any) -> str:
+    """A short, stable hash of JSON schemas (changes whenever a schema does)."""
+    blob = json.dumps(schemas, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _is_context(annotation: Any) -> bool:
+    from plexor.context import Context
+
+    if isinstance(annotation, str):
+        return annotation.split(".")[-1] == "Context"
+    return isinstance(annotation, type) and issubclass(annotation, Context)
+
+
+def _strip_titles(node: Any) -> Any:
+    # pydantic puts a "title" on every property; models read descriptions, so
+    # the titles only cost tokens.
+    if isinstance(node, dict):
+        return {k: _strip_titles(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(node, list):
+        return [_strip_titles(v) for v in node]
+    return node
+
+
+@dataclass
+class Signature:
+    """What the kernel knows about a callable's parameters."""
+
+    description: str
+    input_schema: dict[str, Any]
+    context_params: tuple[str, ...]
+    param_names: tuple[str, ...]
+    model: Any  # a pydantic model class, or None when the function takes no arguments
+    output_schema: dict[str, Any] | None
+    wraps_result: bool  # True when a non-object return value is placed under "result"
+
+    def validate(self, arguments: dict[str, Any] | None) -> dict[str, Any]:
+        """Check ``arguments``; raise :class:`InvalidArgument` naming each bad one."""
+        arguments = dict(arguments or {})
+        unknown = [k for k in arguments if k not in self.param_names]
+        if unknown:
+            parts = []
+            for k in unknown:
+                near = difflib.get_close_matches(k, self.param_names, n=1)
+                parts.append(f"{k!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+            raise InvalidArgument(
+                f"unknown argument{'s' if len(unknown) > 1 else ''}: {', '.join(parts)}",
+                _accepted(self),
+                data={"unknown": unknown},
+            )
+        if self.model is None:
+            return {}
+        import pydantic
+
+        try:
+            obj = self.model.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            problems = []
+            for err in exc.errors(include_url=False):
+                loc = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+                if err.get("type") == "missing":
+                    problems.append(f"argument {loc!r} is required")
+                else:
+                    given = err.get("input")
+                    problems.append(f"argument {loc!r}: {err.get('msg')}, got {_short(given)}")
+            raise InvalidArgument("; ".join(problems), _accepted(self), data={"errors": problems}) from None
+        return {name: getattr(obj, name) for name in self.param_names}
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _accepted(sig: Signature) -> str:
+    props = sig.input_schema.get("properties", {})
+    required = set(sig.input_schema.get("required", []))
+    if not props:
+        return "This takes no arguments; call it with {}."
+    parts = []
+    for name, prop in props.items():
+        typ = prop.get("type") or ("enum" if "enum" in prop else "value")
+        if "enum" in prop:
+            typ = " | ".join(json.dumps(v) for v in prop["enum"])
+        parts.append(f"{name} ({typ}{', required' if name in required else ''})")
+    return "Accepted arguments: " + "; ".join(parts) + "."
+
+
+def analyse(func: Callable[..., Any], *, output_schema: dict[str, Any] | None = None) -> Signature:
+    """Derive the input schema, validator and output schema of ``func``."""
+    import pydantic
+
+    target = func
+    sig = inspect.signature(target)
+    try:
+        hints = typing.get_type_hints(target, include_extras=True)
+    except Exception:  # noqa: BLE001 - unresolvable forward references: fall back to raw annotations
+        hints = dict(getattr(target, "__annotations__", {}))
+    description, param_docs = parse_docstring(inspect.getdoc(target))
+    fields: dict[str, Any] = {}
+    context: list[str] = []
+    names: list[str] = []
+    for name, param in sig.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise PluginError(
+                f"{getattr(func, '__qualname__', func)!r} takes *{name}; tools need named, typed parameters",
+                "Replace *args/**kwargs with explicit parameters.",
+            )
+        ann = hints.get(name, param.annotation)
+        if _is_context(ann) or _is_context(param.annotation):
+            context.append(name)
+            continue
+        if ann is inspect.Parameter.empty:
+            ann = Any
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[name] = (ann, pydantic.Field(default, description=param_docs.get(name)))
+        names.append(name)
+    model = None
+    schema: dict[str, Any] = {"type": "object", "properties": {}}
+    if fields:
+        model = pydantic.create_model(  # type: ignore[call-overload]
+            f"{getattr(func, '__name__', 'tool')}_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+            **fields,
+        )
+        schema = _strip_titles(model.model_json_schema())
+        schema.pop("additionalProperties", None)
+        schema.setdefault("properties", {})
+    wraps = False
+    if output_schema is None:
+        output_schema, wraps = _output_schema(hints.get("return", inspect.Parameter.empty))
+    elif output_schema.get("type") != "object":
+        output_schema = {"type": "object", "properties": {"result": output_schema}, "required": ["result"]}
+        wraps = True
+    return Signature(description, schema, tuple(context), tuple(names), model, output_schema, wraps)
+
+
+def _output_schema(ret: Any) -> tuple[dict[str, Any] | None, bool]:
+    if ret is inspect.Parameter.empty or ret is None or ret is Any:
+        return None, False
+    origin = typing.get_origin(ret)
+    if ret is dict or origin is dict or origin in (typing.Union,) or _is_iterator(ret):
+        return None, False
+    import pydantic
+
+    if isinstance(ret, type) and (
+        issubclass(ret, pydantic.BaseModel) or typing.is_typeddict(ret)  # type: ignore[attr-defined]
+    ):
+        return _strip_titles(pydantic.TypeAdapter(ret).json_schema()), False
+    if isinstance(ret, type) and ret.__module__ == "plexor.events":
+        return None, False
+    try:
+        inner = _strip_titles(pydantic.TypeAdapter(ret).json_schema())
+    except Exception:  # noqa: BLE001 - a return type pydantic cannot describe gets no output schema
+        return None, False
+    return {"type": "object", "properties": {"result": inner}, "required": ["result"]}, True
+
+
+def _is_iterator(ret: Any) -> bool:
+    import collections.abc as cabc
+
+    origin = typing.get_origin(ret) or ret
+    return isinstance(origin, type) and issubclass(
+        origin, (cabc.AsyncIterator, cabc.AsyncIterable, cabc.Iterator, cabc.Generator)
+    )
