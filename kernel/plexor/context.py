@@ -53,11 +53,16 @@ class Context:
 
     async def progress(self, current: float, total: float | None = None, message: str | None = None) -> None:
         """Send an MCP progress notification (a no-op when the client asked for none)."""
-        if self._session is None or self._progress_token is None:
+        if self._session is None:
             return
-        await self._session.send_progress_notification(
-            self._progress_token, current, total, message, related_request_id=self.request_id
-        )
+        report = getattr(self._session, "report_progress", None)
+        if report is not None:
+            # Scoped to this request by the SDK: a no-op when the client sent no progress token.
+            await report(current, total, message)
+        elif self._progress_token is not None:
+            await self._session.send_progress_notification(
+                self._progress_token, current, total, message, related_request_id=self.request_id
+            )
 
     async def log(self, level: str, message: str) -> None:
         """Send an MCP logging notification to the client, and log it locally too."""

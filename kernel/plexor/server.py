@@ -1,0 +1,266 @@
+"""The kernel, spoken as MCP: the SDK's low-level ``Server`` with handlers built from the registry.
+
+The SDK owns the wire: JSON-RPC framing, the 2025-11-25 ``initialize``
+handshake and the 2026-07-28 stateless era with ``server/discover``. This
+module only maps registrations to handlers and adds one middleware that
+keeps every failure a guidance message and never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import weakref
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.shared.exceptions import MCPError
+
+from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
+from plexor.kernel import Kernel
+
+__all__ = ["RESOURCE_NOT_FOUND", "build_server"]
+
+RESOURCE_NOT_FOUND = -32002
+SERVER_NOT_READY = -32000
+
+
+class PlexorServer(Server[Any]):
+    """The SDK server, advertising list-changed notifications by default."""
+
+    def create_initialization_options(self, notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True),
+            *args,
+            **kwargs,
+        )
+
+
+def _cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+
+
+def _offset(cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(cursor.encode()).decode()
+        if raw.startswith("o:"):
+            value = int(raw[2:])
+            if value >= 0:
+                return value
+    except (ValueError, UnicodeDecodeError):
+        pass
+    raise MCPError(types.INVALID_PARAMS, f"invalid cursor {cursor!r}: pass back the nextCursor of the previous page, unchanged")
+
+
+def _page(items: list[Any], cursor: str | None, size: int) -> tuple[list[Any], str | None]:
+    start = _offset(cursor)
+    end = start + size
+    return items[start:end], (_cursor(end) if end < len(items) else None)
+
+
+def _protocol_error(err: PlexorError) -> MCPError:
+    code = RESOURCE_NOT_FOUND if isinstance(err, NotFound) else (
+        types.INVALID_PARAMS if isinstance(err, InvalidArgument) else (
+            SERVER_NOT_READY if isinstance(err, NotReady) else types.INTERNAL_ERROR))
+    return MCPError(code, err.render(), err.payload())
+
+
+class _Sessions:
+    """Sessions seen recently, to send list-changed notifications to."""
+
+    def __init__(self) -> None:
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def add(self, session: Any) -> None:
+        try:
+            self._sessions.add(session)
+        except TypeError:  # pragma: no cover - a session type that cannot be weakly referenced
+            pass
+
+    def all(self) -> list[Any]:
+        return list(self._sessions)
+
+
+def build_server(kernel: Kernel, *, page_size: int | None = None) -> PlexorServer:
+    """Create the SDK server for ``kernel`` (which should be started, or starting)."""
+    size = page_size or int(kernel.environ.get("PLEXOR_PAGE_SIZE", "100"))
+    sessions = _Sessions()
+    cache: dict[str, Any] = {}
+
+    def tool_models() -> list[types.Tool]:
+        if "tools" not in cache:
+            out = []
+            for spec in kernel.registry.tools.values():
+                wire: dict[str, Any] = {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "inputSchema": spec.signature.input_schema,
+                    "_meta": {"plexor/provenance": spec.provenance, "plexor/schemaHash": spec.schema_hash},
+                }
+                if spec.title:
+                    wire["title"] = spec.title
+                if spec.signature.output_schema:
+                    wire["outputSchema"] = spec.signature.output_schema
+                if spec.annotations:
+                    wire["annotations"] = spec.annotations
+                out.append(types.Tool.model_validate(wire))
+            cache["tools"] = out
+        return cache["tools"]
+
+    def on_change(kind: str) -> None:
+        cache.clear()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        for session in sessions.all():
+            loop.create_task(_notify_changed(session, kind))
+
+    async def _notify_changed(session: Any, kind: str) -> None:
+        try:
+            await session.send_tool_list_changed()
+            await session.send_resource_list_changed()
+        except Exception:  # noqa: BLE001 - a gone client
+            kernel.log.debug("list_changed_not_sent", kind=kind)
+
+    kernel.on_change(on_change)
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        items, nxt = _page(tool_models(), params.cursor if params else None, max(size, 500))
+        return types.ListToolsResult(tools=items, next_cursor=nxt)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        outcome = await kernel.call_tool(
+            params.name, params.arguments, session=ctx.session, request_id=ctx.request_id,
+            progress_token=_progress_token(params.meta),
+        )
+        return types.CallToolResult.model_validate({
+            "content": [{"type": "text", "text": outcome.text}],
+            "structuredContent": outcome.data,
+            "isError": outcome.is_error,
+            "_meta": outcome.meta,
+        })
+
+    async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        found = await kernel.list_resources()
+        items, nxt = _page(found, params.cursor if params else None, size)
+        resources = [types.Resource.model_validate({
+            "uri": r["uri"], "name": r.get("name") or r["uri"], "description": r.get("description"),
+            "mimeType": r.get("mime_type"),
+        }) for r in items]
+        return types.ListResourcesResult(resources=resources, next_cursor=nxt)
+
+    async def list_templates(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
+        all_t = [types.ResourceTemplate.model_validate({
+            "uriTemplate": t.uri_template, "name": t.name, "description": t.description, "mimeType": t.mime_type,
+        }) for t in kernel.registry.templates.values()]
+        items, nxt = _page(all_t, params.cursor if params else None, size)
+        return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=nxt)
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        try:
+            contents = await kernel.read_resource(str(params.uri), session=ctx.session, request_id=ctx.request_id)
+        except PlexorError as err:
+            raise _protocol_error(err) from None
+        return types.ReadResourceResult.model_validate({"contents": [
+            {"uri": c["uri"], "mimeType": c["mime_type"], **({"blob": c["blob"]} if "blob" in c else {"text": c["text"]})}
+            for c in contents
+        ]})
+
+    async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        all_p = []
+        for p in kernel.registry.prompts.values():
+            props = p.signature.input_schema.get("properties", {})
+            required = set(p.signature.input_schema.get("required", []))
+            all_p.append(types.Prompt.model_validate({
+                "name": p.name, "description": p.description,
+                "arguments": [{"name": n, "description": props[n].get("description"), "required": n in required} for n in props],
+            }))
+        items, nxt = _page(all_p, params.cursor if params else None, size)
+        return types.ListPromptsResult(prompts=items, next_cursor=nxt)
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        try:
+            description, messages = await kernel.get_prompt(params.name, dict(params.arguments or {}))
+        except PlexorError as err:
+            raise _protocol_error(err) from None
+        return types.GetPromptResult.model_validate({
+            "description": description,
+            "messages": [{"role": m.get("role", "user"), "content": {"type": "text", "text": m.get("text", "")}} for m in messages],
+        })
+
+    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        ref = params.ref
+        uri = getattr(ref, "uri", None)
+        values: list[str] = []
+        if uri is not None:
+            try:
+                values = await kernel.complete(str(uri), params.argument.name, params.argument.value)
+            except Exception as exc:  # noqa: BLE001 - completion is best effort
+                kernel.log.debug("completion_failed", error=str(exc))
+        return types.CompleteResult(completion=types.Completion(values=values, has_more=False))
+
+    server = PlexorServer(
+        "plexor",
+        version=_version(),
+        title="Plexor",
+        description="An MCP server whose tools come from plugins.",
+        instructions=(
+            "Tools are named <namespace>_<method>. Call plexor_health to see which plugins are loaded and ready. "
+            "Every error says what went wrong and what to do next."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_completion=complete,
+        get_tool_input_schema=lambda name: (
+            kernel.registry.tools[name].signature.input_schema if name in kernel.registry.tools else None
+        ),
+    )
+
+    async def guidance_middleware(ctx: Any, call_next: Any) -> Any:
+        # Cross-cutting: remember sessions (for list-changed), time the request,
+        # and make sure no handler's exception reaches the client as a traceback.
+        if ctx.session is not None:
+            sessions.add(ctx.session)
+        started = time.perf_counter()
+        try:
+            return await call_next(ctx)
+        except PlexorError as err:
+            raise _protocol_error(err) from None
+        except MCPError:
+            raise
+        except Exception as exc:
+            name = type(exc).__name__
+            if name in ("ValidationError",):
+                raise
+            err = kernel.explain(exc, {"plugin": None, "uri": ctx.method, "request_id": ctx.request_id})
+            raise MCPError(types.INTERNAL_ERROR, err.render()) from None
+        finally:
+            if ctx.request_id is not None:
+                kernel.log.debug("request", method=ctx.method, ms=round((time.perf_counter() - started) * 1000, 2))
+
+    server.middleware.append(guidance_middleware)
+    return server
+
+
+def _progress_token(meta: Any) -> Any:
+    if meta is None:
+        return None
+    if isinstance(meta, dict):
+        return meta.get("progressToken", meta.get("progress_token"))
+    return getattr(meta, "progress_token", None)
+
+
+def _version() -> str:
+    from plexor import __version__
+
+    return __version__

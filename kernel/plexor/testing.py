@@ -1,0 +1,165 @@
+"""The plugin author's kit: a pytest plugin (entry point ``pytest11``) with fixtures.
+
+Fixtures
+--------
+``plexor_home``
+    An isolated ``PLEXOR_HOME`` (config, data and logs in a temporary folder),
+    with every other ``PLEXOR_*`` variable cleared for the test.
+``plexor_config``
+    ``plexor_config({"arbor": {"scheduled_window": 60}})`` writes ``plexor.toml``.
+``plexor``
+    A :class:`Harness`: ``async with plexor.client(plugins=[...]) as client``
+    starts a real kernel with the chosen plugins and connects the SDK's MCP
+    ``Client`` to it (in memory, with JSON-RPC framing); ``plexor.kernel(...)``
+    gives the kernel alone; ``plexor.stdio_client(...)`` launches ``plexor
+    serve`` as a subprocess and connects over stdio.
+
+Plugins are chosen as installed names (``installed=["arbor"]``) or as objects
+defined in the test (``plugins=[("hello", module_or_class)]``); registering
+them for one test leaves nothing behind for the next.
+
+Async tests use anyio's pytest plugin: mark them ``@pytest.mark.anyio``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["Harness", "plexor", "plexor_config", "plexor_home", "write_config"]
+
+
+def write_config(home: Path, tables: dict[str, dict[str, Any]]) -> Path:
+    """Write ``plexor.toml`` under ``home`` from ``{plugin: {key: value}}``."""
+    import json
+
+    lines: list[str] = []
+    for table, values in tables.items():
+        lines.append(f'["{table}"]')
+        for key, value in values.items():
+            lines.append(f"{key} = {_toml(value, json)}")
+        lines.append("")
+    path = home / "config" / "plexor.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def _toml(value: Any, json: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v, json) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml(v, json)}" for k, v in value.items()) + "}"
+    return json.dumps(str(value))
+
+
+class Harness:
+    """Starts kernels and clients for one test, inside its ``PLEXOR_HOME``."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def environ(self, installed: Iterable[str] | None = None, env: dict[str, str] | None = None) -> dict[str, str]:
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
+        environ["PLEXOR_HOME"] = str(self.home)
+        if installed is not None:
+            environ["PLEXOR_PLUGINS"] = ",".join(installed)
+        environ.update(env or {})
+        return environ
+
+    @asynccontextmanager
+    async def kernel(
+        self,
+        plugins: Iterable[tuple[str, Any]] = (),
+        *,
+        installed: Iterable[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> AsyncIterator[Any]:
+        """A started kernel with ``plugins`` (objects) and/or ``installed`` (entry-point names); stopped afterwards."""
+        from plexor.kernel import Kernel
+
+        kernel = Kernel(list(plugins), load_entry_points=installed is not None, environ=self.environ(installed, env))
+        await kernel.start()
+        try:
+            yield kernel
+        finally:
+            await kernel.stop()
+
+    @asynccontextmanager
+    async def client(
+        self,
+        plugins: Iterable[tuple[str, Any]] = (),
+        *,
+        installed: Iterable[str] | None = None,
+        env: dict[str, str] | None = None,
+        mode: str = "legacy",
+        **client_kwargs: Any,
+    ) -> AsyncIterator[Any]:
+        """An MCP ``Client`` connected in memory to a started kernel; ``client.kernel`` is the kernel."""
+        from mcp import Client
+
+        from plexor.server import build_server
+
+        async with self.kernel(plugins, installed=installed, env=env) as kernel:
+            server = build_server(kernel)
+            async with Client(server, mode=mode, **client_kwargs) as client:  # type: ignore[arg-type]
+                client.kernel = kernel  # type: ignore[attr-defined]
+                yield client
+
+    @asynccontextmanager
+    async def stdio_client(
+        self,
+        *,
+        installed: Iterable[str] | None = None,
+        env: dict[str, str] | None = None,
+        args: Iterable[str] = (),
+        **client_kwargs: Any,
+    ) -> AsyncIterator[Any]:
+        """Launch ``python -m plexor serve`` in a subprocess and connect over stdio."""
+        from mcp import Client, StdioServerParameters
+
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "plexor", "serve", *args],
+            env=self.environ(installed, env),
+        )
+        async with Client(params, mode=client_kwargs.pop("mode", "legacy"), **client_kwargs) as client:
+            yield client
+
+
+@pytest.fixture
+def plexor_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty ``PLEXOR_HOME`` for this test; other ``PLEXOR_*`` variables are cleared."""
+    for key in list(os.environ):
+        if key.startswith("PLEXOR_"):
+            monkeypatch.delenv(key)
+    home = tmp_path / "plexor-home"
+    home.mkdir()
+    monkeypatch.setenv("PLEXOR_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def plexor_config(plexor_home: Path) -> Any:
+    """``plexor_config({"plugin": {"key": value}})`` writes the test's ``plexor.toml``."""
+
+    def write(tables: dict[str, dict[str, Any]]) -> Path:
+        return write_config(plexor_home, tables)
+
+    return write
+
+
+@pytest.fixture
+def plexor(plexor_home: Path) -> Harness:
+    """A :class:`Harness` bound to this test's ``PLEXOR_HOME``."""
+    return Harness(plexor_home)
