@@ -61,8 +61,9 @@ class State(str, enum.Enum):
 
 
 TRANSITIONS: dict[State, frozenset[State]] = {
-    State.CREATED: frozenset({State.LOADING, State.FAILED, State.DISABLED}),
-    State.LOADING: frozenset({State.STARTING, State.FAILED}),
+    State.CREATED: frozenset({State.LOADING, State.FAILED, State.DISABLED, State.STOPPED}),
+    # loading -> stopped: loaded for inspection (`plexor tools`) and never started.
+    State.LOADING: frozenset({State.STARTING, State.FAILED, State.STOPPED}),
     State.STARTING: frozenset({State.READY, State.FAILED, State.DRAINING}),
     State.READY: frozenset({State.DRAINING, State.FAILED}),
     State.DRAINING: frozenset({State.STOPPED, State.FAILED}),
@@ -393,7 +394,8 @@ class Kernel(_Machine):
         async with anyio.create_task_group() as tg:
             for rec in active:
                 tg.start_soon(self._start_one, rec)
-        self._move(State.READY)
+        if self.state == State.STARTING:  # a signal may have started draining meanwhile
+            self._move(State.READY)
         self.log.info("kernel_ready", plugins={r.name: r.state.value for r in self.records.values()})
         return self
 
@@ -425,22 +427,32 @@ class Kernel(_Machine):
             self._fail_plugin(rec, exc, "startup")
             await self._close_storage(rec)
 
-    async def stop(self, timeout: float = 30.0) -> None:
-        """Drain: refuse new calls, let in-flight ones finish (up to ``timeout``), shut plugins down, close storage."""
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Refuse new calls and wait (up to ``timeout`` seconds) for in-flight ones to finish."""
         import anyio
 
-        if self.state in (State.STOPPED,):
-            return
-        if self.state in (State.CREATED, State.LOADING):
-            self.state = State.STOPPED
-            return
-        self._move(State.DRAINING)
-        for rec in self.records.values():
-            if rec.state in (State.READY, State.STARTING):
-                rec._move(State.DRAINING)
-        if self._idle is not None:
+        if self.state in (State.READY, State.STARTING):
+            self._move(State.DRAINING)
+            for rec in self.records.values():
+                if rec.state in (State.READY, State.STARTING):
+                    rec._move(State.DRAINING)
+        if self._idle is not None and self._inflight:
+            self.log.info("draining", inflight=self._inflight)
             with anyio.move_on_after(timeout):
                 await self._idle.wait()
+
+    async def stop(self, timeout: float = 30.0) -> None:
+        """Drain, run shutdown hooks, close storage; ends in ``stopped``."""
+        if self.state == State.STOPPED:
+            return
+        if self.state in (State.CREATED, State.LOADING, State.FAILED):
+            for rec in self.records.values():
+                await self._close_storage(rec)
+                if rec.state == State.LOADING:
+                    rec._move(State.STOPPED)
+            self._move(State.STOPPED)
+            return
+        await self.drain(timeout)
         for rec in self.records.values():
             if rec.state == State.DRAINING:
                 try:

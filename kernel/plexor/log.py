@@ -42,9 +42,19 @@ def configure(level: str | None = None, *, force: bool = False) -> None:
     if not any(getattr(h, "_plexor", False) for h in root.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler._plexor = True  # type: ignore[attr-defined]
-        handler.setFormatter(logging.Formatter('{"logger": "%(name)s", "level": "%(levelname)s", "event": %(message)r}'))
+        handler.setFormatter(_JsonFormatter())
         root.addHandler(handler)
     root.setLevel(max(numeric, logging.WARNING))
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+
+        out = {"logger": record.name, "level": record.levelname.lower(), "event": record.getMessage()}
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
 
 
 def get_logger(name: str = "plexor") -> Any:

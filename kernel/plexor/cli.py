@@ -1,0 +1,297 @@
+"""The ``plexor`` command.
+
+Exit codes: 0 success, 1 a tool error, 2 a usage error (bad option, unknown
+tool, bad arguments or configuration).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from plexor import __version__
+
+__all__ = ["main", "run_kernel"]
+
+ENV_HELP = (
+    "Environment: PLEXOR_HOME=DIR keeps config, data and logs under DIR; PLEXOR_PLUGINS=a,b loads only "
+    "those plugins (empty: none); PLEXOR_DISABLE=a,b blocks plugins; PLEXOR_<PLUGIN>_<KEY> overrides a "
+    "setting; PLEXOR_TOKEN sets the HTTP bearer token; PLEXOR_LOG_LEVEL sets the log level (stderr)."
+)
+
+CORE_COMMANDS = ("serve", "plugins", "tools", "call", "paths")
+
+
+class PluginGroup(click.Group):
+    """The root group: core commands, plus each plugin's group (loaded only when needed)."""
+
+    _plugin_commands: dict[str, tuple[click.Command, str]] | None = None
+    _clash_errors: list[str]
+
+    def _load_plugin_commands(self) -> dict[str, tuple[click.Command, str]]:
+        if self._plugin_commands is not None:
+            return self._plugin_commands
+        self._plugin_commands = {}
+        self._clash_errors = []
+        from plexor.kernel import Kernel
+
+        _quiet_logs()
+        try:
+            kernel = Kernel()
+            kernel.load()
+        except Exception as exc:  # noqa: BLE001 - a broken config must not break --help
+            self._clash_errors.append(f"plugins not loaded: {exc}")
+            return self._plugin_commands
+        for rec in kernel.records.values():
+            if rec.module is None or not kernel.has_hook(rec, "plexor_register_commands"):
+                continue
+            if rec.state.value in ("failed", "disabled"):
+                continue
+            staging = click.Group(name="staging")
+            try:
+                kernel._call(rec, "plexor_register_commands", cli=staging)
+            except Exception as exc:  # noqa: BLE001
+                self._clash_errors.append(f"plugin {rec.name} could not add its commands: {exc}")
+                continue
+            for name, cmd in staging.commands.items():
+                if name in CORE_COMMANDS:
+                    self._clash_errors.append(f"plugin {rec.name} ({rec.distribution}) tried to replace the core command {name!r}; refused")
+                elif name in self._plugin_commands:
+                    other = self._plugin_commands[name][1]
+                    self._clash_errors.append(f"command {name!r} of {rec.distribution} clashes with {other}; {rec.distribution}'s was refused")
+                else:
+                    self._plugin_commands[name] = (cmd, rec.distribution)
+        for err in self._clash_errors:
+            click.echo(f"warning: {err}", err=True)
+        return self._plugin_commands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self._load_plugin_commands()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None:
+            return cmd
+        found = self._load_plugin_commands().get(cmd_name)
+        return found[0] if found else None
+
+
+def _quiet_logs() -> None:
+    from plexor.log import configure
+
+    configure(os.environ.get("PLEXOR_LOG_LEVEL", "warning"))
+
+
+def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
+    """Start a kernel (optionally with only ``plugins``), run ``await func(kernel)``, stop it.
+
+    For plugin commands: ``run_kernel(lambda k: do_sweep(k), plugins=["arbor"])``.
+    """
+    import anyio
+
+    from plexor.kernel import Kernel
+
+    environ = dict(os.environ)
+    if plugins is not None:
+        environ["PLEXOR_PLUGINS"] = ",".join(plugins)
+
+    async def go() -> Any:
+        kernel = Kernel(environ=environ)
+        await kernel.start()
+        try:
+            result = func(kernel)
+            if hasattr(result, "__await__"):
+                result = await result
+            return result
+        finally:
+            await kernel.stop()
+
+    return anyio.run(go)
+
+
+@click.group(cls=PluginGroup, epilog=ENV_HELP)
+@click.version_option(__version__, prog_name="plexor")
+def main() -> None:
+    """Plexor: an MCP server whose tools, resources and prompts come from plugins."""
+
+
+@main.command()
+@click.option("--transport", type=click.Choice(["stdio", "http", "sse"]), default="stdio", show_default=True,
+              help="stdio for MCP clients that launch the server; http for Streamable HTTP at /mcp; sse for legacy SSE.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (http/sse).")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (http/sse).")
+@click.option("--token", envvar="PLEXOR_TOKEN", default=None, help="Require 'Authorization: Bearer TOKEN' (http/sse).")
+@click.option("--stateless", is_flag=True, help="Streamable HTTP without sessions (each request stands alone).")
+@click.option("--allow-unauthenticated", is_flag=True, help="Allow a non-loopback bind without --token.")
+@click.option("--allow-origin", "allow_origins", multiple=True, help="Extra allowed Origin (repeatable), e.g. https://app.example.")
+@click.option("--allow-host", "allow_hosts", multiple=True, help="Extra allowed Host header (repeatable), e.g. mcp.example:443.")
+@click.option("--max-body", default=4 * 1024 * 1024, show_default=True, type=click.IntRange(1024), help="Largest request body in bytes (413 above).")
+@click.option("--log-level", default=None, type=click.Choice(["debug", "info", "warning", "error"]), help="Log level (JSON lines on stderr).")
+def serve(transport: str, host: str, port: int, token: str | None, stateless: bool, allow_unauthenticated: bool,
+          allow_origins: tuple[str, ...], allow_hosts: tuple[str, ...], max_body: int, log_level: str | None) -> None:
+    """Run the MCP server (stdio by default)."""
+    from plexor.log import configure
+
+    configure(log_level or os.environ.get("PLEXOR_LOG_LEVEL") or "info", force=True)
+    from plexor.kernel import Kernel
+
+    kernel = Kernel()
+    try:
+        kernel.load()
+    except Exception as exc:  # noqa: BLE001
+        raise click.UsageError(str(getattr(exc, "render", lambda: exc)())) from exc
+    if transport == "stdio":
+        import anyio
+
+        from plexor.transports import serve_stdio
+
+        anyio.run(serve_stdio, kernel)
+        return
+    from plexor.transports import HttpOptions, is_loopback, serve_http
+
+    if not is_loopback(host) and not token and not allow_unauthenticated:
+        raise click.UsageError(
+            f"binding {host} exposes the server beyond this machine; pass --token (or set PLEXOR_TOKEN), "
+            "or --allow-unauthenticated if you really mean it"
+        )
+    if not is_loopback(host) and not token:
+        click.echo(f"warning: serving on {host} without a token: anyone who can reach it can call every tool", err=True)
+    opts = HttpOptions(host=host, port=port, token=token, stateless=stateless, transport=transport,
+                       allowed_origins=list(allow_origins), allowed_hosts=list(allow_hosts), max_body_bytes=max_body)
+    click.echo(f"plexor {__version__} serving {'SSE at /sse' if transport == 'sse' else 'Streamable HTTP at /mcp'} "
+               f"on http://{host}:{port}", err=True)
+    serve_http(kernel, opts)
+
+
+def _started(func: Any) -> Any:
+    return run_kernel(func)
+
+
+@main.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def plugins_cmd(as_json: bool) -> None:
+    """List plugins: name, distribution, version, state (ready/failed/disabled), tools, error."""
+    _quiet_logs()
+    rows = _started(lambda k: [r.describe() for r in sorted(k.records.values(), key=lambda r: r.name)])
+    for row in rows:
+        if row["state"] == "stopped":  # it was ready until this command stopped it
+            row["state"] = "ready"
+            row["ready"] = True
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'NAME':<16} {'DISTRIBUTION':<24} {'VERSION':<9} {'STATE':<9} TOOLS")
+    for r in rows:
+        click.echo(f"{r['name']:<16} {r['distribution']:<24} {r['version']:<9} {r['state']:<9} {len(r['tools'])}")
+        if r["error"]:
+            click.echo(f"  error: {r['error']}")
+        for w in r["warnings"]:
+            click.echo(f"  warning: {w}")
+
+
+@main.command("tools")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (name, plugin, description, input schema).")
+def tools_cmd(as_json: bool) -> None:
+    """List every tool with its description and input schema."""
+    _quiet_logs()
+    from plexor.kernel import Kernel
+
+    kernel = Kernel()
+    kernel.load()
+    tools = [
+        {"name": t.name, "plugin": t.plugin, "description": t.description, "input_schema": t.signature.input_schema,
+         **({"output_schema": t.signature.output_schema} if t.signature.output_schema else {}),
+         **({"annotations": t.annotations} if t.annotations else {})}
+        for t in sorted(kernel.registry.tools.values(), key=lambda t: t.name)
+    ]
+    if as_json:
+        click.echo(json.dumps(tools, indent=2))
+        return
+    for t in tools:
+        first = (t["description"] or "").strip().splitlines()[0] if t["description"] else ""
+        click.echo(f"{t['name']}  [{t['plugin']}]\n    {first}")
+        props = t["input_schema"].get("properties", {})
+        required = set(t["input_schema"].get("required", []))
+        for name, prop in props.items():
+            typ = prop.get("type") or ("|".join(map(str, prop["enum"])) if "enum" in prop else "any")
+            click.echo(f"    - {name}: {typ}{' (required)' if name in required else ''}")
+
+
+def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: dict[str, Any]) -> dict[str, Any]:
+    args: dict[str, Any] = {}
+    if raw_json:
+        try:
+            loaded = json.loads(raw_json)
+        except json.JSONDecodeError as exc:
+            raise click.UsageError(f"--json is not valid JSON: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise click.UsageError("--json must be a JSON object, e.g. '{\"key\": \"value\"}'")
+        args.update(loaded)
+    props = schema.get("properties", {})
+    for pair in pairs:
+        if "=" not in pair:
+            raise click.UsageError(f"--arg {pair!r} must look like key=value")
+        key, value = pair.split("=", 1)
+        if props.get(key, {}).get("type") == "string":
+            args[key] = value
+            continue
+        try:
+            args[key] = json.loads(value)
+        except json.JSONDecodeError:
+            args[key] = value
+    return args
+
+
+@main.command("call")
+@click.argument("tool")
+@click.option("--arg", "pairs", multiple=True, metavar="KEY=VALUE", help="An argument (repeatable); JSON values are parsed.")
+@click.option("--json", "raw_json", default=None, metavar="OBJECT", help="All arguments as one JSON object.")
+def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
+    """Call TOOL in-process and print its result (exit 1 when the tool reports an error)."""
+    _quiet_logs()
+    from plexor.errors import NotFound
+
+    async def go(kernel: Any) -> Any:
+        try:
+            spec = kernel.resolve_tool(tool)
+        except NotFound as exc:
+            return ("usage", exc.render())
+        try:
+            args = _parse_args(pairs, raw_json, spec.signature.input_schema)
+        except click.UsageError as exc:
+            return ("usage", exc.format_message())
+        return ("ok", await kernel.call_tool(spec.name, args))
+
+    kind, outcome = _started(go)
+    if kind == "usage":
+        click.echo(outcome, err=True)
+        sys.exit(2)
+    from plexor.errors import InvalidArgument
+
+    click.echo(outcome.text)
+    if outcome.is_error:
+        sys.exit(2 if isinstance(outcome.error, InvalidArgument) else 1)
+
+
+@main.command("paths")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def paths_cmd(as_json: bool) -> None:
+    """Show the config, data and log directories (PLEXOR_HOME moves them all)."""
+    from plexor.config import paths
+
+    p = paths()
+    data = {"config_dir": str(p.config_dir), "config_file": str(p.config_file), "data_dir": str(p.data_dir),
+            "log_dir": str(p.log_dir)}
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        for k, v in data.items():
+            click.echo(f"{k:<12} {v}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
