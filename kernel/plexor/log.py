@@ -34,7 +34,7 @@ def configure(level: str | None = None, *, force: bool = False) -> None:
             structlog.processors.JSONRenderer(default=str),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_StderrLogger,
         cache_logger_on_first_use=False,
     )
     # Libraries that use the stdlib (the SDK, uvicorn) go to stderr too, quieter.
@@ -45,6 +45,20 @@ def configure(level: str | None = None, *, force: bool = False) -> None:
         handler.setFormatter(_JsonFormatter())
         root.addHandler(handler)
     root.setLevel(max(numeric, logging.WARNING))
+
+
+class _StderrLogger:
+    """Writes each rendered line to the *current* ``sys.stderr`` (which tests and daemons may swap)."""
+
+    def __init__(self, *args: Any) -> None:
+        pass
+
+    def msg(self, message: str) -> None:
+        stream = sys.stderr
+        stream.write(message + "\n")
+        stream.flush()
+
+    log = debug = info = warning = warn = error = critical = exception = fatal = msg
 
 
 class _JsonFormatter(logging.Formatter):

@@ -213,9 +213,17 @@ def _output_schema(ret: Any) -> tuple[dict[str, Any] | None, bool]:
         return None, False
     import pydantic
 
-    if isinstance(ret, type) and (
-        issubclass(ret, pydantic.BaseModel) or typing.is_typeddict(ret)  # type: ignore[attr-defined]
-    ):
+    if isinstance(ret, type) and typing.is_typeddict(ret):
+        import typing_extensions
+
+        if not typing_extensions.is_typeddict(ret) or type(ret).__module__ == "typing":
+            # pydantic needs typing_extensions.TypedDict before Python 3.12; rebuild it as one.
+            ret = typing_extensions.TypedDict(ret.__name__, typing.get_type_hints(ret), total=ret.__total__)  # type: ignore[operator]
+        try:
+            return _strip_titles(pydantic.TypeAdapter(ret).json_schema()), False
+        except Exception:  # noqa: BLE001 - an undescribable return type gets no output schema
+            return None, False
+    if isinstance(ret, type) and issubclass(ret, pydantic.BaseModel):
         return _strip_titles(pydantic.TypeAdapter(ret).json_schema()), False
     if isinstance(ret, type) and ret.__module__ == "plexor.events":
         return None, False

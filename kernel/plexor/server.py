@@ -70,7 +70,7 @@ def _protocol_error(err: PlexorError) -> MCPError:
 
 
 class _Sessions:
-    """Sessions seen recently, to send list-changed notifications to."""
+    """Connections seen, to send list-changed notifications to."""
 
     def __init__(self) -> None:
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -122,8 +122,9 @@ def build_server(kernel: Kernel, *, page_size: int | None = None) -> PlexorServe
 
     async def _notify_changed(session: Any, kind: str) -> None:
         try:
-            await session.send_tool_list_changed()
-            await session.send_resource_list_changed()
+            if getattr(session, "has_standalone_channel", True):
+                await session.send_tool_list_changed()
+                await session.send_resource_list_changed()
         except Exception:  # noqa: BLE001 - a gone client
             kernel.log.debug("list_changed_not_sent", kind=kind)
 
@@ -230,7 +231,11 @@ def build_server(kernel: Kernel, *, page_size: int | None = None) -> PlexorServe
         # Cross-cutting: remember sessions (for list-changed), time the request,
         # and make sure no handler's exception reaches the client as a traceback.
         if ctx.session is not None:
-            sessions.add(ctx.session)
+            # The SDK builds a ServerSession per request; list-changed goes to
+            # the connection behind it (no public accessor in 2.3).
+            connection = getattr(ctx.session, "_connection", None)
+            if connection is not None:
+                sessions.add(connection)
         started = time.perf_counter()
         try:
             return await call_next(ctx)

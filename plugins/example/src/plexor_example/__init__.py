@@ -1,0 +1,3 @@
+"""A template Plexor plugin."""
+
+__version__ = "0.1.0"
