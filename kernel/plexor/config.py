@@ -166,8 +166,9 @@ class Setting:
             list: 'a list such as ["a", "b"] (in an environment variable: a,b)',
             dict: "a table (in an environment variable: a JSON object)",
         }.get(self.type, f"a {self.type_name}")
+        article = "an" if self.type_name[:1] in "aeiou" else "a"
         raise ConfigError(
-            f"{self.key} = {value!r} in {source} is not a {self.type_name}",
+            f"{self.key} = {value!r} in {source} is not {article} {self.type_name}",
             f"Set {self.key} to {hint}.",
             data={"key": self.key, "source": source},
         )

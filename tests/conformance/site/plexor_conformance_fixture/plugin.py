@@ -22,6 +22,10 @@ def plexor_register_tools(register, settings):
     register(error_handling)
     register(slow)
     register(echo)
+    register(sampling)
+    register(elicitation)
+    register(elicitation_sep1034_defaults)
+    register(elicitation_sep1330_enums)
 
 
 @hookimpl
@@ -115,3 +119,73 @@ def prompt_with_arguments(arg1: str, arg2: str) -> str:
     :param arg2: second argument.
     """
     return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+# -- server-to-client requests ------------------------------------------------
+# The kernel's Context has no public sampling/elicitation API yet; the fixture
+# reaches the SDK session it wraps (reported to the kernel owner).
+
+
+def _session(ctx: Context):
+    session = getattr(ctx, "_session", None)
+    if session is None:
+        raise RuntimeError("no client session: call this tool over MCP")
+    return session
+
+
+async def sampling(ctx: Context, prompt: str) -> Result:
+    """Ask the client's LLM to complete ``prompt`` (sampling/createMessage).
+
+    :param prompt: the text to send.
+    """
+    import mcp_types as types
+
+    reply = await _session(ctx).create_message(
+        [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))],
+        max_tokens=100, related_request_id=ctx.request_id,
+    )
+    content = reply.content
+    text = getattr(content, "text", None) or str(content)
+    return Result({"response": text}, text=f"LLM response: {text}")
+
+
+async def _elicit(ctx: Context, message: str, schema: dict) -> Result:
+    reply = await _session(ctx).elicit_form(message, schema, related_request_id=ctx.request_id)
+    return Result({"action": reply.action, "content": reply.content},
+                  text=f"Elicitation completed: action={reply.action}, content={reply.content}")
+
+
+async def elicitation(ctx: Context, message: str) -> Result:
+    """Ask the user for a username and email (elicitation/create).
+
+    :param message: the question shown to the user.
+    """
+    return await _elicit(ctx, message, {"type": "object", "properties": {
+        "username": {"type": "string", "description": "User's response"},
+        "email": {"type": "string", "description": "User's email address"}}, "required": ["username", "email"]})
+
+
+async def elicitation_sep1034_defaults(ctx: Context) -> Result:
+    """Elicit a form whose fields all carry defaults (SEP-1034)."""
+    return await _elicit(ctx, "Please review and update the form fields with defaults", {"type": "object", "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+        "verified": {"type": "boolean", "description": "Verification status", "default": True}}})
+
+
+async def elicitation_sep1330_enums(ctx: Context) -> Result:
+    """Elicit a form with every enum variant (SEP-1330)."""
+    return await _elicit(ctx, "Please select options from the enum fields", {"type": "object", "properties": {
+        "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": [
+            {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"},
+            {"const": "value3", "title": "Third Option"}]},
+        "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"],
+                       "enumNames": ["Option One", "Option Two", "Option Three"]},
+        "untitledMulti": {"type": "array", "description": "Select multiple options",
+                          "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+        "titledMulti": {"type": "array", "description": "Select multiple options with titles", "items": {"anyOf": [
+            {"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"},
+            {"const": "value3", "title": "Third Choice"}]}}}})
