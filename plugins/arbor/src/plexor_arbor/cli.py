@@ -1,0 +1,109 @@
+"""``plexor arbor ...``: sweep, export and import from a terminal.
+
+Each command starts a kernel with only the arbor plugin (background sweeper
+off), so it reads the same configuration and opens the same database as the
+server, SQLite or PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ["arbor", "with_store"]
+
+
+def with_store(func: Callable[[Any, Any], Any]) -> Any:
+    """Start a kernel with the arbor plugin, run ``func(store, settings)`` in a worker thread, stop the kernel."""
+    import anyio
+
+    from plexor import PlexorError
+    from plexor.kernel import Kernel, State
+
+    environ = dict(os.environ)
+    environ["PLEXOR_PLUGINS"] = "arbor"
+    environ.pop("PLEXOR_DISABLE", None)
+    environ["PLEXOR_ARBOR_SWEEP_INTERVAL"] = "0"
+
+    async def main() -> Any:
+        kernel = Kernel(environ=environ)
+        await kernel.start()
+        try:
+            rec = kernel.records.get("arbor")
+            if rec is None:
+                raise click.ClickException("the arbor plugin is not installed (pip install plexor-arbor)")
+            if rec.state != State.READY:
+                raise click.ClickException(f"the arbor plugin is {rec.state.value}: {rec.error}")
+            store = rec.services["store"]
+            try:
+                return await anyio.to_thread.run_sync(lambda: func(store, rec.settings))
+            except PlexorError as exc:
+                raise click.ClickException(exc.render()) from None
+        finally:
+            await kernel.stop()
+
+    return anyio.run(main)
+
+
+@click.group(name="arbor")
+def arbor() -> None:
+    """Arbor conversation trees: sweep the lifecycle, export and import trees as JSON."""
+
+
+@arbor.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def sweep(as_json: bool) -> None:
+    """Archive trees scheduled longer than scheduled_window; purge trees archived longer than archive_window."""
+
+    def run(store: Any, settings: Any) -> dict[str, Any]:
+        result = store.sweep(settings["scheduled_window"], settings["archive_window"])
+        result["scheduled_window"] = settings["scheduled_window"]
+        result["archive_window"] = settings["archive_window"]
+        return result
+
+    result = with_store(run)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(f"archived {len(result['archived'])} tree(s), purged {len(result['purged'])} tree(s)")
+    for tid in result["archived"]:
+        click.echo(f"  archived {tid}")
+    for tid in result["purged"]:
+        click.echo(f"  purged   {tid}")
+
+
+@arbor.command(name="export")
+@click.argument("tree_id")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file (default: stdout).")
+def export_cmd(tree_id: str, output: Path | None) -> None:
+    """Write the tree TREE_ID (any state) as JSON: the tree and every node in creation order."""
+    document = with_store(lambda store, settings: store.export_tree(tree_id))
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    if output is None:
+        click.echo(text)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+        click.echo(f"exported tree {document['tree']['id']} ({len(document['nodes'])} nodes) to {output}", err=True)
+
+
+@arbor.command(name="import")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@click.option("--new-ids", is_flag=True, help="Give the tree and its nodes fresh ids (to copy a tree that exists here).")
+def import_cmd(file: Path, new_ids: bool) -> None:
+    """Load a tree from FILE (written by `plexor arbor export`; '-' reads stdin)."""
+    try:
+        raw = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {file}: {exc.strerror}") from None
+    try:
+        document = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise click.ClickException(f"{file} is not JSON ({exc}); use a file written by `plexor arbor export`") from None
+    tree = with_store(lambda store, settings: store.import_tree(document, new_ids=new_ids))
+    click.echo(f"imported tree {tree['id']} ({tree['node_count']} nodes, state {tree['state']})")

@@ -1,0 +1,160 @@
+"""The Arbor plugin's hooks (the ``plexor`` entry point).
+
+This module imports only ``plexor`` and the standard library; peewee, the
+store, the renderer and click are imported inside the hooks that need them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from plexor import ConfigError, hookimpl
+
+PLEXOR_NAMESPACE = "arbor"
+NAME = "arbor"
+
+DAY = 86_400.0
+SETTINGS = {
+    "scheduled_window": (7 * DAY, "seconds a tree stays scheduled for deletion before the sweeper archives it"),
+    "archive_window": (30 * DAY, "seconds a tree stays archived before the sweeper purges it for good"),
+    "sweep_interval": (3_600.0, "seconds between background sweeps; 0 turns the background sweeper off"),
+}
+
+
+@hookimpl
+def plexor_add_config(config: Any) -> None:
+    for key, (default, help_text) in SETTINGS.items():
+        config.add(key, float, default, help=help_text)
+    config.add("database_url", str, None,
+               help="database URL such as postgresql://user@host/db (default: a SQLite file in the data directory)")
+
+
+def check_settings(settings: Any) -> None:
+    """Refuse negative windows or intervals, naming the key."""
+    for key in SETTINGS:
+        value = settings[key]
+        if value is None or value < 0:
+            raise ConfigError(
+                f"[arbor] {key} = {value!r} ({settings.sources.get(key, 'default')}) must be 0 or more seconds",
+                f"Set {key} to a number of seconds, e.g. {int(SETTINGS[key][0])}.",
+            )
+
+
+@hookimpl
+def plexor_register_models(register: Any) -> None:
+    from plexor_arbor.models import MODELS, migration_1
+
+    register(*MODELS)
+    register.migration(1, migration_1)
+
+
+@hookimpl
+def plexor_register_tools(register: Any, settings: Any) -> None:
+    check_settings(settings)
+    from plexor_arbor.tools import TOOLS
+
+    for func, annotations in TOOLS:
+        register(func, annotations=annotations)
+
+
+@hookimpl
+def plexor_register_resources(register: Any, settings: Any) -> None:
+    from plexor_arbor.tools import list_resources
+
+    register.lister(list_resources)
+
+
+@hookimpl
+def plexor_register_resource_templates(register: Any, settings: Any) -> None:
+    from plexor_arbor.tools import RESOURCE_TEMPLATES
+
+    for template, reader, name in RESOURCE_TEMPLATES:
+        register(template, reader, name=name, mime_type="application/json")
+
+
+@hookimpl
+def plexor_register_commands(cli: Any) -> None:
+    from plexor_arbor.cli import arbor
+
+    cli.add_command(arbor)
+
+
+@hookimpl
+def plexor_startup(kernel: Any) -> None:
+    from plexor_arbor.store import Store
+
+    rec = kernel.plugin(NAME)
+    store = Store(rec.database)
+    rec.services["store"] = store
+    interval = float(rec.settings["sweep_interval"])
+    if interval > 0:
+        sweeper = Sweeper(kernel, store, rec.settings, interval)
+        rec.services["sweeper"] = sweeper
+        sweeper.start()
+
+
+@hookimpl
+def plexor_shutdown(kernel: Any) -> None:
+    rec = kernel.plugin(NAME)
+    sweeper = rec.services.pop("sweeper", None)
+    if sweeper is not None:
+        sweeper.stop()
+
+
+@hookimpl
+def plexor_error_guidance(exception: BaseException, context: dict[str, Any]) -> str | None:
+    text = str(exception).lower()
+    name = type(exception).__name__
+    if "locked" in text or "busy" in text:
+        return ("Another process is writing to the arbor database; the write waited for the busy timeout and gave up. "
+                "Retry the call.")
+    if name == "IntegrityError":
+        return ("The database refused a write that would break the tree's consistency (another writer may have "
+                "changed it at the same moment). Re-read the tree with arbor_tree_get and retry.")
+    if name in ("OperationalError", "InterfaceError", "DatabaseError"):
+        return ("The arbor database could not be reached or answered with an error. Check [arbor] database_url "
+                "(or PLEXOR_ARBOR_DATABASE_URL) and that the database server is running, then retry.")
+    return None
+
+
+class Sweeper:
+    """Runs :meth:`Store.sweep` every ``interval`` seconds in a daemon thread (first sweep at start)."""
+
+    def __init__(self, kernel: Any, store: Any, settings: Any, interval: float) -> None:
+        self.kernel = kernel
+        self.store = store
+        self.settings = settings
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="arbor-sweeper", daemon=True)
+        self.runs = 0
+        self.last: dict[str, Any] | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def sweep_once(self) -> dict[str, Any]:
+        result = self.store.sweep(self.settings["scheduled_window"], self.settings["archive_window"])
+        self.runs += 1
+        self.last = result
+        if result["archived"] or result["purged"]:
+            self.kernel.log.info("arbor_sweep", archived=len(result["archived"]), purged=len(result["purged"]))
+        return result
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sweep_once()
+            except Exception as exc:  # noqa: BLE001 - a failed sweep is retried at the next interval
+                self.kernel.log.error("arbor_sweep_failed", error=f"{type(exc).__name__}: {exc}")
+            self._stop.wait(self.interval)
+        # The thread's own database connection is not needed any more.
+        try:
+            self.store.db.close()
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,358 @@
+"""Arbor's MCP tools and resource readers.
+
+Every function here is registered by :mod:`plexor_arbor.plugin`; its
+docstring is the description a model reads. They all work through the
+:class:`~plexor_arbor.store.Store` that ``plexor_startup`` put in the
+plugin's services.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+# pydantic needs typing_extensions' TypedDict on Python < 3.12 to build the schema.
+from typing_extensions import NotRequired, TypedDict
+
+from plexor import Context, InvalidArgument, NotReady, Result
+
+__all__ = ["RESOURCE_TEMPLATES", "TOOLS"]
+
+
+class ExternalHandle(TypedDict):
+    """A pointer to content kept elsewhere (a file, a document store, another server)."""
+
+    source: str
+    identifier: str
+    source_version: NotRequired[str]
+    metadata: NotRequired[dict[str, Any]]
+
+
+def _store(ctx: Context) -> Any:
+    store = ctx.services.get("store")
+    if store is None:
+        raise NotReady("arbor's database is not open", "Retry in a moment; if it persists, see `plexor plugins`.")
+    return store
+
+
+# ------------------------------------------------------------------ trees
+def tree_create(ctx: Context, metadata: dict[str, Any] | None = None, owner_id: str = "system") -> dict[str, Any]:
+    """Create a new conversation tree with an empty root node; the head starts at the root.
+
+    Use this to start a conversation. Append messages with arbor_node_create_text
+    (no ids needed: each new node continues from the head). The new tree holds
+    one reference for ``owner_id``.
+    Returns the tree: id, root, head, state, refs, timestamps and metadata.
+
+    :param metadata: free JSON metadata for the tree, e.g. {"title": "Trip planning"}.
+    :param owner_id: who holds the tree's first reference (release it with arbor_tree_release).
+    """
+    return _store(ctx).create_tree(metadata, owner_id)
+
+
+def tree_get(ctx: Context, tree_id: str) -> dict[str, Any]:
+    """Get a tree's description: root and head node ids, state, reference counts per owner,
+    scheduled deletion / archive times, metadata and node count.
+
+    Works for active and scheduled-for-deletion trees; archived trees are read with
+    arbor_tree_get_archived.
+
+    :param tree_id: the tree's id (a UUID).
+    """
+    return _store(ctx).get_tree(tree_id)
+
+
+def tree_get_skeleton(ctx: Context, tree_id: str) -> dict[str, Any]:
+    """Get the shape of a tree without message contents: every node's id, parent, ordered
+    children, kind (text or external) and role. Use it to find node ids cheaply.
+
+    :param tree_id: the tree's id.
+    """
+    return _store(ctx).skeleton(tree_id)
+
+
+def tree_list(
+    ctx: Context,
+    state: Literal["active", "scheduled_delete", "archived"] = "active",
+    limit: int = 100,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """List trees in one state (default: active), oldest first, with their heads and references.
+
+    Returns {"trees": [...], "total", "next_offset"}; pass next_offset back as offset for the next page.
+
+    :param state: active, scheduled_delete or archived.
+    :param limit: page size, 1-1000.
+    :param offset: how many trees to skip (from next_offset).
+    """
+    return _store(ctx).list_trees(state, limit, offset)
+
+
+def tree_list_scheduled(ctx: Context, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+    """List trees scheduled for deletion (no owner holds a reference any more), with the time each
+    was scheduled. The sweeper archives them after the scheduled window; a claim rescues one.
+
+    :param limit: page size, 1-1000.
+    :param offset: how many trees to skip.
+    """
+    return _store(ctx).list_trees("scheduled_delete", limit, offset)
+
+
+def tree_list_archived(ctx: Context, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+    """List archived trees (and only those), with the time each was archived. The sweeper purges
+    them after the archive window; read one with arbor_tree_get_archived, restore it with arbor_tree_claim.
+
+    :param limit: page size, 1-1000.
+    :param offset: how many trees to skip.
+    """
+    return _store(ctx).list_trees("archived", limit, offset)
+
+
+def tree_get_archived(ctx: Context, tree_id: str) -> dict[str, Any]:
+    """Read a tree in any state, archived included: its description and every node (id, parent,
+    data, metadata, created_at) in creation order. Use it to inspect an archived tree before
+    deciding to restore it with arbor_tree_claim.
+
+    :param tree_id: the tree's id.
+    """
+    doc = _store(ctx).export_tree(tree_id)
+    return {"tree": doc["tree"], "nodes": doc["nodes"]}
+
+
+def tree_update_metadata(ctx: Context, tree_id: str, metadata: dict[str, Any], merge: bool = False) -> dict[str, Any]:
+    """Replace a tree's metadata, or merge keys into it with merge=true (a key set to null is removed).
+
+    :param tree_id: the tree's id (must be active).
+    :param metadata: the new JSON metadata object.
+    :param merge: merge into the existing metadata instead of replacing it.
+    """
+    return _store(ctx).update_metadata(tree_id, metadata, merge)
+
+
+def tree_claim(ctx: Context, tree_id: str, owner_id: str, count: int = 1) -> dict[str, Any]:
+    """Add references to a tree for an owner. A tree scheduled for deletion or archived becomes
+    active again. Returns the tree with its new reference counts and its previous_state.
+
+    :param tree_id: the tree's id.
+    :param owner_id: who holds the references (a session, a user, a job).
+    :param count: how many references to add (at least 1).
+    """
+    return _store(ctx).claim(tree_id, owner_id, count)
+
+
+def tree_release(ctx: Context, tree_id: str, owner_id: str, count: int = 1) -> dict[str, Any]:
+    """Release references an owner holds on a tree (never more than it holds). When no references
+    remain, the tree is scheduled for deletion; the sweeper archives it later. Returns the tree.
+
+    :param tree_id: the tree's id.
+    :param owner_id: the owner giving references back.
+    :param count: how many references to release (at least 1).
+    """
+    return _store(ctx).release(tree_id, owner_id, count)
+
+
+def tree_get_head(ctx: Context, tree_id: str) -> dict[str, Any]:
+    """Get the tree's head: the node the conversation continues from (the most recently created
+    node unless moved with arbor_tree_set_head), with its data and ordered children.
+
+    :param tree_id: the tree's id.
+    """
+    return _store(ctx).get_head(tree_id)
+
+
+def tree_set_head(ctx: Context, tree_id: str, node_id: str) -> dict[str, Any]:
+    """Move the tree's head to a node, so that the next node created without a parent continues
+    from there (this is how a branch is started from an earlier message). Returns the new head node.
+
+    :param tree_id: the tree's id (must be active).
+    :param node_id: any node of the tree.
+    """
+    return _store(ctx).set_head(tree_id, node_id)
+
+
+def tree_render(ctx: Context, tree_id: str, node_id: str | None = None, max_depth: int | None = None) -> Result:
+    """Draw a tree (or the subtree under node_id) as text with box drawing, one line per node:
+    the role as a prefix ("User: Hello"), long text cut to 57 characters plus "...", newlines
+    shown as ↵, external nodes as [source:identifier]. Use it to show a conversation's branches.
+
+    :param tree_id: the tree's id.
+    :param node_id: draw only the subtree under this node (default: the whole tree).
+    :param max_depth: draw at most this many levels below the starting node (0 = the node alone).
+    """
+    from plexor_arbor.render import draw
+
+    if max_depth is not None and max_depth < 0:
+        raise InvalidArgument(f"max_depth must be 0 or more, got {max_depth}", "Leave it out to draw every level.")
+    store = _store(ctx)
+    row, rows = store.subtree(tree_id, node_id, max_depth)
+    start = row[1] if node_id is None else next(r[0] for r in rows if r[8] == 0)
+    text, drawn = draw(rows, start, max_depth, root_seq=row[1])
+    ids = {r[0]: r[2] for r in rows}
+    head = ids.get(row[2]) or store._ids_of([row[2]]).get(row[2])
+    data = {
+        "tree_id": row[0],
+        "root": ids.get(row[1]) or store._ids_of([row[1]]).get(row[1]),
+        "head": head,
+        "start": ids.get(start),
+        "nodes_drawn": drawn,
+        "max_depth": max_depth,
+        "rendering": text,
+    }
+    return Result(data, text=text)
+
+
+# ------------------------------------------------------------------ nodes
+def node_create_text(
+    ctx: Context,
+    tree_id: str,
+    content: str,
+    parent: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Append a text message to a tree. Without parent it continues from the tree's head, so a
+    linear conversation needs no ids; with parent it starts a branch there. The head moves to the
+    new node. Returns the node (id, parent, position among siblings, data, metadata, created_at).
+
+    :param tree_id: the tree's id (must be active).
+    :param content: the message text.
+    :param parent: the node to answer (default: the head).
+    :param metadata: JSON metadata; "role" (system, user, assistant, tool...) is shown by arbor_tree_render.
+    """
+    return _store(ctx).create_node(tree_id, content=content, parent=parent, metadata=metadata)
+
+
+def node_create_external(
+    ctx: Context,
+    tree_id: str,
+    handle: ExternalHandle,
+    parent: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Append a node that points at content kept elsewhere (a file, a document, another server's
+    resource) instead of holding text. Like arbor_node_create_text it continues from the head
+    unless parent is given, and moves the head. arbor_context_get_handles collects these.
+
+    :param tree_id: the tree's id (must be active).
+    :param handle: {"source", "identifier", "source_version"?, "metadata"?}.
+    :param parent: the node to attach to (default: the head).
+    :param metadata: JSON metadata, e.g. {"role": "tool"}.
+    """
+    return _store(ctx).create_node(tree_id, handle=dict(handle), parent=parent, metadata=metadata)
+
+
+def node_get(ctx: Context, tree_id: str, node_id: str) -> dict[str, Any]:
+    """Get one node: its data, metadata, parent, position and ordered children ids.
+
+    :param tree_id: the tree's id.
+    :param node_id: the node's id.
+    """
+    return _store(ctx).get_node(tree_id, node_id)
+
+
+def node_get_children(ctx: Context, tree_id: str, node_id: str) -> dict[str, Any]:
+    """Get a node's children in creation order (the first reply first, later branches after).
+
+    :param tree_id: the tree's id.
+    :param node_id: the parent node's id.
+    """
+    return {"tree_id": tree_id, "node_id": node_id, "children": _store(ctx).children(tree_id, node_id)}
+
+
+def node_get_parent(ctx: Context, tree_id: str, node_id: str) -> dict[str, Any]:
+    """Get a node's parent node; {"parent": null} for the root.
+
+    :param tree_id: the tree's id.
+    :param node_id: the node's id.
+    """
+    return {"tree_id": tree_id, "node_id": node_id, "parent": _store(ctx).parent(tree_id, node_id)}
+
+
+def node_get_path(ctx: Context, tree_id: str, node_id: str) -> dict[str, Any]:
+    """Get the ids of the nodes from the root to a node, in order (root first, the node last).
+
+    :param tree_id: the tree's id.
+    :param node_id: the node the path ends at.
+    """
+    ids = _store(ctx).path_ids(tree_id, node_id)
+    return {"tree_id": tree_id, "node_id": node_id, "path": ids, "depth": len(ids) - 1}
+
+
+# ---------------------------------------------------------------- context
+def context_list_leaves(ctx: Context, tree_id: str) -> dict[str, Any]:
+    """List the leaves of a tree (nodes without children: the end of each branch), in creation
+    order. Each leaf is a conversation you could continue; get its context with arbor_context_get_path.
+
+    :param tree_id: the tree's id.
+    """
+    leaves = _store(ctx).leaves(tree_id)
+    return {"tree_id": tree_id, "leaves": leaves, "count": len(leaves)}
+
+
+def context_get_path(ctx: Context, tree_id: str, node_id: str | None = None) -> dict[str, Any]:
+    """Get the conversation context for a node: the full nodes (data, metadata) from the root to it,
+    in order. This is what to send to a model to continue from that node.
+
+    :param tree_id: the tree's id.
+    :param node_id: the node the context ends at (default: the tree's head).
+    """
+    store = _store(ctx)
+    if node_id is None:
+        node_id = store.get_tree(tree_id)["head"]
+    nodes = store.path(tree_id, node_id)
+    return {"tree_id": tree_id, "node_id": nodes[-1]["id"], "nodes": nodes, "depth": len(nodes) - 1}
+
+
+def context_get_handles(ctx: Context, tree_id: str, node_id: str | None = None) -> dict[str, Any]:
+    """Get the external handles on the path from the root to a node, in path order: the outside
+    content a model needs to fetch to have the whole context.
+
+    :param tree_id: the tree's id.
+    :param node_id: the node the path ends at (default: the tree's head).
+    """
+    store = _store(ctx)
+    if node_id is None:
+        node_id = store.get_tree(tree_id)["head"]
+    handles = store.handles(tree_id, node_id)
+    return {"tree_id": tree_id, "node_id": node_id, "handles": handles, "count": len(handles)}
+
+
+TOOLS: list[tuple[Any, dict[str, Any]]] = []
+_RO = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
+_W = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
+_WI = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+for _f in (tree_get, tree_get_skeleton, tree_list, tree_list_scheduled, tree_list_archived, tree_get_archived,
+           tree_get_head, tree_render, node_get, node_get_children, node_get_parent, node_get_path,
+           context_list_leaves, context_get_path, context_get_handles):
+    TOOLS.append((_f, _RO))
+for _f in (tree_create, tree_claim, node_create_text, node_create_external):
+    TOOLS.append((_f, _W))
+for _f in (tree_update_metadata, tree_set_head):
+    TOOLS.append((_f, _WI))
+TOOLS.append((tree_release, {**_W, "destructiveHint": True}))
+
+
+# -------------------------------------------------------------- resources
+def read_tree(ctx: Context, tree_id: str) -> dict[str, Any]:
+    """A tree's description: root, head, state, references, timestamps and metadata."""
+    return _store(ctx).get_tree(tree_id, allow_archived=True)
+
+
+def read_node(ctx: Context, tree_id: str, node_id: str) -> dict[str, Any]:
+    """One node of a tree: data, metadata, parent, position and ordered children."""
+    return _store(ctx).get_node(tree_id, node_id)
+
+
+def read_head(ctx: Context, tree_id: str) -> dict[str, Any]:
+    """The node a tree's conversation continues from."""
+    return _store(ctx).get_head(tree_id)
+
+
+def list_resources(ctx: Context) -> list[dict[str, Any]]:
+    store = ctx.services.get("store")
+    return [] if store is None else store.resource_listing()
+
+
+RESOURCE_TEMPLATES = [
+    ("arbor://tree/{tree_id}", read_tree, "Arbor tree"),
+    ("arbor://tree/{tree_id}/node/{node_id}", read_node, "Arbor node"),
+    ("arbor://tree/{tree_id}/head", read_head, "Arbor tree head"),
+]
