@@ -1,0 +1,248 @@
+"""The keyboard plugin's hooks: macOS virtual key codes as MCP tools and resources.
+
+This module is the entry point, so it imports only ``plexor`` and the standard
+library; the catalog (JSON data, the alias index) is built on the first call and
+RapidFuzz is imported on the first lookup that misses.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from plexor import Context, NotFound, PlexorError, Result, hookimpl
+
+PLEXOR_NAMESPACE = "keyboard"
+
+# The layout ids of data/fkeys.json, spelled out so that the setting can be validated
+# at start without loading the data (tests check the two stay equal).
+LAYOUT_IDS = (
+    "apple_silicon_2020plus",
+    "intel_laptop_2011_2020_backlit",
+    "external_2011_2020_no_backlight",
+    "aluminium_2007_2010",
+    "macbook_air_wellspring4_2010",
+    "touch_bar_2016_2022",
+)
+_READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False, "destructiveHint": False}
+
+
+def _catalog() -> Any:
+    from plexor_keyboard.catalog import get_catalog
+
+    return get_catalog()
+
+
+# ------------------------------------------------------------------------ hooks
+@hookimpl
+def plexor_add_config(config: Any) -> None:
+    config.add(
+        "default_layout",
+        str,
+        "apple_silicon_2020plus",
+        help="Keyboard generation used for 'F{n}+' answers when a call names no layout.",
+        choices=LAYOUT_IDS,
+    )
+
+
+@hookimpl
+def plexor_register_tools(register: Any, settings: Any) -> None:
+    # Lookups take microseconds: run them on the event loop rather than hop to a thread.
+    for tool in (lookup_keycode, search_keys, list_categories, get_key_combinations):
+        register(tool, annotations=_READ_ONLY, blocking=False)
+
+
+@hookimpl
+def plexor_register_resources(register: Any, settings: Any) -> None:
+    register("keycode://all", read_all, name="All macOS virtual key codes",
+             description="Every kVK_* constant with its name, code, hex, category and aliases.")
+    register("keycode://aliases", read_aliases, name="Key aliases",
+             description="Every alias, abbreviation and glyph, with the key it names (and the alternatives "
+                         "of ambiguous names).")
+    register.lister(list_category_resources)
+
+
+@hookimpl
+def plexor_register_resource_templates(register: Any, settings: Any) -> None:
+    register("keycode://category/{category}", read_category, name="Keys of one category",
+             description="The keys of one category (letters, numbers, function-keys, modifiers, navigation, "
+                         "editing, keypad, punctuation, media, iso-jis).",
+             complete={"category": complete_category})
+
+
+@hookimpl
+def plexor_register_commands(cli: Any) -> None:
+    import click
+
+    @cli.group(name="keyboard", help="macOS virtual key codes: look up keys and parse shortcuts.")
+    def group() -> None:
+        pass
+
+    @group.command(name="lookup", help="Look up a key by name, alias, glyph, constant, code or 'F4+'.")
+    @click.argument("key_name")
+    @click.option("--fuzzy", is_flag=True, help="Suggest near names when nothing matches exactly.")
+    @click.option("--layout", default=None, help="Keyboard generation for F-key secondary functions.")
+    def lookup_cmd(key_name: str, fuzzy: bool, layout: str | None) -> None:
+        _run_cli(lambda: _catalog().lookup(key_name, fuzzy=fuzzy, layout=layout))
+
+    @group.command(name="combo", help="Parse a shortcut such as 'cmd+shift+4' or '⌘⇧4'.")
+    @click.argument("shortcut")
+    def combo_cmd(shortcut: str) -> None:
+        from plexor_keyboard.shortcuts import parse_shortcut
+
+        _run_cli(lambda: parse_shortcut(shortcut, _catalog()))
+
+    @group.command(name="categories", help="List the key categories.")
+    def categories_cmd() -> None:
+        _run_cli(lambda: {"categories": _catalog().categories_summary()})
+
+
+def _run_cli(produce: Any) -> None:
+    import click
+
+    try:
+        data = produce()
+    except PlexorError as err:
+        click.echo(err.render(), err=True)
+        raise SystemExit(1) from None
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+@hookimpl
+def plexor_error_guidance(exception: BaseException, context: dict[str, Any]) -> str | None:
+    if isinstance(exception, ImportError) and "rapidfuzz" in str(exception):
+        return "Typo-tolerant lookup needs RapidFuzz: reinstall plexor-keyboard (pip install plexor-keyboard)."
+    if type(exception).__name__ == "CatalogError":
+        return "The installed plexor-keyboard has inconsistent key data; reinstall it."
+    return None
+
+
+# ------------------------------------------------------------------------ tools
+def lookup_keycode(ctx: Context, key_name: str | int, fuzzy: bool = False, layout: str | None = None) -> Any:
+    """Find a macOS virtual key code (kVK_* constant from Apple's Events.h) for a key.
+
+    Accepts a key name ("Return"), an alias or abbreviation ("esc", "cmd", "pgdn", "fwd delete", "globe"),
+    a glyph ("⌘", "⌫", "↩"), a typed symbol including shifted ones ("/", "?", "~"), a side ("right command",
+    "lshift"), a keypad name ("numpad enter", "keypad 5", "numpad *"), a constant ("kVK_Space") or a code
+    ("49", "0x31", "code 0": a reverse lookup listing every key with that code). "F4+" returns F4 with its
+    printed secondary function (brightness, Mission Control, Spotlight, media...) on the chosen keyboard
+    generation, and what it is on the others. Ambiguous names ("enter", "del", "+") answer with the most
+    likely key and list `alternatives`. Returns {found, key: {name, constant, code, hex, category, aliases},
+    alternatives, match, ...}. When nothing matches: with fuzzy=true, {found: false, suggestions: [up to five
+    keys with a 0-1 confidence]}; with fuzzy=false, an error naming the closest key.
+
+    :param key_name: what to look up: a name, alias, glyph, symbol, constant, decimal or hex code, or "F{n}+".
+    :param fuzzy: when nothing matches exactly, return up to five typo-tolerant suggestions instead of an error.
+    :param layout: keyboard generation for F-key secondary functions: apple_silicon_2020plus (default: Apple
+        silicon Macs and Magic Keyboards since 2021), intel_laptop_2011_2020_backlit,
+        external_2011_2020_no_backlight, aluminium_2007_2010, macbook_air_wellspring4_2010, touch_bar_2016_2022;
+        short forms such as "intel" or "external" work too.
+    """
+    catalog = _catalog()
+    result = catalog.lookup(str(key_name), fuzzy=fuzzy, layout=layout,
+                            default_layout=ctx.settings.get("default_layout") or LAYOUT_IDS[0])
+    if result.get("found") is False:
+        if result["suggestions"]:
+            best = result["suggestions"][0]
+            advice = (f"No key is named {result['query']!r}; the closest is {best['key']['name']!r} "
+                      f"(confidence {best['confidence']}). Look it up by that name to confirm.")
+        else:
+            advice = (f"Nothing is close to {result['query']!r}. Call keyboard_search_keys or "
+                      "keyboard_list_categories to browse the keys.")
+        return Result(result, guidance=[advice])
+    return result
+
+
+def search_keys(query: str | None = None, category: str | None = None) -> Any:
+    """Search the 120 macOS keys by part of a name, alias, glyph or constant, and/or by category.
+
+    Use it to browse ("arrow", "keypad", "bracket") or to list a category; use keyboard_lookup_keycode
+    for one exact key. With neither argument it lists every key. Returns {found, count, keys: [{name,
+    constant, code, hex, category, aliases}, ...]}, best matches first; when nothing matches, also
+    `suggestions` of near names.
+
+    :param query: text to find in key names, aliases and constants (case-insensitive), or a code ("0x31").
+    :param category: one category id or name: letters, numbers, function-keys, modifiers, navigation,
+        editing, keypad, punctuation, media, iso-jis (see keyboard_list_categories).
+    """
+    result = _catalog().search(query, category)
+    if not result["found"]:
+        where = f" in category {result['category']!r}" if result["category"] else ""
+        advice = f"No key matches {query!r}{where}."
+        if result.get("suggestions"):
+            advice += f" Did you mean {result['suggestions'][0]['key']['name']!r}?"
+        advice += " Try a shorter part of the name, or keyboard_list_categories."
+        return Result(result, guidance=[advice])
+    return result
+
+
+def list_categories() -> dict[str, Any]:
+    """List the key categories with a description, how many keys each has and a few examples.
+
+    Use a category's id with keyboard_search_keys(category=...) or read keycode://category/{id}.
+    """
+    cats = _catalog().categories_summary()
+    return {"count": len(cats), "total_keys": sum(c["count"] for c in cats), "categories": cats}
+
+
+def get_key_combinations(shortcut: str) -> dict[str, Any]:
+    """Parse a keyboard shortcut into its modifiers and its one main key, with codes and event flags.
+
+    Accepts "cmd+shift+4", "⌘⇧4", "ctrl-alt-delete", "Command + Option + Esc", "^C", "cmd++" and sides
+    ("right option+a"). Returns the modifiers in Apple's canonical order (⌃ Control, ⌥ Option, ⇧ Shift,
+    ⌘ Command; fn and ⇪ before them), each with its key code and event modifier flag mask
+    (NSEventModifierFlags / CGEventFlags, e.g. Command 0x100000), the combined `modifier_flags`, the main
+    `key` {name, constant, code, hex, ...}, and the `canonical` form ("⇧⌘4"). A shifted symbol as the main
+    key ("cmd+?") adds the Shift it needs. A shortcut with no main key or with several is an error.
+
+    :param shortcut: the shortcut as written, with '+', '-' or spaces between keys, or glued glyphs.
+    """
+    from plexor_keyboard.shortcuts import parse_shortcut
+
+    return parse_shortcut(shortcut, _catalog())
+
+
+# -------------------------------------------------------------------- resources
+def read_all() -> dict[str, Any]:
+    """Every key, ordered by code."""
+    catalog = _catalog()
+    return {"count": len(catalog.keys), "keys": [k.to_dict() for k in catalog.keys]}
+
+
+def read_aliases() -> dict[str, Any]:
+    """Every alias with the key it names."""
+    table = _catalog().aliases_table()
+    return {"count": len(table), "aliases": table}
+
+
+def read_category(category: str) -> dict[str, Any]:
+    """The keys of one category."""
+    from plexor import InvalidArgument
+
+    catalog = _catalog()
+    try:
+        cid = catalog.resolve_category(category)
+    except InvalidArgument as err:
+        raise NotFound(f"no key category {category!r}", err.guidance, data=err.data) from None
+    info = catalog.categories[cid]
+    keys = catalog.in_category(cid)
+    return {"id": cid, "name": info["name"], "description": info["description"], "count": len(keys),
+            "keys": [k.to_dict() for k in keys]}
+
+
+def list_category_resources() -> list[dict[str, Any]]:
+    """One resource per category (so that resources/list shows them)."""
+    from plexor_keyboard.names import CATEGORIES
+
+    return [{"uri": f"keycode://category/{cid}", "name": f"Keys: {title}", "description": desc,
+             "mime_type": "application/json"} for cid, title, desc, _ in CATEGORIES]
+
+
+def complete_category(prefix: str) -> list[str]:
+    """Category ids starting with ``prefix`` (for completion/complete)."""
+    from plexor_keyboard.names import CATEGORIES
+
+    p = (prefix or "").strip().lower()
+    return [cid for cid, *_ in CATEGORIES if cid.startswith(p)] or [
+        cid for cid, title, *_ in CATEGORIES if p in cid or p in title.lower()
+    ]
