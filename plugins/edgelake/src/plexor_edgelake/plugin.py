@@ -1,0 +1,125 @@
+"""The ``edgelake`` Plexor plugin: EdgeLake tools declared in YAML over a robust REST client.
+
+This entry-point module imports only ``plexor`` and the standard library; the
+YAML loader, the pydantic-typed signatures and the HTTP client are imported
+inside the hooks that need them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from plexor import Context, hookimpl
+
+PLEXOR_NAMESPACE = "edgelake"
+PLUGIN = "edgelake"
+
+# Catalogs built while registering, keyed by the plugin's Settings object, picked up at startup.
+_catalogs: dict[int, tuple[Any, Any]] = {}
+
+
+@hookimpl
+def plexor_add_config(config: Any) -> None:
+    config.add("nodes", list, ["127.0.0.1:32049"],
+               help='EdgeLake nodes, "host:port" or "name=host:port" (the REST port); the first is the default')
+    config.add("tools_file", Path, None, help="a YAML file of your own tools (same format as the shipped tools.yaml)")
+    config.add("timeout", float, 20.0, help="seconds to wait for a local command")
+    config.add("network_timeout", float, 60.0, help="seconds to wait for a command with destination network")
+    config.add("connect_timeout", float, 5.0, help="seconds to wait for a connection to a node")
+    config.add("max_rows", int, 10000, help="the most rows a tool returns; a larger reply is cut with guidance")
+    config.add("retries", int, 2, help="extra attempts after a connection failure (read-only commands only)")
+    config.add("backoff", float, 0.25, help="seconds before the first retry, doubled for each next one")
+    config.add("max_connections", int, 16, help="connections (calls in flight) per node")
+    config.add("user_agent", str, "AnyLog/1.23", help="the User-Agent the node expects")
+
+
+def _catalog(settings: Any) -> Any:
+    key = id(settings)
+    if key not in _catalogs:
+        from plexor import ConfigError
+
+        from plexor_edgelake.client import parse_nodes
+        from plexor_edgelake.toolspec import load_catalog
+
+        parse_nodes(settings["nodes"])  # a bad node list fails the plugin before any tool is registered
+        for name in ("timeout", "network_timeout", "connect_timeout", "max_rows", "max_connections"):
+            if settings[name] <= 0:
+                raise ConfigError(f"[edgelake] {name} = {settings[name]!r} must be greater than 0",
+                                  f"Set {name} to a positive number.")
+        for name in ("retries", "backoff"):
+            if settings[name] < 0:
+                raise ConfigError(f"[edgelake] {name} = {settings[name]!r} cannot be negative", f"Set {name} to 0 or more.")
+        cache = Path(settings.data_dir) / "cache" if getattr(settings, "data_dir", None) else None
+        _catalogs[key] = (settings, load_catalog(settings["tools_file"], cache_dir=cache))
+    return _catalogs[key][1]
+
+
+@hookimpl
+def plexor_register_tools(register: Any, settings: Any) -> None:
+    from plexor_edgelake.engine import make_tool_function
+
+    catalog = _catalog(settings)
+    nodes = settings["nodes"]
+    hint = f"{nodes[0]}" if nodes else "the first configured node"
+    for tool in catalog.tools.values():
+        if tool.handler:
+            annotations = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
+        else:
+            annotations = {"readOnlyHint": tool.read_only, "destructiveHint": not tool.read_only,
+                           "idempotentHint": tool.read_only, "openWorldHint": True}
+        if tool.title:
+            annotations["title"] = tool.title
+        register(make_tool_function(tool, hint), tool.name, annotations=annotations)
+
+
+@hookimpl
+def plexor_register_resource_templates(register: Any, settings: Any) -> None:
+    register("edgelake://database/{database}", read_database, name="EdgeLake database",
+             description="The tables of one EdgeLake database (from the network's metadata).")
+    register("edgelake://database/{database}/table/{table}", read_table, name="EdgeLake table",
+             description="The columns and types of one EdgeLake table.")
+
+
+async def _run_shipped(ctx: Context, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
+    from plexor import NotFound, NotReady
+
+    engine = ctx.services.get("engine")
+    if engine is None:
+        raise NotReady("the EdgeLake plugin has not finished starting", "Retry in a moment.")
+    tool = engine.catalog.tools.get(tool_name)
+    if tool is None:
+        raise NotFound(f"the tool edgelake_{tool_name} is disabled, so this resource cannot be read",
+                       f"Re-enable {tool_name} in your [edgelake] tools_file.")
+    result = await engine.run(tool, args)
+    return result.data
+
+
+async def read_database(database: str, ctx: Context) -> dict[str, Any]:
+    """The tables of ``database``."""
+    data = await _run_shipped(ctx, "list_tables", {"database": database})
+    return {"database": database, "tables": data["tables"], "source": data["source"]}
+
+
+async def read_table(database: str, table: str, ctx: Context) -> dict[str, Any]:
+    """The schema of ``database``.``table``."""
+    data = await _run_shipped(ctx, "get_schema", {"database": database, "table": table})
+    return {"database": database, "table": table, "columns": data["columns"], "source": data["source"]}
+
+
+@hookimpl
+def plexor_startup(kernel: Any) -> None:
+    from plexor_edgelake.engine import Engine
+
+    rec = kernel.plugin(PLUGIN)
+    catalog = _catalog(rec.settings)
+    rec.services["engine"] = Engine(catalog, rec.settings)
+
+
+@hookimpl
+async def plexor_shutdown(kernel: Any) -> None:
+    rec = kernel.plugin(PLUGIN)
+    engine = rec.services.pop("engine", None)
+    _catalogs.pop(id(rec.settings), None)
+    if engine is not None:
+        await engine.aclose()

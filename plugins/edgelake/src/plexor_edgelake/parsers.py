@@ -1,0 +1,379 @@
+"""Response parsers: what a tool declares in YAML under ``parser`` to turn a node's reply into data.
+
+Kinds:
+
+``json_path``
+    Extract values from a JSON reply with a small JSONPath subset (``$``,
+    ``.key``, ``['key']``, ``[0]``, ``[*]``, ``.*`` and filters
+    ``[?(@.a.b == '{argument}' && @.c != 'x')]``), then optionally ``unique``,
+    ``sort``, turn an object into ``entries`` rows, and name the result ``key``.
+``table``
+    The node's text tables (columns separated by ``|``, or aligned under a
+    dashed line) as rows of ``{column: value}``.
+``query``
+    A ``sql`` reply in any of its formats (``{"Query": [...], "Statistics": [...]}``,
+    a bare JSON list, or a text table followed by a Statistics block).
+``json``
+    The whole JSON reply under ``key``.
+``text``
+    The reply as text (pass-through).
+``auto``
+    JSON when the reply is JSON, a table when it looks like one, text otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["KINDS", "ParseError", "Parsed", "compile_path", "parse_reply", "parse_table", "validate_parser"]
+
+
+class ParseError(ValueError):
+    """The reply does not have the shape the parser expects."""
+
+
+@dataclass
+class Parsed:
+    """A parsed reply: ``data`` for structuredContent and, optionally, a human ``text``."""
+
+    data: dict[str, Any]
+    text: str | None = None
+    list_key: str | None = None  # the key holding the rows (for the row cap)
+
+
+# --------------------------------------------------------------------------------------------------
+# JSONPath subset
+
+_STEP = re.compile(
+    r"""\.(?P<key>[A-Za-z_][\w-]*)
+      |\.\*(?P<dotstar>)
+      |\[\s*(?P<q>'[^']*'|"[^"]*")\s*\]
+      |\[\s*(?P<idx>-?\d+)\s*\]
+      |\[\s*\*\s*\](?P<star>)
+      |\[\?\((?P<filter>.*?)\)\]""",
+    re.X,
+)
+_COND = re.compile(r"^\s*@((?:\.[A-Za-z_][\w-]*|\['[^']*'\])+)\s*(==|!=)\s*('(?:[^']*)'|\"[^\"]*\"|-?\d+(?:\.\d+)?|true|false|null)\s*$")
+_ARG = re.compile(r"\{([A-Za-z_]\w*)\}")
+
+
+@dataclass(frozen=True)
+class _Cond:
+    path: tuple[str, ...]
+    op: str
+    literal: Any  # str (may hold {argument} placeholders), number, bool or None
+
+    def arguments(self) -> list[str]:
+        return _ARG.findall(self.literal) if isinstance(self.literal, str) else []
+
+
+@dataclass(frozen=True)
+class CompiledPath:
+    text: str
+    steps: tuple[tuple[str, Any], ...]
+
+    def arguments(self) -> list[str]:
+        out: list[str] = []
+        for kind, value in self.steps:
+            if kind == "filter":
+                for cond in value:
+                    out.extend(cond.arguments())
+        return out
+
+    def evaluate(self, doc: Any, args: Mapping[str, Any]) -> list[Any]:
+        nodes = [doc]
+        for kind, value in self.steps:
+            nxt: list[Any] = []
+            for node in nodes:
+                if kind == "key":
+                    if isinstance(node, dict) and value in node:
+                        nxt.append(node[value])
+                elif kind == "index":
+                    if isinstance(node, list) and -len(node) <= value < len(node):
+                        nxt.append(node[value])
+                elif kind == "star":
+                    nxt.extend(_children(node))
+                elif kind == "filter":
+                    conds = [c for c in value if all(args.get(a) is not None for a in c.arguments())]
+                    nxt.extend(child for child in _children(node) if all(_holds(c, child, args) for c in conds))
+            nodes = nxt
+        return nodes
+
+
+def _children(node: Any) -> list[Any]:
+    if isinstance(node, list):
+        return list(node)
+    if isinstance(node, dict):
+        return list(node.values())
+    return []
+
+
+def _holds(cond: _Cond, item: Any, args: Mapping[str, Any]) -> bool:
+    value: Any = item
+    for key in cond.path:
+        if not isinstance(value, dict) or key not in value:
+            return cond.op == "!="
+        value = value[key]
+    literal = cond.literal
+    if isinstance(literal, str):
+        literal = _ARG.sub(lambda m: str(args.get(m.group(1))), literal)
+        equal = _as_text(value) == literal
+    else:
+        equal = value == literal
+    return equal if cond.op == "==" else not equal
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def compile_path(text: str) -> CompiledPath:
+    """Compile a JSONPath of the supported subset; raises :class:`ParseError` naming the bad part."""
+    if not isinstance(text, str) or not text.startswith("$"):
+        raise ParseError(f"path {text!r} must start with '$'")
+    steps: list[tuple[str, Any]] = []
+    pos = 1
+    while pos < len(text):
+        m = _STEP.match(text, pos)
+        if not m:
+            raise ParseError(f"path {text!r}: cannot read {text[pos:]!r} (position {pos}); "
+                             "supported: .key, ['key'], [0], [*], .*, [?(@.key == 'value')]")
+        if m.group("key") is not None:
+            steps.append(("key", m.group("key")))
+        elif m.group("q") is not None:
+            steps.append(("key", m.group("q")[1:-1]))
+        elif m.group("idx") is not None:
+            steps.append(("index", int(m.group("idx"))))
+        elif m.group("star") is not None or m.group("dotstar") is not None:
+            steps.append(("star", None))
+        else:
+            conds = []
+            for part in m.group("filter").split("&&"):
+                cm = _COND.match(part)
+                if not cm:
+                    raise ParseError(f"path {text!r}: the filter condition {part.strip()!r} is not "
+                                     "@.key == 'value' or @.key != 'value' (join several with &&)")
+                keys = tuple(re.findall(r"\.([A-Za-z_][\w-]*)|\['([^']*)'\]", cm.group(1)))
+                path = tuple(a or b for a, b in keys)
+                lit_text = cm.group(3)
+                literal: Any = lit_text[1:-1] if lit_text[0] in "'\"" else json.loads(lit_text)
+                conds.append(_Cond(path, cm.group(2), literal))
+            steps.append(("filter", tuple(conds)))
+        pos = m.end()
+    return CompiledPath(text, tuple(steps))
+
+
+# --------------------------------------------------------------------------------------------------
+# Text tables
+
+_STATS = re.compile(r"\{\s*\"Statistics\"")
+
+
+def parse_table(text: str, *, fill_down: list[str] | None = None, numbers: bool = False) -> dict[str, Any]:
+    """Parse one of the node's text tables into ``{"title", "columns", "rows"}``.
+
+    The line of dashes fixes the columns: segments between ``|`` (the
+    ``get ...`` tables) or runs of dashes separated by spaces (``format =
+    table`` query output). The header line above it is cut at the same
+    places; lines above the header form the title.
+    """
+    lines = [ln.rstrip("\r") for ln in text.replace("\r\n", "\n").split("\n")]
+    dash_at = next((i for i, ln in enumerate(lines) if ln.strip() and set(ln.strip()) <= {"-", "|", " "}
+                    and "-" in ln), None)
+    if dash_at is None or dash_at == 0:
+        raise ParseError("no table found (no header above a line of dashes)")
+    dashes = lines[dash_at]
+    header = lines[dash_at - 1]
+    title = " ".join(ln.strip() for ln in lines[:dash_at - 1] if ln.strip()) or None
+    piped = "|" in dashes
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", dashes)]
+    columns = [header[a:(b if i < len(spans) - 1 else None)].strip() for i, (a, b) in enumerate(spans)]
+    rows: list[dict[str, Any]] = []
+    for ln in lines[dash_at + 1:]:
+        if not ln.strip():
+            if rows or not piped:
+                break
+            continue
+        if piped:
+            cells = ln.split("|")
+            if cells and cells[-1].strip() == "":
+                cells = cells[:-1]
+            cells = [c.strip() for c in cells]
+        else:
+            cells = [ln[a:(b if i < len(spans) - 1 else None)].strip() for i, (a, b) in enumerate(spans)]
+        cells += [""] * (len(columns) - len(cells))
+        row = dict(zip(columns, cells[: len(columns)]))
+        rows.append(row)
+    for col in fill_down or []:
+        last = ""
+        for row in rows:
+            if row.get(col, "") == "":
+                row[col] = last
+            else:
+                last = row[col]
+    if numbers:
+        for row in rows:
+            for k, v in row.items():
+                row[k] = _number(v)
+    return {"title": title, "columns": columns, "rows": rows}
+
+
+def _number(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"-?\d+\.\d*(?:[eE][+-]?\d+)?", text):
+        return float(text)
+    return text
+
+
+# --------------------------------------------------------------------------------------------------
+# Declared parsers
+
+KINDS = {
+    "json_path": {"path", "unique", "sort", "key", "entries", "empty"},
+    "table": {"key", "fill_down", "numbers", "empty"},
+    "query": {"empty"},
+    "json": {"key", "empty"},
+    "text": {"key"},
+    "auto": {"key", "empty"},
+}
+
+
+def validate_parser(spec: Any, params: set[str]) -> list[str]:
+    """Problems with a ``parser`` declaration (empty when it is valid)."""
+    if spec is None:
+        return []
+    if isinstance(spec, str):
+        spec = {"kind": spec}
+    if not isinstance(spec, dict):
+        return ["must be a mapping such as {kind: json_path, path: '$[*]'}"]
+    kind = spec.get("kind")
+    if kind not in KINDS:
+        return [f"kind {kind!r} is not one of {', '.join(sorted(KINDS))}"]
+    problems = []
+    unknown = set(spec) - KINDS[kind] - {"kind"}
+    if unknown:
+        problems.append(f"{kind} does not take {', '.join(sorted(unknown))} (it takes {', '.join(sorted(KINDS[kind]))})")
+    if kind == "json_path":
+        try:
+            compiled = compile_path(spec.get("path", "$"))
+            for arg in compiled.arguments():
+                if arg not in params:
+                    problems.append(f"path {compiled.text!r} uses {{{arg}}}, which is not a parameter of the tool")
+        except ParseError as exc:
+            problems.append(str(exc))
+        entries = spec.get("entries")
+        if entries is not None and not (isinstance(entries, dict) and set(entries) == {"key", "value"}
+                                        and all(isinstance(v, str) for v in entries.values())):
+            problems.append("entries must be {key: <column name>, value: <column name>}")
+    for flag in ("unique", "sort", "numbers"):
+        if flag in spec and not isinstance(spec[flag], bool):
+            problems.append(f"{flag} must be true or false")
+    if "key" in spec and not (isinstance(spec["key"], str) and re.match(r"^[A-Za-z_]\w*$", spec["key"])):
+        problems.append("key must be a plain name such as 'rows'")
+    if "fill_down" in spec and not (isinstance(spec["fill_down"], list) and all(isinstance(c, str) for c in spec["fill_down"])):
+        problems.append("fill_down must be a list of column names")
+    empty = spec.get("empty")
+    if empty is not None and not (isinstance(empty, dict) and isinstance(empty.get("message"), str)
+                                  and set(empty) <= {"message", "guidance"}):
+        problems.append("empty must be {message: '...', guidance: '...'}")
+    return problems
+
+
+def _json(body: str) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise ParseError(f"the reply is not JSON ({exc.msg} at position {exc.pos})") from None
+
+
+def parse_reply(spec: Mapping[str, Any] | str | None, body: str, args: Mapping[str, Any]) -> Parsed:
+    """Apply a validated parser declaration to a reply body."""
+    if spec is None:
+        spec = {"kind": "auto"}
+    if isinstance(spec, str):
+        spec = {"kind": spec}
+    kind = spec["kind"]
+    key = spec.get("key")
+    if kind == "text":
+        return Parsed({key or "text": body}, text=body)
+    if kind == "json":
+        return Parsed({key or "data": _json(body)}, list_key=key or "data")
+    if kind == "auto":
+        stripped = body.strip()
+        if stripped[:1] in ("{", "[") or stripped in ("true", "false", "null") or re.fullmatch(r"-?\d+(\.\d+)?", stripped):
+            try:
+                return Parsed({key or "data": json.loads(stripped)}, list_key=key or "data")
+            except ValueError:
+                pass
+        try:
+            table = parse_table(body)
+            return Parsed({key or "rows": table["rows"], "columns": table["columns"], "title": table["title"]},
+                          list_key=key or "rows")
+        except ParseError:
+            return Parsed({key or "text": stripped}, text=stripped)
+    if kind == "table":
+        table = parse_table(body, fill_down=spec.get("fill_down"), numbers=bool(spec.get("numbers")))
+        return Parsed({key or "rows": table["rows"], "columns": table["columns"], "title": table["title"]},
+                      list_key=key or "rows")
+    if kind == "query":
+        return parse_query(body)
+    if kind == "json_path":
+        doc = _json(body)
+        values = compile_path(spec.get("path", "$")).evaluate(doc, args)
+        entries = spec.get("entries")
+        if entries:
+            rows = []
+            for value in values:
+                if isinstance(value, dict):
+                    rows.extend({entries["key"]: k, entries["value"]: v} for k, v in value.items())
+            values = rows
+        if spec.get("unique"):
+            seen: list[Any] = []
+            for v in values:
+                if v not in seen:
+                    seen.append(v)
+            values = seen
+        if spec.get("sort"):
+            values = sorted(values, key=lambda v: json.dumps(v, sort_keys=True) if not isinstance(v, str) else v)
+        if not spec.get("path", "$").replace(" ", "") == "$" or entries:
+            return Parsed({key or "values": values}, list_key=key or "values")
+        only = values[0] if values else None
+        return Parsed({key or "data": only}, list_key=(key or "data") if isinstance(only, list) else None)
+    raise ParseError(f"unknown parser kind {kind!r}")
+
+
+def parse_query(body: str) -> Parsed:
+    """A ``sql`` reply: JSON with Query/Statistics, a bare JSON list, or a text table with Statistics."""
+    stripped = body.strip()
+    if stripped.startswith("{") or stripped.startswith("["):
+        doc = _json(stripped)
+        if isinstance(doc, list):
+            return Parsed({"rows": doc, "statistics": None}, list_key="rows")
+        if isinstance(doc, dict) and "Query" in doc:
+            stats = doc.get("Statistics")
+            return Parsed({"rows": doc["Query"], "statistics": _stats(stats)}, list_key="rows")
+        if isinstance(doc, dict) and set(doc) == {"Statistics"}:
+            return Parsed({"rows": [], "statistics": _stats(doc["Statistics"])}, list_key="rows")
+        raise ParseError("the reply is JSON but has no 'Query' rows")
+    m = _STATS.search(body)
+    table_text, stats = (body[:m.start()], _stats(_json(body[m.start():]).get("Statistics"))) if m else (body, None)
+    if not table_text.strip():
+        return Parsed({"rows": [], "statistics": stats}, text="(no rows)", list_key="rows")
+    table = parse_table(table_text, numbers=True)
+    return Parsed({"rows": table["rows"], "columns": table["columns"], "statistics": stats},
+                  text=table_text.strip("\r\n"), list_key="rows")
+
+
+def _stats(stats: Any) -> Any:
+    if isinstance(stats, list) and len(stats) == 1 and isinstance(stats[0], dict):
+        return {k.lower(): v for k, v in stats[0].items()}
+    return stats
