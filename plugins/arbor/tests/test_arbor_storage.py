@@ -1,0 +1,105 @@
+"""Storage: migrations, one recursive query per path or subtree, bulk appends, light imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import anyio
+import pytest
+from arbor_testlib import Calls
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_migration_is_recorded_and_data_survives_a_restart(plexor, backend):
+    async with plexor.client(installed=["arbor"], env=backend) as client:
+        call = Calls(client)
+        tree = await call.ok("tree_create", metadata={"keep": True})
+        await call.ok("node_create_text", tree_id=tree["id"], content="persisted")
+        db = client.kernel.plugin("arbor").database
+        row = db.execute_sql(f"SELECT version FROM plexor_schema WHERE plugin = {db.param}", ("arbor",)).fetchone()
+        assert row[0] == 1
+        assert {"arbor_tree", "arbor_node", "arbor_owner"} <= set(db.get_tables())
+    async with plexor.client(installed=["arbor"], env=backend) as client:
+        call = Calls(client)
+        path = await call.ok("context_get_path", tree_id=tree["id"])
+        assert path["nodes"][-1]["data"]["content"] == "persisted"
+
+
+async def test_bulk_append_builds_a_deep_chain_whose_path_comes_back_in_order(plexor, backend):
+    async with plexor.client(installed=["arbor"], env=backend) as client:
+        call = Calls(client)
+        store = client.kernel.plugin("arbor").services["store"]
+        tree = await call.ok("tree_create")
+        t = tree["id"]
+        first = await call.ok("node_create_text", tree_id=t, content="first", parent=tree["root"])
+        items = [(f"m{i}", {"role": "user" if i % 2 else "assistant"}) for i in range(3000)]
+        done = await anyio.to_thread.run_sync(lambda: store.append_chain(t, items, parent=tree["root"]))
+        assert done["count"] == 3000
+        got = await call.ok("tree_get", tree_id=t)
+        assert got["head"] == done["last"] and got["node_count"] == 3002
+        kids = await call.ok("node_get_children", tree_id=t, node_id=tree["root"])
+        assert [k["id"] for k in kids["children"]] == [first["id"], done["first"]]
+        path = await call.ok("context_get_path", tree_id=t)
+        contents = [n["data"]["content"] for n in path["nodes"]]
+        assert contents == [""] + [f"m{i}" for i in range(3000)]
+        assert path["nodes"][2]["metadata"] == {"role": "user"}
+        # Appending once more continues from the new head, one level deeper.
+        more = await call.ok("node_create_text", tree_id=t, content="after")
+        assert more["parent"] == done["last"]
+        assert (await call.ok("node_get_path", tree_id=t, node_id=more["id"]))["depth"] == 3001
+
+
+async def test_path_and_subtree_are_one_recursive_query_each(plexor):
+    async with plexor.client(installed=["arbor"], env={"PLEXOR_ARBOR_SWEEP_INTERVAL": "0"}) as client:
+        store = client.kernel.plugin("arbor").services["store"]
+        tree = store.create_tree()
+        store.append_chain(tree["id"], [(f"n{i}", None) for i in range(500)])
+        head = store.get_tree(tree["id"])["head"]
+        statements: list[str] = []
+        conn = store.db.connection()
+        conn.set_trace_callback(statements.append)
+        try:
+            path = store.path(tree["id"], head)
+            path_sql = list(statements)
+            statements.clear()
+            _, rows = store.subtree(tree["id"])
+            subtree_sql = list(statements)
+        finally:
+            conn.set_trace_callback(None)
+        assert len(path) == 501 and len(rows) == 501
+        for sql in (path_sql, subtree_sql):
+            assert sum("WITH RECURSIVE" in s for s in sql) == 1
+            assert len(sql) <= 3, sql  # the tree row, the node id, the recursive query
+
+
+async def test_failed_creation_changes_nothing(plexor, backend):
+    async with plexor.client(installed=["arbor"], env=backend) as client:
+        call = Calls(client)
+        tree = await call.ok("tree_create")
+        other = await call.ok("tree_create")
+        before = await call.ok("tree_get", tree_id=tree["id"])
+        await call.error("node_create_text", tree_id=tree["id"], content="x", parent=other["root"])
+        after = await call.ok("tree_get", tree_id=tree["id"])
+        assert after["head"] == before["head"] and after["node_count"] == before["node_count"] == 1
+
+
+async def test_two_kernels_in_one_process_use_their_own_databases(plexor, tmp_path):
+    # The store queries the database object it was given, never the models' global binding.
+    env = {"PLEXOR_ARBOR_SWEEP_INTERVAL": "0"}
+    async with plexor.kernel(installed=["arbor"], env=env) as one:
+        async with plexor.kernel(installed=["arbor"], env={**env, "PLEXOR_HOME": str(tmp_path / "two")}) as two:
+            a = await one.call_tool("arbor_tree_create", {"metadata": {"k": 1}})
+            b = await two.call_tool("arbor_tree_create", {"metadata": {"k": 2}})
+            ids_one = [t["id"] for t in (await one.call_tool("arbor_tree_list", {})).data["trees"]]
+            ids_two = [t["id"] for t in (await two.call_tool("arbor_tree_list", {})).data["trees"]]
+            assert ids_one == [a.data["id"]] and ids_two == [b.data["id"]]
+
+
+def test_the_entry_point_module_imports_nothing_heavy():
+    code = ("import sys, plexor_arbor.plugin; "
+            "print(sorted(m for m in ('peewee', 'regex', 'click', 'psycopg2', 'mcp', 'pydantic', "
+            "'plexor_arbor.store', 'plexor_arbor.tools') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
