@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from keyboard_testlib import REFERENCE, Call
 
 

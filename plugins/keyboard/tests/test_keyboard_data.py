@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from keyboard_testlib import packaged_json
 
 from plexor_keyboard import names

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from keyboard_testlib import packaged_json
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,6 @@ from importlib import resources
 from typing import Any
 
 from plexor import InvalidArgument, NotFound
-
 from plexor_keyboard import names
 
 __all__ = [

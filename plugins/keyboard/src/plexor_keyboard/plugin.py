@@ -83,28 +83,45 @@ def plexor_register_commands(cli: Any) -> None:
     @click.option("--fuzzy", is_flag=True, help="Suggest near names when nothing matches exactly.")
     @click.option("--layout", default=None, help="Keyboard generation for F-key secondary functions.")
     def lookup_cmd(key_name: str, fuzzy: bool, layout: str | None) -> None:
-        _run_cli(lambda: _catalog().lookup(key_name, fuzzy=fuzzy, layout=layout))
+        _run_cli(lambda default: _catalog().lookup(key_name, fuzzy=fuzzy, layout=layout, default_layout=default))
 
     @group.command(name="combo", help="Parse a shortcut such as 'cmd+shift+4' or '⌘⇧4'.")
     @click.argument("shortcut")
     def combo_cmd(shortcut: str) -> None:
         from plexor_keyboard.shortcuts import parse_shortcut
 
-        _run_cli(lambda: parse_shortcut(shortcut, _catalog()))
+        _run_cli(lambda default: parse_shortcut(shortcut, _catalog()))
 
     @group.command(name="categories", help="List the key categories.")
     def categories_cmd() -> None:
-        _run_cli(lambda: {"categories": _catalog().categories_summary()})
+        _run_cli(lambda default: {"categories": _catalog().categories_summary()})
+
+
+def _default_layout() -> str:
+    """The configured default_layout (plexor.toml or PLEXOR_KEYBOARD_DEFAULT_LAYOUT), without starting a server."""
+    import os
+
+    from plexor.config import ConfigSpec, load_config_file, paths, resolve_settings
+
+    spec = ConfigSpec("keyboard")
+    plexor_add_config(spec)
+    where = paths()
+    table = load_config_file(where.config_file).get("keyboard", {})
+    settings = resolve_settings(spec, table, where.config_file, where.plugin_data_dir("keyboard"), os.environ)
+    return str(settings["default_layout"])
 
 
 def _run_cli(produce: Any) -> None:
+    """Print the result as JSON; exit 1 for a failed lookup, 2 for bad input or configuration."""
     import click
 
+    from plexor import ConfigError, InvalidArgument
+
     try:
-        data = produce()
+        data = produce(_default_layout())
     except PlexorError as err:
         click.echo(err.render(), err=True)
-        raise SystemExit(1) from None
+        raise SystemExit(2 if isinstance(err, (InvalidArgument, ConfigError)) else 1) from None
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 

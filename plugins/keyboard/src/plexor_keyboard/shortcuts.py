@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from plexor import InvalidArgument
-
 from plexor_keyboard.catalog import MAX_INPUT, Catalog, Entry, Key
 
 __all__ = ["MODIFIERS", "parse_shortcut"]
