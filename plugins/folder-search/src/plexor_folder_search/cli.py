@@ -1,0 +1,245 @@
+"""``plexor folder-search ...``: add, remove and list folders, index them, show status, search."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from plexor import PlexorError
+
+NAME = "folder-search"
+
+
+def cli_settings() -> Any:
+    """This plugin's settings as the server would see them (config file, environment, defaults)."""
+    from plexor.config import ConfigSpec, load_config_file, paths, resolve_settings
+
+    from plexor_folder_search import plugin
+
+    p = paths()
+    spec = ConfigSpec(NAME)
+    plugin.plexor_add_config(spec)
+    try:
+        table = load_config_file(p.config_file).get(NAME, {})
+        return resolve_settings(spec, table if isinstance(table, dict) else {}, p.config_file,
+                                p.plugin_data_dir(NAME), os.environ)
+    except PlexorError as exc:
+        raise click.ClickException(exc.render()) from exc
+
+
+def _service(watch: bool = False) -> Any:
+    from plexor_folder_search.service import FolderService
+
+    service = FolderService(cli_settings())
+    try:
+        service.open()
+    except PlexorError as exc:
+        raise click.ClickException(exc.render()) from exc
+    return service
+
+
+@click.group(NAME)
+def group() -> None:
+    """Search the documents in your folders: choose folders, index them, search from the terminal.
+
+    Folders added here are stored in folders.json under Plexor's data directory and merged with
+    [folder-search] folders from plexor.toml. A running server picks them up when restarted.
+    """
+
+
+@group.command("add")
+@click.argument("path", type=click.Path(file_okay=False, dir_okay=True, path_type=Path))
+@click.option("--name", "name", default=None, help="a short name for the folder (default: its directory name)")
+def add(path: Path, name: str | None) -> None:
+    """Make the folder PATH searchable."""
+    from plexor_folder_search.folders import load_folders, read_cli_folders, save_cli_folders
+
+    settings = cli_settings()
+    root = path.expanduser().resolve()
+    if not root.is_dir():
+        raise click.UsageError(f"{path} is not a directory")
+    existing = load_folders(list(settings.get("folders", []) or []), Path(settings.data_dir))
+    for spec in existing:
+        if spec.root == root:
+            raise click.ClickException(f"{root} is already a folder, named {spec.name!r} (from {spec.source})")
+        if name and spec.name == name:
+            raise click.ClickException(f"the name {name!r} is taken by {spec.root}; pick another with --name")
+    items = read_cli_folders(Path(settings.data_dir))
+    entry = {"path": str(root)}
+    if name:
+        entry["name"] = name
+    items.append(entry)
+    save_cli_folders(Path(settings.data_dir), items)
+    final = next((s.name for s in load_folders(list(settings.get("folders", []) or []), Path(settings.data_dir))
+                  if s.root == root), name or root.name)
+    click.echo(f"Added {final!r}: {root}")
+    click.echo(f"Index it now with `plexor folder-search index {final}` (a running server indexes it after a restart).")
+
+
+@group.command("remove")
+@click.argument("folder")
+def remove(folder: str) -> None:
+    """Stop searching FOLDER (a name or path) and delete its index; the files themselves are untouched."""
+    from plexor_folder_search.folders import load_folders, read_cli_folders, save_cli_folders
+
+    settings = cli_settings()
+    data_dir = Path(settings.data_dir)
+    specs = load_folders(list(settings.get("folders", []) or []), data_dir)
+    try:
+        wanted = Path(folder).expanduser().resolve()
+    except OSError:
+        wanted = None
+    spec = next((s for s in specs if s.name == folder or s.root == wanted), None)
+    if spec is None:
+        names = ", ".join(s.name for s in specs) or "none"
+        raise click.ClickException(f"no folder {folder!r}; folders: {names}")
+    if spec.source == "config":
+        raise click.ClickException(
+            f"{spec.name!r} comes from [folder-search] folders in plexor.toml; remove it there")
+    items = [i for i in read_cli_folders(data_dir) if Path(i["path"]).expanduser().resolve() != spec.root]
+    save_cli_folders(data_dir, items)
+    index = data_dir / "indexes" / spec.index_name
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(index) + suffix)
+        if p.exists():
+            p.unlink()
+    click.echo(f"Removed {spec.name!r} ({spec.root}) and its index.")
+
+
+@group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def list_cmd(as_json: bool) -> None:
+    """List the searchable folders."""
+    service = _service()
+    try:
+        data = service.list_folders()
+    finally:
+        service.stop()
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    if not data["folders"]:
+        click.echo("No folders yet. Add one with `plexor folder-search add PATH`.")
+    for f in data["folders"]:
+        click.echo(f"{f['name']:<20} {f.get('documents', 0):>7} documents  {f['path']}  ({f['source']})")
+
+
+@group.command("index")
+@click.argument("folder", required=False)
+@click.option("--force", is_flag=True, help="forget the index and rebuild it from scratch")
+def index(folder: str | None, force: bool) -> None:
+    """Index FOLDER (a name or path; default: every folder), showing a progress bar.
+
+    Only new and changed files are read; unchanged ones are skipped by their size, time and fingerprint.
+    """
+    service = _service()
+    try:
+        try:
+            targets = [service.folder(folder)] if folder else list(service.folders.values())
+        except PlexorError as exc:
+            raise click.ClickException(exc.render()) from exc
+        if not targets:
+            raise click.ClickException("no folders to index; add one with `plexor folder-search add PATH`")
+        for st in targets:
+            if force:
+                service.clear(st)
+            bar: Any = None
+            state = {"done": 0}
+
+            def progress(done: int, total: int, message: str, st: Any = st) -> None:
+                nonlocal bar
+                if bar is None and total:
+                    bar = click.progressbar(length=total, label=f"{st.name}", file=sys.stderr, show_pos=True)
+                    bar.__enter__()
+                    state["done"] = 0
+                if bar is not None:
+                    step = min(done, bar.length) - state["done"]
+                    if step > 0:
+                        bar.update(step)
+                        state["done"] += step
+                    if done >= bar.length:
+                        bar.__exit__(None, None, None)
+                        bar = None
+
+            report = service.index_folder(st, progress=progress)
+            if bar is not None:
+                bar.__exit__(None, None, None)
+            if report is None:
+                raise click.ClickException(f"indexing {st.name} failed: {st.error}")
+            r = report.as_dict()
+            click.echo(f"{st.name}: {r['indexed']} indexed, {r['unchanged']} unchanged, {r['moved']} moved, "
+                       f"{r['deleted']} deleted, {r['skipped']} skipped, {r['errors']} errors in {r['seconds']} s")
+    finally:
+        service.stop()
+
+
+@group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def status(as_json: bool) -> None:
+    """Show each folder's index: documents, chunks, size, skipped files by reason; and the model."""
+    service = _service()
+    try:
+        info = service.server_info()
+        examples: dict[str, dict[str, list[str]]] = {}
+        for st in service.folders.values():
+            if st.store is None:
+                continue
+            with st.store.reader() as conn:
+                rows = conn.execute("SELECT reason, path, detail FROM skipped ORDER BY reason, path").fetchall()
+            per: dict[str, list[str]] = {}
+            for reason, path, detail in rows:
+                lst = per.setdefault(reason, [])
+                if len(lst) < 3:
+                    lst.append(path + (f" ({detail})" if detail else ""))
+            examples[st.name] = per
+    finally:
+        service.stop()
+    if as_json:
+        info["skipped_examples"] = examples
+        click.echo(json.dumps(info, indent=2))
+        return
+    m = info["model"]
+    click.echo(f"model: {m.get('name', m['setting'])}" + ("" if m.get("available", True) else f" (unavailable: {m.get('reason')}; {m.get('fix')})"))
+    click.echo(f"search: {info['search']['mode']}, fusion weight {info['search']['fusion_weight']}")
+    for f in info["folders"]:
+        click.echo(f"\n{f['name']}  {f['path']}")
+        if "error" in f:
+            click.echo(f"  error: {f['error']}")
+            continue
+        click.echo(f"  {f.get('documents', 0)} documents, {f.get('chunks', 0)} chunks, index {f.get('index_bytes', 0) / 1e6:.1f} MB")
+        for reason, n in sorted(f.get("skipped", {}).items()):
+            ex = "; ".join(examples.get(f["name"], {}).get(reason, []))
+            click.echo(f"  skipped {n:>5} {reason}: {ex}")
+    for w in info["warnings"]:
+        click.echo(f"warning: {w}")
+
+
+@group.command("search")
+@click.argument("query", required=False, default="")
+@click.option("--folder", default=None, help="folder name or path (default: the only folder)")
+@click.option("--exact", "exact", multiple=True, help="a phrase that must appear (repeatable)")
+@click.option("--limit", default=10, show_default=True, help="number of results")
+@click.option("--documents", is_flag=True, help="rank whole documents instead of passages")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def search(query: str, folder: str | None, exact: tuple[str, ...], limit: int, documents: bool, as_json: bool) -> None:
+    """Search the indexed folders for QUERY (by meaning and keywords) from the terminal."""
+    from plexor_folder_search.plugin import _render_hits
+
+    if not query and not exact:
+        raise click.UsageError("give a QUERY, --exact PHRASE, or both")
+    service = _service()
+    try:
+        if documents:
+            data = service.find_documents(folder, query, limit, None)
+        else:
+            data = service.search_content(folder, query or None, list(exact), limit, None)
+    except PlexorError as exc:
+        raise click.ClickException(exc.render()) from exc
+    finally:
+        service.stop()
+    click.echo(json.dumps(data, indent=2) if as_json else _render_hits(data, doc_level=documents))

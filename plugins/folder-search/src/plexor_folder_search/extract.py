@@ -1,0 +1,370 @@
+"""Turning a file into indexable text, with its title and outline.
+
+Plain text, Markdown, reStructuredText and source code are decoded as text;
+HTML goes through the standard library's parser; PDF, DOCX, XLSX and PPTX go
+through pypdfium2, python-docx, openpyxl and python-pptx, each imported only
+when a file of that type is met. Converted documents are rendered with
+Markdown headings (one per page, slide, sheet or styled heading) so the
+chunker can follow their structure.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import PurePosixPath
+
+__all__ = ["Extracted", "ExtractError", "Unsupported", "extract", "kind_of"]
+
+MARKDOWN = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
+RST = {".rst", ".rest"}
+HTML = {".html", ".htm", ".xhtml"}
+TEXT = {".txt", ".text", ".log", ".csv", ".tsv", ".tex", ".org", ".adoc", ".asciidoc", ".textile", ".me", ""}
+CODE = {
+    ".py", ".pyi", ".pyx", ".js", ".mjs", ".cjs", ".ts", ".tsx", ".jsx", ".java", ".kt", ".kts", ".go", ".rs",
+    ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cs", ".rb", ".php", ".swift", ".scala", ".sh", ".bash",
+    ".zsh", ".fish", ".ps1", ".sql", ".r", ".m", ".mm", ".lua", ".pl", ".pm", ".hs", ".ml", ".mli", ".ex", ".exs",
+    ".erl", ".clj", ".cljs", ".dart", ".vue", ".svelte", ".css", ".scss", ".sass", ".less", ".json", ".jsonc",
+    ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".xml", ".proto", ".graphql", ".gradle", ".cmake",
+    ".mk", ".bat", ".cmd", ".vim", ".el", ".lisp", ".scm", ".f90", ".jl", ".nim", ".zig", ".v", ".sv", ".vhd",
+    ".tf", ".hcl", ".nix", ".groovy", ".dockerfile", ".makefile", ".in", ".ac", ".am", ".d", ".pxd", ".asm", ".s",
+}
+CODE_NAMES = {"makefile", "dockerfile", "rakefile", "gemfile", "cmakelists.txt", "jenkinsfile", "vagrantfile"}
+DOCUMENTS = {".pdf": "pdf", ".docx": "docx", ".xlsx": "xlsx", ".xlsm": "xlsx", ".pptx": "pptx"}
+BINARY = {
+    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".ico", ".webp", ".tif", ".tiff", ".psd", ".heic", ".svgz",
+    ".zip", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar", ".zst", ".tar", ".jar", ".war", ".whl", ".egg",
+    ".exe", ".dll", ".so", ".dylib", ".a", ".o", ".obj", ".lib", ".class", ".pyc", ".pyo", ".pyd", ".wasm",
+    ".mp3", ".mp4", ".wav", ".flac", ".ogg", ".m4a", ".mov", ".avi", ".mkv", ".webm", ".aac",
+    ".ttf", ".otf", ".woff", ".woff2", ".eot", ".sqlite", ".sqlite3", ".db", ".bin", ".dat", ".pkl", ".pickle",
+    ".npy", ".npz", ".parquet", ".onnx", ".pt", ".safetensors", ".iso", ".dmg", ".img", ".doc", ".xls", ".ppt",
+    ".odt", ".ods", ".odp", ".key", ".pages", ".numbers", ".DS_Store",
+}
+
+
+class ExtractError(Exception):
+    """The file could not be read or parsed (corrupt, encrypted, unreadable)."""
+
+
+class Unsupported(Exception):
+    """The file is not something we index (binary content, unknown format)."""
+
+
+@dataclass
+class Extracted:
+    """A document's indexable text and what we know of its structure."""
+
+    text: str
+    kind: str
+    title: str | None = None
+    outline: list[dict[str, object]] = field(default_factory=list)
+
+
+def kind_of(name: str) -> str | None:
+    """The document kind from a file name, ``None`` for a known binary type, ``"unknown"`` otherwise."""
+    p = PurePosixPath(name)
+    low = p.name.lower()
+    suffix = p.suffix.lower()
+    if low in CODE_NAMES:
+        return "code"
+    if suffix in DOCUMENTS:
+        return DOCUMENTS[suffix]
+    if suffix in BINARY or low == ".ds_store":
+        return None
+    if suffix in MARKDOWN:
+        return "markdown"
+    if suffix in RST:
+        return "rst"
+    if suffix in HTML:
+        return "html"
+    if suffix in CODE:
+        return "code"
+    if suffix in TEXT:
+        return "text"
+    return "unknown"
+
+
+def _decode(data: bytes) -> str:
+    if b"\x00" in data[:8192]:
+        raise Unsupported("binary content (NUL bytes)")
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16")
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd")
+    if bad > max(8, len(text) // 50):
+        # Mostly not UTF-8: a legacy 8-bit text, or binary; cp1252 is the common case of the former.
+        sample = data[:4096]
+        controls = sum(1 for b in sample if b < 9 or 13 < b < 32)
+        if controls > len(sample) // 100 + 1:
+            raise Unsupported("binary content (not text in any common encoding)")
+        return data.decode("cp1252", errors="replace")
+    return text
+
+
+def _md_outline(text: str, style: str) -> list[dict[str, object]]:
+    from plexor_folder_search.chunking import _line_info
+
+    lines = text.splitlines()
+    _, headings = _line_info(lines, style)
+    return [{"level": h[0], "title": h[1], "line": i + 1} for i, h in enumerate(headings) if h is not None][:500]
+
+
+def _code_outline(text: str) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    pat = re.compile(r"^(\s{0,4})(?:async\s+)?(?:def|class|function|func|fn|pub\s+fn|struct|interface|trait|enum)\s+([A-Za-z_][\w]*)")
+    for i, line in enumerate(text.splitlines()):
+        m = pat.match(line)
+        if m:
+            out.append({"level": 1 if not m.group(1) else 2, "title": m.group(2), "line": i + 1})
+            if len(out) >= 500:
+                break
+    return out
+
+
+def extract(name: str, data: bytes, kind: str | None = None) -> Extracted:
+    """Extract text from ``data`` (the bytes of the file called ``name``).
+
+    Raises :class:`Unsupported` for binary content and :class:`ExtractError`
+    when a document is corrupt or cannot be parsed.
+    """
+    kind = kind or kind_of(name)
+    if kind is None:
+        raise Unsupported("binary file type")
+    if kind == "pdf":
+        return _pdf(data)
+    if kind == "docx":
+        return _docx(data)
+    if kind == "xlsx":
+        return _xlsx(data)
+    if kind == "pptx":
+        return _pptx(data)
+    text = _decode(data)
+    if kind == "html":
+        return _html(text)
+    if kind == "unknown":
+        kind = "text"
+    title: str | None = None
+    if kind in ("markdown", "rst"):
+        outline = _md_outline(text, kind)
+        title = str(outline[0]["title"]) if outline else None
+    elif kind == "code":
+        outline = _code_outline(text)
+    else:
+        outline = []
+    if title is None:
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        title = first[:120] or None if kind == "text" else None
+    return Extracted(text, kind, title, outline)
+
+
+class _HTMLText(HTMLParser):
+    BLOCK = {"p", "div", "br", "li", "tr", "table", "section", "article", "header", "footer", "pre", "blockquote",
+             "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "dt", "dd", "hr", "nav", "main", "aside", "figure"}
+    SKIP = {"script", "style", "noscript", "template", "svg", "head"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skip = 0
+        self.title: str | None = None
+        self.in_title = False
+        self.heading: int | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self.in_title = True
+        if tag in self.SKIP:
+            self.skip += 1
+        if tag in self.BLOCK:
+            self.parts.append("\n\n" if tag not in ("br", "li", "tr") else "\n")
+        if len(tag) == 2 and tag[0] == "h" and tag[1] in "123456":
+            self.heading = int(tag[1])
+            self.parts.append("#" * self.heading + " ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self.in_title = False
+        if tag in self.SKIP and self.skip:
+            self.skip -= 1
+        if tag in self.BLOCK:
+            self.parts.append("\n\n" if tag not in ("br", "li", "tr") else "\n")
+        if self.heading and tag == f"h{self.heading}":
+            self.heading = None
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title = (self.title or "") + data.strip()
+            return
+        if self.skip:
+            return
+        if self.heading:
+            data = " ".join(data.split())
+        self.parts.append(data)
+
+
+def _html(text: str) -> Extracted:
+    parser = _HTMLText()
+    try:
+        parser.feed(text)
+        parser.close()
+    except Exception as exc:  # noqa: BLE001 - html.parser is lenient; anything else is a broken file
+        raise ExtractError(f"cannot parse HTML: {exc}") from exc
+    body = "".join(parser.parts)
+    body = re.sub(r"[ \t]+\n", "\n", body)
+    body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"
+    outline = _md_outline(body, "markdown")
+    title = parser.title or (str(outline[0]["title"]) if outline else None)
+    return Extracted(body, "html", title, outline)
+
+
+
+def _pdf(data: bytes) -> Extracted:
+    try:
+        import pypdfium2 as pdfium
+    except ImportError as exc:
+        raise ExtractError("reading PDF needs pypdfium2: pip install pypdfium2") from exc
+    try:
+        pdf = pdfium.PdfDocument(data)
+    except Exception as exc:  # noqa: BLE001 - pdfium raises PdfiumError for corrupt/encrypted files
+        raise ExtractError(f"cannot open PDF: {exc}") from exc
+    parts: list[str] = []
+    outline: list[dict[str, object]] = []
+    title: str | None = None
+    try:
+        try:
+            meta = pdf.get_metadata_dict()
+            title = (meta.get("Title") or "").strip() or None
+        except Exception:  # noqa: BLE001 - metadata is optional
+            title = None
+        line = 1
+        for i in range(len(pdf)):
+            page = pdf[i]
+            try:
+                textpage = page.get_textpage()
+                text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+                textpage.close()
+            finally:
+                page.close()
+            header = f"## Page {i + 1}\n\n"
+            outline.append({"level": 2, "title": f"Page {i + 1}", "line": line})
+            block = header + text.strip() + "\n\n"
+            parts.append(block)
+            line += block.count("\n")
+    except Exception as exc:  # noqa: BLE001
+        raise ExtractError(f"cannot read PDF text: {exc}") from exc
+    finally:
+        pdf.close()
+    return Extracted("".join(parts), "pdf", title, outline)
+
+
+def _docx(data: bytes) -> Extracted:
+    try:
+        import docx
+    except ImportError as exc:
+        raise ExtractError("reading DOCX needs python-docx: pip install python-docx") from exc
+    try:
+        doc = docx.Document(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - zipfile/lxml errors on a corrupt file
+        raise ExtractError(f"cannot open DOCX: {exc}") from exc
+    lines: list[str] = []
+    for para in doc.paragraphs:
+        text = para.text.strip()
+        if not text:
+            continue
+        style = (para.style.name if para.style is not None else "") or ""
+        m = re.match(r"Heading (\d)", style)
+        if style == "Title":
+            lines.append(f"# {text}")
+        elif m:
+            lines.append("#" * min(6, int(m.group(1)) + 1) + " " + text)
+        else:
+            lines.append(text)
+        lines.append("")
+    for t_index, table in enumerate(doc.tables, start=1):
+        lines.append(f"## Table {t_index}")
+        lines.append("")
+        for row in table.rows:
+            lines.append(" | ".join(cell.text.strip() for cell in row.cells))
+        lines.append("")
+    text = "\n".join(lines)
+    title = (doc.core_properties.title or "").strip() or None
+    outline = _md_outline(text, "markdown")
+    if title is None and outline:
+        title = str(outline[0]["title"])
+    return Extracted(text, "docx", title, outline)
+
+
+def _xlsx(data: bytes, max_rows: int = 20000) -> Extracted:
+    try:
+        import openpyxl
+    except ImportError as exc:
+        raise ExtractError("reading XLSX needs openpyxl: pip install openpyxl") from exc
+    try:
+        wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    except Exception as exc:  # noqa: BLE001
+        raise ExtractError(f"cannot open XLSX: {exc}") from exc
+    lines: list[str] = []
+    try:
+        for ws in wb.worksheets:
+            lines.append(f"## Sheet: {ws.title}")
+            lines.append("")
+            for r, row in enumerate(ws.iter_rows(values_only=True)):
+                if r >= max_rows:
+                    lines.append(f"(more rows not indexed; the first {max_rows} are)")
+                    break
+                cells = ["" if v is None else str(v) for v in row]
+                while cells and not cells[-1]:
+                    cells.pop()
+                if cells:
+                    lines.append("\t".join(cells))
+            lines.append("")
+        title = (wb.properties.title or "").strip() or None if wb.properties is not None else None
+    finally:
+        wb.close()
+    text = "\n".join(lines)
+    return Extracted(text, "xlsx", title, _md_outline(text, "markdown"))
+
+
+def _pptx(data: bytes) -> Extracted:
+    try:
+        import pptx
+    except ImportError as exc:
+        raise ExtractError("reading PPTX needs python-pptx: pip install python-pptx") from exc
+    try:
+        prs = pptx.Presentation(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001
+        raise ExtractError(f"cannot open PPTX: {exc}") from exc
+    lines: list[str] = []
+    for i, slide in enumerate(prs.slides, start=1):
+        title_shape = slide.shapes.title
+        slide_title = title_shape.text_frame.text.strip() if title_shape is not None and title_shape.has_text_frame else ""
+        lines.append(f"## Slide {i}" + (f": {slide_title}" if slide_title else ""))
+        lines.append("")
+        for shape in slide.shapes:
+            if shape is title_shape:
+                continue
+            if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
+                for para in shape.text_frame.paragraphs:
+                    text = "".join(run.text for run in para.runs).strip()
+                    if text:
+                        lines.append(text)
+            elif getattr(shape, "has_table", False) and shape.has_table:
+                for row in shape.table.rows:
+                    lines.append(" | ".join(c.text.strip() for c in row.cells))
+        if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
+            notes = slide.notes_slide.notes_text_frame.text.strip()
+            if notes:
+                lines.append(f"Notes: {notes}")
+        lines.append("")
+    text = "\n".join(lines)
+    title = (prs.core_properties.title or "").strip() or None
+    outline = _md_outline(text, "markdown")
+    return Extracted(text, "pptx", title, outline)

@@ -1,0 +1,483 @@
+"""Walking a folder and keeping its index in step with it, incrementally.
+
+A file is re-read only when its size or modification time changed, and
+re-indexed only when its content fingerprint (BLAKE2b of the bytes) changed.
+A file that disappeared while another appeared with the same fingerprint was
+moved: its chunks and vectors are kept and only its path changes. What is not
+indexed is recorded with a reason (``skipped`` table), and a corrupt file is
+reported there while indexing carries on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat as statmod
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plexor_folder_search.chunking import chunk_text, language_of
+from plexor_folder_search.extract import ExtractError, Unsupported, extract, kind_of
+
+__all__ = ["IgnoreRules", "IndexOptions", "Indexer", "ScanReport"]
+
+VCS_DIRS = {".git", ".hg", ".svn", ".bzr", "_darcs", ".fossil"}
+DEPENDENCY_DIRS = {"node_modules", "bower_components", "jspm_packages"}
+CACHE_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", ".cache",
+              ".gradle", ".next", ".parcel-cache", ".eggs"}
+VENV_NAMES = {".venv", "venv", ".virtualenv"}
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+@dataclass
+class IndexOptions:
+    max_file_size: int = 10 * 1024 * 1024
+    chunk_size: int = 1100
+    chunk_overlap: int = 150
+    exclude: list[str] = field(default_factory=list)
+    batch_files: int = 64
+    batch_chars: int = 2_000_000
+
+
+@dataclass
+class ScanReport:
+    scanned: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    moved: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    errors: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class IgnoreRules:
+    """Decides what is not indexed: VCS, dependency, cache and venv folders, .gitignore, user excludes."""
+
+    def __init__(self, root: Path, exclude: list[str], private: list[Path] | None = None) -> None:
+        self.root = root
+        self._specs: dict[str, tuple[float, Any]] = {}
+        self._exclude = self._compile(exclude) if exclude else None
+        self._private = [p for p in (private or []) if p == root or p.is_relative_to(root)]
+
+    @staticmethod
+    def _compile(lines: list[str]) -> Any:
+        import pathspec
+
+        factory = getattr(pathspec, "GitIgnoreSpec", None)
+        if factory is not None:
+            return factory.from_lines(lines)
+        return pathspec.PathSpec.from_lines("gitwildmatch", lines)  # pragma: no cover - old pathspec
+
+    def _gitignore(self, rel_dir: str) -> Any:
+        path = self.root / rel_dir / ".gitignore" if rel_dir else self.root / ".gitignore"
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            self._specs.pop(rel_dir, None)
+            return None
+        cached = self._specs.get(rel_dir)
+        if cached and cached[0] == mtime:
+            return cached[1]
+        try:
+            spec = self._compile(path.read_text(encoding="utf-8", errors="replace").splitlines())
+        except Exception:  # noqa: BLE001 - a broken .gitignore must not stop indexing
+            spec = None
+        self._specs[rel_dir] = (mtime, spec)
+        return spec
+
+    @staticmethod
+    def _decide(spec: Any, path: str) -> bool | None:
+        check = getattr(spec, "check_file", None)
+        if check is not None:
+            result = check(path)
+            return getattr(result, "include", None)
+        return True if spec.match_file(path) else None  # pragma: no cover
+
+    def dir_reason(self, rel: str, abs_path: Path) -> str | None:
+        """Why the directory ``rel`` is skipped, or ``None``."""
+        name = rel.rsplit("/", 1)[-1]
+        if name in VCS_DIRS:
+            return "version-control folder"
+        if name in DEPENDENCY_DIRS:
+            return "dependency folder"
+        if name in CACHE_DIRS:
+            return "cache folder"
+        if name in VENV_NAMES or (abs_path / "pyvenv.cfg").exists() or (abs_path / "conda-meta").is_dir():
+            return "virtual environment"
+        if any(abs_path == p for p in self._private):
+            return "Plexor's own data"
+        return self._pattern_reason(rel, True)
+
+    def _pattern_reason(self, rel: str, is_dir: bool) -> str | None:
+        target = rel + "/" if is_dir else rel
+        if self._exclude is not None and self._decide(self._exclude, target):
+            return "excluded by the exclude setting"
+        parts = rel.split("/")
+        decision: bool | None = None
+        for depth in range(len(parts)):
+            base = "/".join(parts[:depth])
+            spec = self._gitignore(base)
+            if spec is None:
+                continue
+            sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
+            d = self._decide(spec, sub)
+            if d is not None:
+                decision = d
+        return "ignored by .gitignore" if decision else None
+
+    def file_reason(self, rel: str) -> str | None:
+        return self._pattern_reason(rel, False)
+
+    def path_reason(self, rel: str) -> str | None:
+        """For one path (from the watcher): check every ancestor directory, then the file itself."""
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            sub = "/".join(parts[:depth])
+            reason = self.dir_reason(sub, self.root / sub)
+            if reason:
+                return reason
+        return self.file_reason(rel)
+
+
+def fingerprint(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@dataclass
+class _Work:
+    rel: str
+    size: int
+    mtime_ns: int
+    old_id: int | None
+
+
+class Indexer:
+    """Brings one folder's :class:`IndexStore` (and its vectors) in line with the disk."""
+
+    def __init__(self, root: Path, store: Any, vectors: Any, embedder: Any, options: IndexOptions,
+                 private: list[Path] | None = None) -> None:
+        self.root = root
+        self.store = store
+        self.vectors = vectors
+        self.embedder = embedder
+        self.options = options
+        self.rules = IgnoreRules(root, options.exclude, private)
+        self.lock = threading.Lock()  # one scan or update at a time per folder
+
+    # ------------------------------------------------------------------ walking
+    def walk(self) -> tuple[dict[str, tuple[int, int]], list[tuple[str, str, str | None, int | None, int | None]]]:
+        """Every indexable file ``rel -> (size, mtime_ns)`` and the skips ``(rel, reason, detail, size, mtime)``."""
+        files: dict[str, tuple[int, int]] = {}
+        skipped: list[tuple[str, str, str | None, int | None, int | None]] = []
+        stack = [""]
+        while stack:
+            rel_dir = stack.pop()
+            abs_dir = self.root / rel_dir if rel_dir else self.root
+            try:
+                entries = sorted(os.scandir(abs_dir), key=lambda e: e.name)
+            except OSError as exc:
+                skipped.append((rel_dir or ".", "unreadable folder", exc.strerror, None, None))
+                continue
+            for entry in entries:
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                try:
+                    if entry.is_symlink():
+                        target = Path(entry.path).resolve()
+                        if not target.is_relative_to(self.root):
+                            skipped.append((rel, "symlink pointing outside the folder", str(target), None, None))
+                        else:
+                            skipped.append((rel, "symlink (its target is indexed at its own path)", None, None, None))
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        reason = self.rules.dir_reason(rel, Path(entry.path))
+                        if reason:
+                            skipped.append((rel + "/", reason, None, None, None))
+                        else:
+                            stack.append(rel)
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except OSError as exc:
+                    skipped.append((rel, "unreadable", exc.strerror, None, None))
+                    continue
+                if not statmod.S_ISREG(st.st_mode):
+                    continue
+                reason = self.rules.file_reason(rel)
+                if reason:
+                    skipped.append((rel, reason, None, st.st_size, st.st_mtime_ns))
+                    continue
+                pre = self._pre_skip(rel, st.st_size)
+                if pre:
+                    skipped.append((rel, pre[0], pre[1], st.st_size, st.st_mtime_ns))
+                    continue
+                files[rel] = (st.st_size, st.st_mtime_ns)
+        return files, skipped
+
+    def _pre_skip(self, rel: str, size: int) -> tuple[str, str | None] | None:
+        if kind_of(rel) is None:
+            return ("binary file", None)
+        if size > self.options.max_file_size:
+            return ("too large", f"{size} bytes; the limit is max_file_size = {self.options.max_file_size}")
+        return None
+
+    # ------------------------------------------------------------------ scanning
+    def scan(self, progress: ProgressFn | None = None, stop: threading.Event | None = None) -> ScanReport:
+        """A full pass: index what is new or changed, follow moves, drop what is gone."""
+        with self.lock:
+            started = time.perf_counter()
+            report = ScanReport()
+            on_disk, skipped = self.walk()
+            report.scanned = len(on_disk)
+            known = self.store.file_states()
+            prev_skipped = self.store.skipped_states()
+            work: list[_Work] = []
+            for rel, (size, mtime) in on_disk.items():
+                old = known.get(rel)
+                if old is not None and old[1] == size and old[2] == mtime:
+                    report.unchanged += 1
+                    continue
+                prev = prev_skipped.get(rel)
+                if old is None and prev is not None and prev[1] == size and prev[2] == mtime:
+                    # Skipped for its content last time (binary, corrupt) and unchanged since.
+                    skipped.append((rel, prev[0], None, size, mtime))
+                    continue
+                work.append(_Work(rel, size, mtime, old[0] if old else None))
+            gone = {rel: st for rel, st in known.items() if rel not in on_disk}
+            self._process(work, gone, skipped, report, progress, stop, full=True)
+            report.seconds = round(time.perf_counter() - started, 3)
+            return report
+
+    def update_paths(self, rels: Iterable[str]) -> ScanReport:
+        """Bring the given paths (files or directories, relative) up to date: the watcher's entry point."""
+        with self.lock:
+            started = time.perf_counter()
+            report = ScanReport()
+            known = self.store.file_states()
+            work: list[_Work] = []
+            gone: dict[str, tuple[int, int, int, str]] = {}
+            skipped: list[tuple[str, str, str | None, int | None, int | None]] = []
+            seen: set[str] = set()
+            for rel in sorted(set(rels)):
+                if rel in seen:
+                    continue
+                abs_path = self.root / rel
+                try:
+                    st = abs_path.lstat()
+                except OSError:
+                    st = None
+                if st is not None and statmod.S_ISDIR(st.st_mode):
+                    reason = self.rules.path_reason(rel + "/x")
+                    prefix = rel + "/"
+                    sub_disk: dict[str, tuple[int, int]] = {}
+                    if not reason and not self.rules.dir_reason(rel, abs_path):
+                        sub = Indexer(abs_path, None, None, None, self.options)
+                        sub.rules = _SubRules(self.rules, rel)
+                        files, sub_skips = sub.walk()
+                        sub_disk = {f"{rel}/{k}": v for k, v in files.items()}
+                        skipped.extend((f"{rel}/{r}", why, d, s, m) for r, why, d, s, m in sub_skips)
+                    for krel, kst in known.items():
+                        if krel.startswith(prefix) and krel not in sub_disk:
+                            gone[krel] = kst
+                    for frel, (size, mtime) in sub_disk.items():
+                        seen.add(frel)
+                        old = known.get(frel)
+                        if old is not None and old[1] == size and old[2] == mtime:
+                            continue
+                        work.append(_Work(frel, size, mtime, old[0] if old else None))
+                    continue
+                seen.add(rel)
+                old = known.get(rel)
+                if st is None or not statmod.S_ISREG(st.st_mode):
+                    if old is not None:
+                        gone[rel] = old
+                    prefix = rel + "/"
+                    for krel, kst in known.items():  # a deleted directory
+                        if krel.startswith(prefix):
+                            gone[krel] = kst
+                    continue
+                reason = self.rules.path_reason(rel)
+                pre = None if reason else self._pre_skip(rel, st.st_size)
+                if reason or pre:
+                    if old is not None:
+                        gone[rel] = old
+                    why, detail = (reason, None) if reason else pre  # type: ignore[misc]
+                    skipped.append((rel, why, detail, st.st_size, st.st_mtime_ns))
+                    continue
+                if old is not None and old[1] == st.st_size and old[2] == st.st_mtime_ns:
+                    report.unchanged += 1
+                    continue
+                work.append(_Work(rel, st.st_size, st.st_mtime_ns, old[0] if old else None))
+            report.scanned = len(work)
+            self._process(work, gone, skipped, report, None, None, full=False)
+            report.seconds = round(time.perf_counter() - started, 3)
+            return report
+
+    # ------------------------------------------------------------------ processing
+    def _process(self, work: list[_Work], gone: dict[str, tuple[int, int, int, str]], skipped: list[Any],
+                 report: ScanReport, progress: ProgressFn | None, stop: threading.Event | None, *, full: bool) -> None:
+        gone_by_fp: dict[str, list[tuple[str, int]]] = {}
+        for rel, (fid, _s, _m, fp) in gone.items():
+            gone_by_fp.setdefault(fp, []).append((rel, fid))
+        total = len(work)
+        done = 0
+        if progress:
+            progress(0, total, f"{total} files to index" if total else "nothing changed")
+        batch: list[tuple[_Work, bytes]] = []
+        batch_chars = 0
+        for item in work:
+            if stop is not None and stop.is_set():
+                break
+            try:
+                with open(self.root / item.rel, "rb") as fh:
+                    data = fh.read(self.options.max_file_size + 1)
+            except OSError as exc:
+                skipped.append((item.rel, "unreadable", exc.strerror, item.size, item.mtime_ns))
+                report.errors += 1
+                done += 1
+                continue
+            batch.append((item, data))
+            batch_chars += len(data)
+            if len(batch) >= self.options.batch_files or batch_chars >= self.options.batch_chars:
+                done += len(batch)
+                self._index_batch(batch, gone_by_fp, skipped, report)
+                batch, batch_chars = [], 0
+                if progress:
+                    progress(done, total, f"indexed {done} of {total} files")
+        if batch:
+            done += len(batch)
+            self._index_batch(batch, gone_by_fp, skipped, report)
+            if progress:
+                progress(done, total, f"indexed {done} of {total} files")
+        stopped = stop is not None and stop.is_set()
+        # What is gone and was not found moved is deleted; skips are recorded.
+        leftover = [fid for items in gone_by_fp.values() for _rel, fid in items]
+        with self.store.writing() as conn:
+            removed = self.store.delete_files(conn, leftover) if not stopped else []
+            report.deleted += len(leftover) if not stopped else 0
+            if full and not stopped:
+                conn.execute("DELETE FROM skipped")
+            for rel, reason, detail, size, mtime in skipped:
+                self.store.set_skipped(conn, rel, reason, detail, size, mtime)
+            if not full:
+                for rel in gone:
+                    if not any(s[0] == rel for s in skipped):
+                        conn.execute("DELETE FROM skipped WHERE path=?", (rel,))
+        if self.vectors is not None:
+            self.vectors.remove(removed)
+        report.skipped = len(skipped)
+
+    def _index_batch(self, batch: list[tuple[_Work, bytes]], gone_by_fp: dict[str, list[tuple[str, int]]],
+                     skipped: list[Any], report: ScanReport) -> None:
+        prepared: list[tuple[_Work, str, Any, list[Any]]] = []
+        moves: list[tuple[_Work, int, str]] = []
+        for item, data in batch:
+            fp = fingerprint(data)
+            if item.old_id is None and gone_by_fp.get(fp):
+                old_rel, fid = gone_by_fp[fp].pop()
+                if not gone_by_fp[fp]:
+                    del gone_by_fp[fp]
+                moves.append((item, fid, old_rel))
+                continue
+            try:
+                ex = extract(item.rel, data)
+            except Unsupported as exc:
+                skipped.append((item.rel, "binary file", str(exc), item.size, item.mtime_ns))
+                prepared.append((item, fp, None, []))
+                continue
+            except ExtractError as exc:
+                skipped.append((item.rel, "corrupt or unreadable document", str(exc), item.size, item.mtime_ns))
+                report.errors += 1
+                prepared.append((item, fp, None, []))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a parser bug on one file must not stop indexing
+                skipped.append((item.rel, "corrupt or unreadable document", f"{type(exc).__name__}: {exc}",
+                                item.size, item.mtime_ns))
+                report.errors += 1
+                prepared.append((item, fp, None, []))
+                continue
+            chunks = chunk_text(ex.text, language_of(ex.kind), self.options.chunk_size, self.options.chunk_overlap)
+            prepared.append((item, fp, ex, chunks))
+        vectors = None
+        all_chunks = [(ex, ch, item.rel) for item, _fp, ex, chs in prepared if ex is not None for ch in chs]
+        if self.embedder is not None and all_chunks:
+            vectors = self.embedder.embed([_embed_text(rel, ch.heading, ch.text) for _ex, ch, rel in all_chunks])
+        added_ids: list[int] = []
+        added_rows: list[int] = []
+        removed: list[int] = []
+        row = 0
+        with self.store.writing() as conn:
+            for item, fid, _old_rel in moves:
+                self.store.rename_file(conn, fid, item.rel, item.mtime_ns)
+                report.moved += 1
+            for item, fp, ex, chunks in prepared:
+                if item.old_id is not None:
+                    removed.extend(self.store.delete_files(conn, [item.old_id]))
+                if ex is None:
+                    continue
+                conn.execute("DELETE FROM skipped WHERE path=?", (item.rel,))
+                vecs = vectors[row : row + len(chunks)] if vectors is not None else None
+                ids = self.store.insert_file(conn, item.rel, item.size, item.mtime_ns, fp, ex.kind, ex.title,
+                                             ex.outline, chunks, vecs, ex.text)
+                if vecs is not None:
+                    added_ids.extend(ids)
+                    added_rows.extend(range(row, row + len(chunks)))
+                row += len(chunks)
+                report.indexed += 1
+                report.chunks += len(chunks)
+        if self.vectors is not None:
+            self.vectors.remove(removed)
+            if vectors is not None and added_ids:
+                self.vectors.add(added_ids, vectors[added_rows])
+
+    # ------------------------------------------------------------------ vectors
+    def embed_missing(self, progress: ProgressFn | None = None, stop: threading.Event | None = None) -> int:
+        """Embed chunks that have no vector (written with no model, or after a model change)."""
+        if self.embedder is None:
+            return 0
+        done = 0
+        with self.store.reader() as conn:
+            total = conn.execute("SELECT count(*) FROM chunks WHERE vector IS NULL").fetchone()[0]
+        while total and not (stop is not None and stop.is_set()):
+            with self.store.reader() as conn:
+                rows = conn.execute(
+                    "SELECT c.id, f.path, c.heading, c.body FROM chunks c JOIN files f ON f.id = c.file_id "
+                    "WHERE c.vector IS NULL LIMIT 2048").fetchall()
+            if not rows:
+                break
+            vecs = self.embedder.embed([_embed_text(r[1], r[2], r[3]) for r in rows])
+            with self.store.writing() as conn:
+                conn.executemany("UPDATE chunks SET vector=? WHERE id=?",
+                                 [(vecs[i].tobytes(), r[0]) for i, r in enumerate(rows)])
+            if self.vectors is not None:
+                self.vectors.add([r[0] for r in rows], vecs)
+            done += len(rows)
+            if progress:
+                progress(done, total, f"embedded {done} of {total} chunks")
+        return done
+
+
+def _embed_text(rel: str, heading: str, body: str) -> str:
+    return f"{heading}\n{body}" if heading else body
+
+
+class _SubRules(IgnoreRules):
+    """The parent's rules, seen from a subdirectory (for re-walking one directory)."""
+
+    def __init__(self, parent: IgnoreRules, prefix: str) -> None:  # noqa: D107
+        self.parent = parent
+        self.prefix = prefix
+
+    def dir_reason(self, rel: str, abs_path: Path) -> str | None:
+        return self.parent.dir_reason(f"{self.prefix}/{rel}", abs_path)
+
+    def file_reason(self, rel: str) -> str | None:
+        return self.parent.file_reason(f"{self.prefix}/{rel}")

@@ -1,0 +1,289 @@
+"""Plexor plugin ``folder-search``: offline hybrid search over the documents in the user's folders.
+
+This module is the entry point; it imports only ``plexor`` and the standard
+library. The index, the embedding model, numpy and watchdog are loaded in a
+background thread after startup (see :mod:`plexor_folder_search.service`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from plexor import Context, Data, NotReady, PlexorError, Progress, Result, hookimpl
+
+PLEXOR_NAMESPACE = "folders"
+NAME = "folder-search"
+# Tuned on SciFact's train judgements with bench/folder_search.py --tune (see BENCH.md).
+FUSION_WEIGHT = 0.3
+
+RO = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
+
+
+@hookimpl
+def plexor_add_config(config: Any) -> None:
+    config.add("folders", list, [], help='folders to index: ["~/notes", {path = "~/work", name = "work"}]')
+    config.add("model", str, "wordllama", help="embedding model: wordllama (default), minilm (extra [minilm]) or none",
+               choices=["wordllama", "minilm", "none"])
+    config.add("fusion_weight", float, FUSION_WEIGHT, help="weight of the semantic score in hybrid ranking (0..1)")
+    config.add("max_file_size", int, 10 * 1024 * 1024, help="files larger than this many bytes are skipped")
+    config.add("exclude", list, [], help="extra gitignore-style patterns to skip in every folder")
+    config.add("chunk_size", int, 1100, help="target chunk length in characters")
+    config.add("chunk_overlap", int, 150, help="characters repeated between consecutive chunks of one section")
+    config.add("watch", bool, True, help="watch folders and re-index changed files within about a second")
+    config.add("debounce_ms", int, 300, help="quiet time before a burst of file changes is indexed as one batch")
+
+
+@hookimpl
+def plexor_register_tools(register: Any, settings: Any) -> None:
+    for func in (search_content, find_documents, list_folders, list_documents, explore, get_document_metadata,
+                 get_document_text, get_chunks, get_server_info):
+        register(func, annotations=RO, ready_required=False)
+    register(reindex, annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
+                                   "openWorldHint": False}, ready_required=False)
+
+
+@hookimpl
+def plexor_register_commands(cli: Any) -> None:
+    from plexor_folder_search.cli import group
+
+    cli.add_command(group)
+
+
+@hookimpl
+def plexor_startup(kernel: Any) -> None:
+    from plexor_folder_search.service import FolderService
+
+    rec = kernel.plugin(NAME)
+    service = FolderService(rec.settings, log=kernel.log, on_progress=rec.warming)
+    rec.services["service"] = service
+    service.open_specs()
+    if service.folders:
+        rec.warming(0.0, "opening the folder indexes")
+        service.start(on_warm=rec.warmed)
+    else:
+        service.start(on_warm=None)
+
+
+@hookimpl
+def plexor_shutdown(kernel: Any) -> None:
+    service = kernel.plugin(NAME).services.pop("service", None)
+    if service is not None:
+        service.stop()
+
+
+@hookimpl
+def plexor_error_guidance(exception: BaseException, context: dict[str, Any]) -> str | None:
+    import sqlite3
+
+    if isinstance(exception, sqlite3.DatabaseError):
+        return ("The folder index could not be read. Run `plexor folder-search index --force` to rebuild it, "
+                "or check the disk space under Plexor's data directory.")
+    return None
+
+
+def _service(ctx: Context) -> Any:
+    service = ctx.services.get("service")
+    if service is None:
+        raise NotReady("folder-search is not started yet", "Retry in a few seconds.")
+    return service
+
+
+def _render_hits(data: dict[str, Any], doc_level: bool = False) -> str:
+    lines = []
+    mode = data.get("mode", "")
+    head = f"{data['total']} matches in folder {data['folder']!r} ({mode})"
+    if data.get("partial"):
+        prog = data.get("indexing", {})
+        head += f"; still indexing, {round(prog.get('fraction', 0) * 100)}% done, results may be incomplete"
+    lines.append(head)
+    for i, r in enumerate(data["results"], start=data["offset"] + 1):
+        if doc_level:
+            b = r["best_chunk"]
+            lines.append(f"{i}. {r['path']} (score {r['score']}) lines {b['lines'][0]}-{b['lines'][1]}: {b['snippet']}")
+        else:
+            lines.append(f"{i}. {r['path']}#{r['chunk_id']} lines {r['lines'][0]}-{r['lines'][1]} (score {r['score']}): {r['snippet']}")
+    if data.get("continuation_token"):
+        lines.append(f"More: pass continuation_token={data['continuation_token']!r}")
+    for note in data.get("notes", []):
+        lines.append(f"Note: {note}")
+    return "\n".join(lines)
+
+
+def search_content(
+    ctx: Context,
+    folder: str | None = None,
+    semantic_concepts: str | list[str] | None = None,
+    exact_terms: list[str] | None = None,
+    limit: int = 10,
+    continuation_token: str | None = None,
+) -> Result:
+    """Search inside the documents of a folder and return the best matching passages (chunks).
+
+    Hybrid search: ``semantic_concepts`` finds passages by meaning (embedding similarity plus BM25 keywords);
+    ``exact_terms`` are phrases that must all appear verbatim (case-insensitive) in a passage. Give either
+    or both. Each result has the file path, chunk_id (for get_chunks), line range, a snippet with the
+    matches marked **like this**, the score and its keyword/semantic parts. Use find_documents instead to
+    rank whole documents. While the folder is still being indexed results carry ``partial: true``.
+
+    :param folder: folder name (or its path) from list_folders; may be omitted when only one folder is configured.
+    :param semantic_concepts: what to look for, in words (a sentence or key words); a list is joined.
+    :param exact_terms: phrases that must appear in each result, e.g. ["max_retries", "connection pool"].
+    :param limit: results per page, 1-100.
+    :param continuation_token: the token from the previous page, to get the next one (same other arguments).
+    """
+    concepts = " ".join(semantic_concepts) if isinstance(semantic_concepts, list) else semantic_concepts
+    data = _service(ctx).search_content(folder, concepts, list(exact_terms or []), limit, continuation_token)
+    return Result(data, _render_hits(data))
+
+
+def find_documents(
+    ctx: Context, query: str, folder: str | None = None, limit: int = 20, continuation_token: str | None = None
+) -> Result:
+    """Rank the documents of a folder by how well they match a query, best first (one entry per document).
+
+    Use it to find which files are about something; then read them with get_document_text or look at the
+    passages with search_content. Every page can be fetched with the returned continuation_token.
+
+    :param query: what the documents should be about, in words.
+    :param folder: folder name (or its path) from list_folders; may be omitted when only one folder is configured.
+    :param limit: documents per page, 1-100.
+    :param continuation_token: the token from the previous page, to get the next one (same query).
+    """
+    data = _service(ctx).find_documents(folder, query, limit, continuation_token)
+    return Result(data, _render_hits(data, doc_level=True))
+
+
+def list_folders(ctx: Context) -> dict[str, Any]:
+    """List the folders the user made searchable, with their document counts and indexing state.
+
+    Call this first to learn the folder names the other tools take. Folders are chosen by the user
+    (``plexor folder-search add PATH``); no tool can add one.
+    """
+    return _service(ctx).list_folders()
+
+
+def list_documents(
+    ctx: Context,
+    folder: str | None = None,
+    sub_path: str | None = None,
+    recursive: bool = True,
+    limit: int = 50,
+    continuation_token: str | None = None,
+) -> dict[str, Any]:
+    """List the indexed documents of a folder (path, type, size, modified time, chunk count, title), by path.
+
+    :param folder: folder name (or its path) from list_folders; may be omitted when only one folder is configured.
+    :param sub_path: only documents under this directory (relative to the folder).
+    :param recursive: include subdirectories (default true); false lists only the directory's own files.
+    :param limit: documents per page, 1-500.
+    :param continuation_token: the token from the previous page, to get the next one.
+    """
+    return _service(ctx).list_documents(folder, sub_path, recursive, limit, continuation_token)
+
+
+def explore(ctx: Context, folder: str | None = None, sub_path: str | None = None) -> Result:
+    """Show a folder's directory tree one level at a time: subdirectories with their document counts and the
+    files directly inside, plus how many files were skipped and why. Use it to orient yourself in a folder.
+
+    :param folder: folder name (or its path) from list_folders; may be omitted when only one folder is configured.
+    :param sub_path: the directory to show, relative to the folder (default: the top).
+    """
+    data = _service(ctx).explore(folder, sub_path)
+    lines = [f"{data['folder']}/{data['sub_path']} ({data['documents']} documents)".replace("//", "/")]
+    entries = data["entries"]
+    for i, e in enumerate(entries):
+        branch = "└── " if i == len(entries) - 1 else "├── "
+        lines.append(branch + e["name"] + (f" ({e['documents']})" if e["type"] == "directory" else ""))
+    if data["truncated"]:
+        lines.append("… (more entries; use sub_path to look inside a directory)")
+    if data["skipped"]:
+        lines.append("skipped: " + ", ".join(f"{n} {r}" for r, n in data["skipped"].items()))
+    return Result(data, "\n".join(lines))
+
+
+def get_document_metadata(ctx: Context, path: str, folder: str | None = None) -> dict[str, Any]:
+    """Describe one document without reading it: type, size, modified time, chunk count, title, headings and
+    outline (with line numbers).
+
+    :param path: the document's path relative to the folder (as other tools return it).
+    :param folder: folder name (or its path); may be omitted when only one folder is configured.
+    """
+    return _service(ctx).metadata(folder, path)
+
+
+def get_document_text(
+    ctx: Context, path: str, folder: str | None = None, max_chars: int = 20000, continuation_token: str | None = None
+) -> dict[str, Any]:
+    """Read a document's text (as indexed: PDF, DOCX, XLSX and PPTX are converted to text), one bounded page
+    at a time; follow continuation_token for the rest.
+
+    :param path: the document's path relative to the folder.
+    :param folder: folder name (or its path); may be omitted when only one folder is configured.
+    :param max_chars: the most characters to return in this page, 100-100000.
+    :param continuation_token: the token from the previous page, to read on.
+    """
+    return _service(ctx).document_text(folder, path, max_chars, continuation_token)
+
+
+def get_chunks(ctx: Context, path: str, chunk_ids: list[int], folder: str | None = None) -> dict[str, Any]:
+    """Fetch whole chunks (passages) of a document by their chunk_id, as returned by search_content, with
+    their line ranges and headings. Use it to read around a search hit without loading the whole document.
+
+    :param path: the document's path relative to the folder.
+    :param chunk_ids: chunk ids within that document (0 is the first), at most 50.
+    :param folder: folder name (or its path); may be omitted when only one folder is configured.
+    """
+    return _service(ctx).chunks(folder, path, chunk_ids)
+
+
+def get_server_info(ctx: Context) -> dict[str, Any]:
+    """Report the search service's state: folders with their indexing progress, document/chunk counts, skipped
+    files by reason and index size; the embedding model (or why semantic search is off); and the settings.
+    """
+    return _service(ctx).server_info()
+
+
+async def reindex(ctx: Context, folder: str | None = None, force: bool = False) -> AsyncIterator[Any]:
+    """Re-index a folder now (or every folder), reporting progress. Normally unnecessary: folders are indexed
+    at startup and watched for changes. Only changed files are re-read unless force is true.
+
+    :param folder: folder name or path; omit to re-index every folder.
+    :param force: forget the folder's index and rebuild it from scratch.
+    """
+    import queue
+    import threading
+
+    import anyio
+
+    service = _service(ctx)
+    await anyio.to_thread.run_sync(service.wait_open)
+    targets = [service.folder(folder)] if folder else [s for s in service.folders.values() if s.state != "error"]
+    if not targets:
+        raise PlexorError("there is no folder to index", "The user adds one with `plexor folder-search add PATH`.")
+    events: queue.Queue[Any] = queue.Queue()
+    reports: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            for st in targets:
+                if force:
+                    service.clear(st)
+                report = service.index_folder(st, progress=lambda d, t, m, n=st.name: events.put((n, d, t, m)))
+                reports[st.name] = report.as_dict() if report else {"error": st.error}
+        finally:
+            events.put(None)
+
+    thread = threading.Thread(target=work, name="folder-search-reindex", daemon=True)
+    thread.start()
+    while True:
+        try:
+            item = events.get_nowait()
+        except queue.Empty:
+            await anyio.sleep(0.05)
+            continue
+        if item is None:
+            break
+        name, done, total, message = item
+        yield Progress(done, total or None, f"{name}: {message}")
+    yield Data({"folders": reports})
