@@ -192,6 +192,7 @@ class StandIn:
     db_path: str | None = None
     delays: dict[str, float] = field(default_factory=dict)  # command prefix -> seconds before answering
     overrides: dict[str, bytes] = field(default_factory=dict)  # command -> raw reply (closes afterwards)
+    port: int = 0  # 0: any free port
 
     def __post_init__(self) -> None:
         self.records = load_records(self.responses)
@@ -200,7 +201,7 @@ class StandIn:
         self.connections = 0
         self.inflight = 0
         self.peak_inflight = 0
-        self.port = 0
+        self._writers: set[asyncio.StreamWriter] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: Any = None
@@ -246,6 +247,19 @@ class StandIn:
         if self._db is not None:
             self._db.close()
 
+    def drop_connections(self) -> None:
+        """Close every open connection, as a node does with idle keep-alive connections."""
+        assert self._loop is not None
+        done = threading.Event()
+
+        def close_all() -> None:
+            for w in list(self._writers):
+                w.close()
+            done.set()
+
+        self._loop.call_soon_threadsafe(close_all)
+        done.wait(5)
+
     def __enter__(self) -> StandIn:
         return self.start()
 
@@ -262,7 +276,7 @@ class StandIn:
         self._loop = loop
 
         async def serve() -> None:
-            self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+            self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
             self.port = self._server.sockets[0].getsockname()[1]
             self._ready.set()
 
@@ -283,6 +297,7 @@ class StandIn:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         conn = self.connections
+        self._writers.add(writer)
         try:
             while True:
                 try:
@@ -321,6 +336,7 @@ class StandIn:
                 if close or headers.get("connection", "").lower() == "close":
                     return
         finally:
+            self._writers.discard(writer)
             try:
                 writer.close()
             except Exception:  # noqa: BLE001 - the peer may be gone already

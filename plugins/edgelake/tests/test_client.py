@@ -1,0 +1,193 @@
+"""The client: connection reuse, calls in flight together, timeouts, retries, a node that is down, row caps."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import anyio
+import pytest
+from plexor_edgelake.client import EdgeLakeClient, EdgeLakeError, Node, NodeUnreachable, parse_nodes
+from standin import StandIn, free_port
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_connections_are_reused(edgelake: Any, node: StandIn) -> None:
+    async with edgelake() as client:
+        for _ in range(5):
+            r = await client.call_tool("edgelake_node_status", {})
+            assert not r.is_error
+    assert len(node.requests) == 5 and node.connections == 1
+    assert {r.connection for r in node.requests} == {1}
+
+
+async def test_a_malformed_reply_does_not_poison_the_pool(edgelake: Any, node: StandIn) -> None:
+    async with edgelake() as client:
+        await client.call_tool("edgelake_node_status", {})
+        bad = await client.call_tool("edgelake_query", {"database": "mydb", "table": "t", "where": "nope = 1"})
+        assert bad.is_error
+        good = await client.call_tool("edgelake_node_status", {})
+        assert not good.is_error
+    assert node.connections == 2  # the closed connection was replaced, the healthy one kept before
+
+
+async def test_several_calls_in_flight_at_once(edgelake: Any, node: StandIn) -> None:
+    node.delays["get status"] = 0.4
+    results: list[Any] = []
+    async with edgelake() as client:
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for _ in range(6):
+                async def one() -> None:
+                    results.append(await client.call_tool("edgelake_node_status", {}))
+                tg.start_soon(one)
+        elapsed = time.perf_counter() - started
+    assert all(not r.is_error for r in results) and len(results) == 6
+    assert node.peak_inflight == 6
+    assert elapsed < 6 * 0.4 / 2  # together, not one after the other
+
+
+async def test_max_connections_bounds_calls_in_flight(edgelake: Any, node: StandIn) -> None:
+    node.delays["get status"] = 0.1
+    async with edgelake(max_connections=2) as client:
+        async with anyio.create_task_group() as tg:
+            for _ in range(6):
+                tg.start_soon(client.call_tool, "edgelake_node_status", {})
+    assert node.peak_inflight == 2 and node.connections == 2
+
+
+async def test_timeout_is_guidance_and_the_server_keeps_working(edgelake: Any, node: StandIn) -> None:
+    node.delays["get status"] = 3
+    async with edgelake(timeout=0.3) as client:
+        started = time.perf_counter()
+        r = await client.call_tool("edgelake_node_status", {})
+        assert time.perf_counter() - started < 2
+        assert r.is_error
+        text = r.content[0].text
+        assert "did not answer 'get status where format = json' within 0.3 s" in text
+        assert "raise the tool's timeout" in text and "[edgelake] timeout" in text
+        assert r.structured_content["error"]["type"] == "edgelake_timeout"
+        node.delays.clear()
+        assert not (await client.call_tool("edgelake_list_databases", {})).is_error
+        assert not (await client.call_tool("plexor_health", {})).is_error
+
+
+async def test_network_queries_use_the_network_timeout(edgelake: Any, node: StandIn) -> None:
+    node.delays["sql "] = 0.5
+    async with edgelake(timeout=0.2, network_timeout=5) as client:
+        r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "t", "limit": 1})
+        assert not r.is_error, r.content[0].text
+    async with edgelake(timeout=5, network_timeout=0.2) as client:
+        r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "t", "limit": 1})
+        assert r.is_error and "within 0.2 s" in r.content[0].text and "network_timeout" in r.content[0].text
+
+
+async def test_node_down_is_guidance_and_the_rest_keeps_working(edgelake: Any) -> None:
+    port = free_port()
+    async with edgelake(nodes=[f"127.0.0.1:{port}"], retries=2, backoff=0.05) as client:
+        started = time.perf_counter()
+        r = await client.call_tool("edgelake_list_databases", {})
+        elapsed = time.perf_counter() - started
+        assert r.is_error
+        text = r.content[0].text
+        assert f"EdgeLake node 127.0.0.1:{port} is unreachable" in text and "3 attempts" in text
+        assert "Start the node" in text and "set [edgelake] nodes" in text
+        assert r.structured_content["error"]["type"] == "edgelake_unreachable"
+        assert elapsed >= 0.05 + 0.1  # two backoffs: 0.05 then 0.1
+        assert not (await client.call_tool("edgelake_server_info", {})).is_error
+        health = await client.call_tool("plexor_health", {})
+        assert not health.is_error
+        states = {p["name"]: p["state"] for p in (await client.call_tool("plexor_plugins", {})).structured_content["plugins"]}
+        assert states["edgelake"] == "ready"
+
+
+async def test_retry_with_backoff_reaches_a_node_that_comes_up() -> None:
+    port = free_port()
+    late = StandIn(port=port)
+    timer = threading.Timer(0.15, late.start)
+    timer.start()
+    client = EdgeLakeClient([Node("late", "127.0.0.1", port)], retries=4, backoff=0.1)
+    try:
+        reply = await client.send(client.nodes[0], "GET", "get status", timeout=5)
+        assert reply.status == 200 and reply.body == b"el-test@127.0.0.1:32048 running"
+        assert 1 <= client.stats["retries"] <= 4
+    finally:
+        timer.join()
+        await client.aclose()
+        late.stop()
+
+
+async def test_commands_that_change_things_are_not_retried(node: StandIn) -> None:
+    port = free_port()
+    client = EdgeLakeClient([Node("down", "127.0.0.1", port)], retries=3, backoff=0.01)
+    with pytest.raises(NodeUnreachable, match="1 attempt,"):
+        await client.send(client.nodes[0], "POST", "blockchain reload metadata", timeout=2, read_only=False)
+    assert client.stats["retries"] == 0
+
+
+async def test_a_dropped_keep_alive_connection_is_replaced(node: StandIn) -> None:
+    client = EdgeLakeClient([Node("n", "127.0.0.1", node.port)], retries=1, backoff=0.01)
+    try:
+        assert (await client.send(client.nodes[0], "GET", "get status", timeout=5)).status == 200
+        node.drop_connections()
+        await anyio.sleep(0.05)
+        assert (await client.send(client.nodes[0], "GET", "get status", timeout=5)).status == 200
+        assert node.connections == 2
+    finally:
+        await client.aclose()
+
+
+async def test_a_dropped_connection_is_reported_for_a_write(node: StandIn) -> None:
+    client = EdgeLakeClient([Node("n", "127.0.0.1", node.port)], retries=1, backoff=0.01)
+    try:
+        await client.send(client.nodes[0], "POST", "blockchain reload metadata", timeout=5, read_only=False)
+        node.drop_connections()
+        await anyio.sleep(0.05)
+        with pytest.raises(EdgeLakeError, match="closed the connection before answering"):
+            await client.send(client.nodes[0], "POST", "blockchain reload metadata", timeout=5, read_only=False)
+    finally:
+        await client.aclose()
+
+
+async def test_large_results_come_back_complete(plexor: Any, plexor_config: Any) -> None:
+    with StandIn(big_rows=20000) as big:
+        plexor_config({"edgelake": {"nodes": [big.address]}})
+        async with plexor.client(installed=["edgelake"]) as client:
+            r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "big", "limit": 5000})
+    data = r.structured_content
+    assert not r.is_error and data["row_count"] == 5000 and len(data["rows"]) == 5000
+    assert data["truncated"] is False and data["rows"][-1]["row_id"] == 5000
+
+
+async def test_row_cap_with_guidance(plexor: Any, plexor_config: Any) -> None:
+    with StandIn(big_rows=20000) as big:
+        plexor_config({"edgelake": {"nodes": [big.address], "max_rows": 1000}})
+        async with plexor.client(installed=["edgelake"]) as client:
+            r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "big", "limit": 20000})
+    data = r.structured_content
+    assert not r.is_error and data["row_count"] == 20000 and len(data["rows"]) == 1000 and data["truncated"] is True
+    text = r.content[0].text
+    assert "The reply had 20000 rows; the first 1000 are returned" in text and "raise max_rows" in text
+
+
+def test_node_list_parsing() -> None:
+    nodes = parse_nodes(["127.0.0.1:32049", "edge2=10.0.0.2:32049", "http://host.lan:1/"])
+    assert [(n.name, n.address) for n in nodes] == [("127.0.0.1:32049", "127.0.0.1:32049"),
+                                                     ("edge2", "10.0.0.2:32049"), ("host.lan:1", "host.lan:1")]
+    assert parse_nodes("a=1.2.3.4:5,6.7.8.9:10")[1].port == 10
+    from plexor import ConfigError
+
+    for bad in [[], ["nohost"], ["1.2.3.4:99999"], ["a=1.1.1.1:1", "a=2.2.2.2:2"], [" ; rm:1"]]:
+        with pytest.raises(ConfigError):
+            parse_nodes(bad)
+
+
+async def test_bad_node_setting_fails_the_plugin_clearly(plexor: Any, plexor_config: Any) -> None:
+    plexor_config({"edgelake": {"nodes": ["not a node"]}})
+    async with plexor.client(installed=["edgelake"]) as client:
+        plugins = {p["name"]: p for p in (await client.call_tool("plexor_plugins", {})).structured_content["plugins"]}
+        assert plugins["edgelake"]["state"] == "failed"
+        assert "'not a node' is not host:port or name=host:port" in plugins["edgelake"]["error"]
+        assert not (await client.call_tool("plexor_health", {})).is_error
