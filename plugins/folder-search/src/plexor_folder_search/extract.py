@@ -349,7 +349,7 @@ def _pptx(data: bytes) -> Extracted:
         lines.append(f"## Slide {i}" + (f": {slide_title}" if slide_title else ""))
         lines.append("")
         for shape in slide.shapes:
-            if shape is title_shape:
+            if title_shape is not None and shape.shape_id == title_shape.shape_id:
                 continue
             if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
                 for para in shape.text_frame.paragraphs:
