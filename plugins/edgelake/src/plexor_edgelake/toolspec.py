@@ -274,7 +274,8 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
             problems.append(f"{where}.clauses[{i}]: {text!r} has no placeholder, so it would always be sent; "
                             "put it in the command instead")
         tool.clauses.append(clause)
-    known = set(tool.params) | set(tool.build)
+    # Parameters that were declared but refused above are already reported; do not report them twice.
+    known = {str(n) for n in params_spec} | set(tool.build)
     for tmpl, label in [(tool.command, "command")] + [(c, f"clauses[{i}]") for i, c in enumerate(tool.clauses)]:
         for ph in tmpl.placeholders:
             if ph not in known:
