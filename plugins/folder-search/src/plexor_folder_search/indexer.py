@@ -159,6 +159,7 @@ class _Work:
     size: int
     mtime_ns: int
     old_id: int | None
+    old_fp: str | None = None
 
 
 class Indexer:
@@ -250,7 +251,7 @@ class Indexer:
                     # Skipped for its content last time (binary, corrupt) and unchanged since.
                     skipped.append((rel, prev[0], None, size, mtime))
                     continue
-                work.append(_Work(rel, size, mtime, old[0] if old else None))
+                work.append(_Work(rel, size, mtime, old[0] if old else None, old[3] if old else None))
             gone = {rel: st for rel, st in known.items() if rel not in on_disk}
             self._process(work, gone, skipped, report, progress, stop, full=True)
             report.seconds = round(time.perf_counter() - started, 3)
@@ -292,7 +293,7 @@ class Indexer:
                         old = known.get(frel)
                         if old is not None and old[1] == size and old[2] == mtime:
                             continue
-                        work.append(_Work(frel, size, mtime, old[0] if old else None))
+                        work.append(_Work(frel, size, mtime, old[0] if old else None, old[3] if old else None))
                     continue
                 seen.add(rel)
                 old = known.get(rel)
@@ -315,7 +316,7 @@ class Indexer:
                 if old is not None and old[1] == st.st_size and old[2] == st.st_mtime_ns:
                     report.unchanged += 1
                     continue
-                work.append(_Work(rel, st.st_size, st.st_mtime_ns, old[0] if old else None))
+                work.append(_Work(rel, st.st_size, st.st_mtime_ns, old[0] if old else None, old[3] if old else None))
             report.scanned = len(work)
             self._process(work, gone, skipped, report, None, None, full=False)
             report.seconds = round(time.perf_counter() - started, 3)
@@ -379,8 +380,12 @@ class Indexer:
                      skipped: list[Any], report: ScanReport) -> None:
         prepared: list[tuple[_Work, str, Any, list[Any]]] = []
         moves: list[tuple[_Work, int, str]] = []
+        touched: list[_Work] = []
         for item, data in batch:
             fp = fingerprint(data)
+            if item.old_id is not None and fp == item.old_fp:
+                touched.append(item)  # only the time changed: keep everything
+                continue
             if item.old_id is None and gone_by_fp.get(fp):
                 old_rel, fid = gone_by_fp[fp].pop()
                 if not gone_by_fp[fp]:
@@ -415,6 +420,9 @@ class Indexer:
         removed: list[int] = []
         row = 0
         with self.store.writing() as conn:
+            for item in touched:
+                conn.execute("UPDATE files SET size=?, mtime_ns=? WHERE id=?", (item.size, item.mtime_ns, item.old_id))
+                report.unchanged += 1
             for item, fid, _old_rel in moves:
                 self.store.rename_file(conn, fid, item.rel, item.mtime_ns)
                 report.moved += 1
