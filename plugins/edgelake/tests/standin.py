@@ -396,7 +396,7 @@ class StandIn:
                 raise sqlite3.OperationalError("not a single select")
             cur = self._db.execute(sql)
             names = [d[0] for d in cur.description]
-            rows = [dict(zip(names, row)) for row in cur.fetchall()]
+            rows = [dict(zip(names, row, strict=False)) for row in cur.fetchall()]
         except sqlite3.Error:
             if network:
                 return _chunked(200, "text/json", b""), True  # the node's empty 200
@@ -485,10 +485,10 @@ def _table_text(names: list[str], rows: list[dict[str, Any]], nodes: int) -> byt
     cells = [[("" if r[n] is None else str(r[n])) for n in names] for r in rows]
     numeric = [all(isinstance(r[n], (int, float)) for r in rows) and bool(rows) for n in names]
     widths = [max([len(n)] + [len(c[i]) for c in cells]) for i, n in enumerate(names)]
-    out = ["", " ".join(n.ljust(w) for n, w in zip(names, widths)).rstrip(),
+    out = ["", " ".join(n.ljust(w) for n, w in zip(names, widths, strict=False)).rstrip(),
            " ".join("-" * w for w in widths) + " "]
     for c in cells:
-        out.append(" ".join((v.rjust(w) if num else v.ljust(w)) for v, w, num in zip(c, widths, numeric)) + " ")
+        out.append(" ".join((v.rjust(w) if num else v.ljust(w)) for v, w, num in zip(c, widths, numeric, strict=False)) + " ")
     stats = (f'{{"Statistics":[{{"Count": {len(rows)},\n                "Time":"00:00:00",\n'
              f'                "Nodes": {nodes}}}]}}')
     return ("\n".join(out) + "\n\n" + stats).encode()

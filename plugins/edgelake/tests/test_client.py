@@ -8,8 +8,9 @@ from typing import Any
 
 import anyio
 import pytest
-from plexor_edgelake.client import EdgeLakeClient, EdgeLakeError, Node, NodeUnreachable, parse_nodes
 from standin import StandIn, free_port
+
+from plexor_edgelake.client import EdgeLakeClient, EdgeLakeError, Node, NodeUnreachable, parse_nodes
 
 pytestmark = pytest.mark.anyio
 

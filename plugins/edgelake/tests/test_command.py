@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from plexor import InvalidArgument
 from plexor_edgelake import command as cmd
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from plexor_edgelake.parsers import ParseError, compile_path, parse_reply, parse_table, validate_parser
 from standin import load_records
+
+from plexor_edgelake.parsers import ParseError, compile_path, parse_reply, parse_table, validate_parser
 
 BODIES = {(r.method, r.command, r.destination): r.body.decode() for r in load_records()}
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from standin import StandIn
+
 from plexor_edgelake.client import EdgeLakeClient, EdgeLakeError, Node
 from plexor_edgelake.replies import check
-from standin import StandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from standin import StandIn
+
 from plexor import ConfigError
 from plexor_edgelake.toolspec import SHIPPED, load_catalog, method_for, validate_document
-from standin import StandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -145,7 +145,7 @@ def _sql_tokens(name: str, text: str) -> list[tuple[str, str, int]]:
         if kind != "ws":
             tokens.append((kind, m.group(), pos))
         pos = m.end()
-    for (k1, v1, p1), (k2, v2, p2) in zip(tokens, tokens[1:]):
+    for (k1, v1, p1), (k2, v2, p2) in zip(tokens, tokens[1:], strict=False):
         if k1 == k2 == "op" and p2 == p1 + len(v1) and (v1, v2) in (("-", "-"), ("/", "*"), ("*", "/")):
             raise _reject(name, text, f"'{v1}{v2}' starts or ends a comment (position {p1})", _WHAT_TO_DO_SQL)
     depth = 0

@@ -10,10 +10,9 @@ import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from plexor import Context, NotFound, NotReady, Result
-
 from plexor_edgelake import command as cmd
 from plexor_edgelake.client import EdgeLakeClient, EdgeLakeError, Node, parse_nodes
 from plexor_edgelake.parsers import ParseError, parse_reply
@@ -184,7 +183,7 @@ def _order_item() -> Any:
 
             model_config = pydantic.ConfigDict(extra="forbid")
             column: str = pydantic.Field(description="a column name, or an aggregate such as count(*)")
-            direction: Optional[Literal["asc", "desc"]] = pydantic.Field(  # noqa: UP007
+            direction: Literal["asc", "desc"] | None = pydantic.Field(  # noqa: UP007
                 None, description="asc or desc (the node's default order is asc)"
             )
 
@@ -193,8 +192,9 @@ def _order_item() -> Any:
 
 
 def _annotation(p: ParamDef) -> Any:
-    import pydantic
     from typing import Annotated
+
+    import pydantic
 
     t = p.type
     if t == "integer" or t == "number":
@@ -218,7 +218,7 @@ def _annotation(p: ParamDef) -> Any:
     else:
         ann = str
     if not p.required and p.default is None:
-        ann = Optional[ann]  # noqa: UP007
+        ann = ann | None
     return ann
 
 
@@ -252,8 +252,8 @@ def make_tool_function(tool: ToolDef, nodes_hint: str) -> Any:
         annotations[name] = ann
         doc_lines.append(f":param {name}: {_param_doc(p)}")
     if tool.handler is None:
-        params.append(inspect.Parameter("node", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str], default=None))  # noqa: UP007
-        annotations["node"] = Optional[str]  # noqa: UP007
+        params.append(inspect.Parameter("node", inspect.Parameter.KEYWORD_ONLY, annotation=str | None, default=None))
+        annotations["node"] = str | None
         doc_lines.append(f":param node: which configured EdgeLake node to ask, by name or host:port (default: {nodes_hint})")
     annotations["return"] = Result
     edgelake_tool.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

@@ -208,7 +208,7 @@ def parse_table(text: str, *, fill_down: list[str] | None = None, numbers: bool 
         else:
             cells = [ln[a:(b if i < len(spans) - 1 else None)].strip() for i, (a, b) in enumerate(spans)]
         cells += [""] * (len(columns) - len(cells))
-        row = dict(zip(columns, cells[: len(columns)]))
+        row = dict(zip(columns, cells[: len(columns)], strict=False))
         rows.append(row)
     for col in fill_down or []:
         last = ""

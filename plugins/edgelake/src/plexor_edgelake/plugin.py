@@ -38,7 +38,6 @@ def _catalog(settings: Any) -> Any:
     key = id(settings)
     if key not in _catalogs:
         from plexor import ConfigError
-
         from plexor_edgelake.client import parse_nodes
         from plexor_edgelake.toolspec import load_catalog
 

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from plexor import ConfigError
-
 from plexor_edgelake import command as cmd
 from plexor_edgelake.parsers import validate_parser
 
