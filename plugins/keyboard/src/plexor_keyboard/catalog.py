@@ -464,7 +464,8 @@ def build() -> Catalog:
     plan: dict[str, tuple[str, str, str, tuple[str, ...], str | None]] = {}
     ambiguous = {norm(a): (a, cands, note) for a, (cands, note) in names.AMBIGUOUS.items()}
 
-    def add(alias: str, constant: str, kind: str, *, only_if_free: bool = False) -> None:
+    def add(alias: str, constant: str, kind: str, *, only_if_free: bool = False, listed: bool = True) -> None:
+        # ``listed``: shown in the key's ``aliases``; generated permutations match but are not listed
         n = norm(alias)
         if not n:
             return
@@ -476,7 +477,8 @@ def build() -> Catalog:
                 return  # listed as an alternative of the primary key
             if n not in plan or plan[n][1] in ("side", "constant"):
                 plan[n] = (constant, kind, alias, tuple(cands[1:]), note)
-            if alias not in aliases[constant] and kind not in ("name", "constant") and alias != raw[constant]["name"]:
+            if listed and alias not in aliases[constant] and kind not in ("name", "constant") \
+                    and alias != raw[constant]["name"]:
                 aliases[constant].append(alias)
             return
         if n in plan:
@@ -487,7 +489,7 @@ def build() -> Catalog:
                                    "declare it in names.AMBIGUOUS or drop one")
             return
         plan[n] = (constant, kind, alias, (), None)
-        if kind not in ("name", "constant") and alias not in aliases[constant]:
+        if listed and kind not in ("name", "constant") and alias not in aliases[constant]:
             aliases[constant].append(alias)
 
     for const, info in raw.items():
@@ -506,24 +508,24 @@ def build() -> Catalog:
             for word in words:
                 add(word, const, kind)
     for left, right, words in names.SIDES.values():
-        for w in words:
+        for i, w in enumerate(words):
             for side, const in (("left", left), ("right", right)):
-                add(f"{side} {w}", const, "side")
-                add(f"{w} {side}", const, "side")
+                add(f"{side} {w}", const, "side", listed=i < 2 or not w.isalpha())
+                add(f"{w} {side}", const, "side", listed=False)
                 if w.isascii() and w.isalpha():
-                    add(f"{side[0]}{w}", const, "side")
-                    add(f"{w}_{side[0]}", const, "side")
-                add(f"{side}{w}", const, "side")
+                    add(f"{side[0]}{w}", const, "side", listed=i == 1)
+                    add(f"{w}_{side[0]}", const, "side", listed=False)
+                add(f"{side}{w}", const, "side", listed=False)
     for const, parts in names.KEYPAD_PARTS.items():
         for prefix in names.KEYPAD_PREFIXES:
-            for part in parts:
-                add(f"{prefix} {part}", const, "keypad")
+            for j, part in enumerate(parts):
+                add(f"{prefix} {part}", const, "keypad", listed=prefix in ("keypad", "numpad") and j < 2)
     for n, (written, cands, note) in ambiguous.items():
         if n not in plan:
             kind = "abbreviation" if any(ch.isalnum() for ch in n) else "glyph"
             plan[n] = (cands[0], kind, written, tuple(cands[1:]), note)
             if written not in aliases[cands[0]]:
-                aliases[cands[0]].append(written)
+                aliases[cands[0]].insert(0, written)
 
     keys: dict[str, Key] = {
         const: Key(const, info["code"], info["name"], info["category"], info["symbol"], info["group"],

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["MIN_CONFIDENCE", "FuzzyIndex"]
 
-MIN_CONFIDENCE = 0.5
+MIN_CONFIDENCE = 0.55
 
 
 class FuzzyIndex:
