@@ -88,6 +88,8 @@ async def test_sides_are_reported_with_device_masks(kb):
     ("cmd+numpad enter", "kVK_ANSI_KeypadEnter", "⌘⌤"),
     ("ctrl+F2", "kVK_F2", "⌃F2"),
     ("⌘,", "kVK_ANSI_Comma", "⌘,"),
+    ("shift right", "kVK_RightArrow", "⇧→"),
+    ("cmd option left", "kVK_LeftArrow", "⌥⌘←"),
 ])
 async def test_separators_that_are_keys_and_multi_word_keys(kb, shortcut, key, canonical):
     r = await kb("keyboard_get_key_combinations", shortcut=shortcut)

@@ -373,8 +373,6 @@ class Catalog:
         q = norm(query) if query.strip() else norm("space")
         ranks: dict[str, int] = {}
         code = self._code_of(q)
-        if code is None and len(q) == 1 and q.isdigit():
-            code = None  # a lone digit is the digit key, found through the index below
         if code is not None:
             for k in self.by_code.get(code, []):
                 ranks[k.constant] = 0

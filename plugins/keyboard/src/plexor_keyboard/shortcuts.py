@@ -109,13 +109,13 @@ def _tokenize(text: str) -> list[_Token]:
     return tokens
 
 
-def _resolve(tokens: list[_Token], catalog: Catalog, shortcut: str) -> list[tuple[str, Entry]]:
+def _resolve(tokens: list[_Token], catalog: Catalog, shortcut: str, merge: bool = True) -> list[tuple[str, Entry]]:
     """Greedy longest match: "page down" and "right command" are one key even when spaced."""
     out: list[tuple[str, Entry]] = []
     i = 0
     while i < len(tokens):
         hit: tuple[int, Entry] | None = None
-        for width in (4, 3, 2):
+        for width in (4, 3, 2) if merge else ():
             if i + width > len(tokens):
                 continue
             span = tokens[i:i + width]
@@ -154,7 +154,15 @@ def parse_shortcut(shortcut: str, catalog: Catalog) -> dict[str, Any]:
         raise InvalidArgument("shortcut is empty", _EXAMPLES)
     if len(shortcut) > MAX_INPUT:
         raise InvalidArgument(f"shortcut is {len(shortcut)} characters long", f"Keep it under {MAX_INPUT} characters.")
-    resolved = _resolve(_tokenize(shortcut), catalog, shortcut)
+    tokens = _tokenize(shortcut)
+    resolved = _resolve(tokens, catalog, shortcut)
+    if all(e.key.constant in _BY_CONSTANT for _, e in resolved) and any(
+            " " in w and w.lower().rsplit(" ", 1)[1] in ("left", "right") for w, _ in resolved):
+        # "shift right" read as Right Shift leaves no main key; word by word it is Shift + Right Arrow
+        # ("right shift", side first, stays the modifier's name)
+        unmerged = _resolve(tokens, catalog, shortcut, merge=False)
+        if sum(e.key.constant not in _BY_CONSTANT for _, e in unmerged) == 1:
+            resolved = unmerged
     mods: dict[str, dict[str, Any]] = {}
     main: list[tuple[str, Entry]] = []
     for written, entry in resolved:
