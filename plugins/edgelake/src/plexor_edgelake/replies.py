@@ -42,7 +42,8 @@ _RELAY = re.compile(r"^\s*\[From Node ([^\]]+)\]\s?")
 
 def _error_object(text: str) -> dict[str, Any] | None:
     text = text.strip()
-    if not text.startswith("{"):
+    # Error objects are small and name err_code near the start; do not decode large row sets twice.
+    if not text.startswith("{") or "err_code" not in text[:400] and "err_text" not in text[:400]:
         return None
     try:
         obj = json.loads(text)
