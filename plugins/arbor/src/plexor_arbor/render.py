@@ -25,16 +25,17 @@ LIMIT = 60
 KEEP = 57
 NEWLINE = "↵"
 
-_graphemes: Any = None
+_patterns: dict[int, Any] = {}
 
 
-def _grapheme_split(text: str) -> list[str]:
-    global _graphemes
-    if _graphemes is None:
+def _clusters(count: int) -> Any:
+    """A compiled pattern matching exactly ``count`` grapheme clusters (user-perceived characters)."""
+    pattern = _patterns.get(count)
+    if pattern is None:
         import regex
 
-        _graphemes = regex.compile(r"\X")
-    return _graphemes.findall(text)
+        pattern = _patterns[count] = regex.compile(r"\X{%d}" % count)
+    return pattern
 
 
 def clip(text: str, limit: int = LIMIT, keep: int = KEEP) -> str:
@@ -46,10 +47,15 @@ def clip(text: str, limit: int = LIMIT, keep: int = KEEP) -> str:
         return text
     if text.isascii():
         return text[:keep] + "..."
-    clusters = _grapheme_split(text)
-    if len(clusters) <= limit:
+    # Match the first ``keep`` characters, then check that more than ``limit - keep``
+    # follow; neither step reads further into a long text than it must.
+    head = _clusters(keep).match(text)
+    if head is None:
         return text
-    return "".join(clusters[:keep]) + "..."
+    end = head.end()
+    if _clusters(limit - keep + 1).match(text, end) is None:
+        return text
+    return text[:end] + "..."
 
 
 def label(kind: str, role: str | None, content: str | None, handle: str | dict[str, Any] | None) -> str:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import operator
+import os
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -37,6 +39,7 @@ __all__ = [
 STATES = ("active", "scheduled_delete", "archived")
 EXPORT_FORMAT = "plexor-arbor/1"
 
+_DEPTH = operator.itemgetter(7)
 _NODE_COLS = "n.seq, n.parent_seq, n.id, n.position, n.kind, n.role, n.content, n.handle, n.metadata, n.created_at"
 
 
@@ -414,7 +417,6 @@ class Store:
         if not items:
             return {"tree_id": tid, "count": 0, "first": None, "last": None}
         now = iso_now()
-        dumps = json.dumps
         with self._write():
             self._lock_tree(tid)
             row = self._tree_row(tid, need_active=True)
@@ -425,19 +427,32 @@ class Store:
             rows = []
             prev = parent_seq
             seq = first
-            uuid4 = uuid.uuid4
-            for content, meta in items:
-                role = meta.get("role") if meta else None
-                rows.append((seq, prev, str(uuid4()), tid, position, "text",
-                             role if isinstance(role, str) else None, content,
-                             dumps(meta, ensure_ascii=False) if meta else None, now))
+            encode = _MetadataEncoder()
+            for nid, (content, meta) in zip(uuid4_batch(len(items)), items):
+                if type(content) is not str:
+                    raise InvalidArgument(f"item {seq - first} has content {content!r}, not a string",
+                                          "Pass (text, metadata) pairs.")
+                if meta:
+                    role = meta.get("role")
+                    rows.append((seq, prev, nid, tid, position, "text", role[:64] if type(role) is str else None,
+                                 content, encode(meta), now))
+                else:
+                    rows.append((seq, prev, nid, tid, position, "text", None, content, None, now))
                 prev = seq
                 seq += 1
                 position = 0
             self._insert_many("arbor_node", "seq, parent_seq, id, tree_id, position, kind, role, content, metadata, "
                               "created_at", rows)
             self._x("UPDATE arbor_tree SET head_seq = ?, updated_at = ? WHERE id = ?", (prev, now, tid))
+        self._after_bulk(len(rows))
         return {"tree_id": tid, "count": len(rows), "first": rows[0][2], "last": rows[-1][2]}
+
+    def _after_bulk(self, count: int) -> None:
+        # PostgreSQL plans the recursive queries from table statistics; after a
+        # bulk load they are stale until autovacuum catches up (a minute or
+        # more), and a stale plan scans the whole table at every level.
+        if self.is_postgres and count >= 1000:
+            self._x("ANALYZE arbor_node")
 
     def _reserve(self, n: int) -> int:
         """Reserve ``n`` consecutive node keys inside the current write transaction; returns the first."""
@@ -484,28 +499,44 @@ class Store:
                         "WHERE c.seq = ?", (seq,))
         return None if row is None else self._node_dicts([row], tid)[0]
 
-    def _path_rows(self, seq: int) -> list[Any]:
-        # One recursive query walks up the integer parent links; the rows come
-        # back node-first, so reverse them for root-first order.
+    def path(self, tree_id: str, node_id: str) -> list[dict[str, Any]]:
+        """The nodes from the root to ``node_id``, in order, from ONE recursive query.
+
+        The query walks up the integer parent links; each node's parent id is
+        the id of the node before it, so no second lookup is needed.
+        """
+        tid = self._tree_row(tree_id)[0]
+        seq, _ = self._node_ref(tid, node_id)
         rows = self._all(
             "WITH RECURSIVE up(seq, parent_seq, depth) AS ("
             " SELECT seq, parent_seq, 0 FROM arbor_node WHERE seq = ?"
             " UNION ALL"
             " SELECT n.seq, n.parent_seq, up.depth + 1 FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
-            f" SELECT {_NODE_COLS} FROM up JOIN arbor_node n ON n.seq = up.seq ORDER BY up.depth DESC",
-            (seq,))
-        return rows
-
-    def path(self, tree_id: str, node_id: str) -> list[dict[str, Any]]:
-        """The nodes from the root to ``node_id``, in order (one recursive query)."""
-        tid = self._tree_row(tree_id)[0]
-        seq, _ = self._node_ref(tid, node_id)
-        rows = self._path_rows(seq)
-        out = []
+            " SELECT n.id, n.position, n.kind, n.content, n.handle, n.metadata, n.created_at, up.depth"
+            " FROM up JOIN arbor_node n ON n.seq = up.seq", (seq,))
+        # Deepest first in walk order; sorting here (linear on ordered input) beats an ORDER BY
+        # that makes SQLite copy every row into a sorter.
+        rows.sort(key=_DEPTH, reverse=True)
+        out: list[dict[str, Any]] = []
+        append = out.append
+        loads = json.loads
+        parsed: dict[str, dict[str, Any]] = {}
         parent_id = None
-        for r in rows:
-            out.append(_node(r, tid, parent_id))
-            parent_id = r[2]
+        for nid, position, kind, content, handle, meta, created, _depth in rows:
+            if meta:
+                m = parsed.get(meta)
+                if m is None:
+                    m = parsed[meta] = loads(meta)
+                m = m.copy()
+            else:
+                m = {}
+            if kind == "external":
+                data: dict[str, Any] = {"type": "external", "handle": loads(handle)}
+            else:
+                data = {"type": "text", "content": content or ""}
+            append({"id": nid, "tree_id": tid, "parent": parent_id, "position": position, "data": data,
+                    "metadata": m, "created_at": created})
+            parent_id = nid
         return out
 
     def path_ids(self, tree_id: str, node_id: str) -> list[str]:
@@ -709,6 +740,7 @@ class Store:
             self._x("UPDATE arbor_tree SET root_seq = ?, head_seq = ? WHERE id = ?", (seqs[root_id], seqs[head_id], tid))
             if owners:
                 self._insert_many("arbor_owner", "tree_id, owner_id, count", [(tid, o, c) for o, c in owners.items()])
+        self._after_bulk(len(rows))
         return self.get_tree(tid, allow_archived=True)
 
     def _existing_node_ids(self, ids: list[str]) -> str | None:
@@ -732,6 +764,40 @@ class Store:
             out.append({"uri": f"arbor://tree/{tid}/head", "name": f"Arbor {label}: head",
                         "description": f"The node the conversation continues from (currently {head})."})
         return out
+
+
+_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
+
+
+def uuid4_batch(n: int) -> list[str]:
+    """``n`` random (version 4) UUID strings from one read of the OS random source.
+
+    Several times faster than ``str(uuid.uuid4())`` per id, which matters for
+    bulk appends of many thousands of nodes.
+    """
+    raw = os.urandom(16 * n).hex()
+    variant = _VARIANT
+    return [
+        f"{raw[i:i + 8]}-{raw[i + 8:i + 12]}-4{raw[i + 13:i + 16]}-{variant[raw[i + 16]]}{raw[i + 17:i + 20]}-{raw[i + 20:i + 32]}"
+        for i in range(0, 32 * n, 32)
+    ]
+
+
+class _MetadataEncoder:
+    """JSON-encodes metadata, remembering the text of the common flat all-string objects ({"role": "user"})."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[Any, ...], str] = {}
+
+    def __call__(self, meta: dict[str, Any]) -> str:
+        for value in meta.values():
+            if type(value) is not str:
+                return json.dumps(meta, ensure_ascii=False, separators=(",", ":"))
+        key = tuple(meta.items())
+        text = self._seen.get(key)
+        if text is None:
+            text = self._seen[key] = json.dumps(meta, ensure_ascii=False, separators=(",", ":"))
+        return text
 
 
 def _node(r: Any, tree_id: str, parent_id: str | None) -> dict[str, Any]:
