@@ -174,6 +174,8 @@ class Indexer:
         self.options = options
         self.rules = IgnoreRules(root, options.exclude, private)
         self.lock = threading.Lock()  # one scan or update at a time per folder
+        self._pool: Any = None
+        self._pending: Any = None
 
     # ------------------------------------------------------------------ walking
     def walk(self) -> tuple[dict[str, tuple[int, int]], list[tuple[str, str, str | None, int | None, int | None]]]:
@@ -358,6 +360,10 @@ class Indexer:
             self._index_batch(batch, gone_by_fp, skipped, report)
             if progress:
                 progress(done, total, f"indexed {done} of {total} files")
+        self._wait_commit()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         stopped = stop is not None and stop.is_set()
         # What is gone and was not found moved is deleted; skips are recorded.
         leftover = [fid for items in gone_by_fp.values() for _rel, fid in items]
@@ -378,6 +384,23 @@ class Indexer:
 
     def _index_batch(self, batch: list[tuple[_Work, bytes]], gone_by_fp: dict[str, list[tuple[str, int]]],
                      skipped: list[Any], report: ScanReport) -> None:
+        # Extraction and chunking (Python, holds the GIL) of this batch overlap with the embedding and
+        # writing (Rust tokenizer, numpy, SQLite: mostly without the GIL) of the previous one.
+        parts = self._prepare(batch, gone_by_fp, skipped, report)
+        self._wait_commit()
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="folder-search-embed")
+        self._pending = self._pool.submit(self._commit, *parts, report)
+
+    def _wait_commit(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def _prepare(self, batch: list[tuple[_Work, bytes]], gone_by_fp: dict[str, list[tuple[str, int]]],
+                 skipped: list[Any], report: ScanReport) -> tuple[Any, Any, Any]:
         prepared: list[tuple[_Work, str, Any, list[Any]]] = []
         moves: list[tuple[_Work, int, str]] = []
         touched: list[_Work] = []
@@ -411,6 +434,9 @@ class Indexer:
                 continue
             chunks = chunk_text(ex.text, language_of(ex.kind), self.options.chunk_size, self.options.chunk_overlap)
             prepared.append((item, fp, ex, chunks))
+        return prepared, moves, touched
+
+    def _commit(self, prepared: list[Any], moves: list[Any], touched: list[Any], report: ScanReport) -> None:
         vectors = None
         all_chunks = [(ex, ch, item.rel) for item, _fp, ex, chs in prepared if ex is not None for ch in chs]
         if self.embedder is not None and all_chunks:

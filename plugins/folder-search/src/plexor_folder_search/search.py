@@ -42,7 +42,10 @@ def _quote(token: str) -> str:
 def fts_or(text: str, limit: int = 64) -> str | None:
     """An FTS5 OR-query of the distinct words of ``text`` (None when it has no words)."""
     seen: list[str] = []
-    for tok in _WORD.findall(text.lower()):
+    words = _WORD.findall(text.lower())
+    # Stop words match nearly every chunk and make BM25 score them all; they add almost nothing to the ranking.
+    content = [w for w in words if w not in STOPWORDS]
+    for tok in content or words:
         if tok not in seen:
             seen.append(tok)
         if len(seen) >= limit:
