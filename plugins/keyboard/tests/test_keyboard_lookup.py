@@ -226,6 +226,11 @@ async def test_codes_without_a_key_get_guidance(kb, form, expected):
     assert expected in err["message"] + err["guidance"]
 
 
+async def test_a_negative_code_is_a_clear_error(kb):
+    err, _ = await kb.error("keyboard_lookup_keycode", key_name=-1)
+    assert err["type"] == "invalid_argument" and "0 to 126" in err["guidance"]
+
+
 async def test_an_undocumented_secondary_code_is_explained(kb):
     err, _ = await kb.error("keyboard_lookup_keycode", key_name="0xB1")
     assert "Spotlight" in err["guidance"] and "F4+" in err["guidance"]

@@ -37,6 +37,7 @@ _SPACE = re.compile(r"\s+")
 _HEX = re.compile(r"^0x([0-9a-f]{1,8})$")
 _CODE = re.compile(r"^(?:code|keycode|kc|vk)[:=#]?(0x[0-9a-f]{1,8}|\d{1,9})$")
 _DEC = re.compile(r"^\d{1,9}$")
+_NEGATIVE = re.compile(r"^-(?:0x[0-9a-f]+|\d+)$")
 _FPLUS = re.compile(r"^f(\d{1,3})\+$")
 _FILLER = ("key", "button")
 
@@ -160,6 +161,11 @@ class Catalog:
         code = self._code_of(q)
         if code is not None:
             return self._by_code(raw, code)
+        if _NEGATIVE.match(q):
+            raise InvalidArgument(
+                f"{raw!r} is not a key code: codes are never negative",
+                "macOS virtual key codes run from 0 to 126 (0x00-0x7E); pass one of those, or a key name.",
+            )
         entry = self.exact(raw)
         if entry is not None:
             result = self._answer(raw, entry, layout_id, explicit_layout=explicit)
