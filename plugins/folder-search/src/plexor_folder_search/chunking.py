@@ -138,6 +138,7 @@ def chunk_text(text: str, style: str = "text", size: int = 1100, overlap: int = 
     chunks: list[Chunk] = []
     n = len(lines)
     start = 0
+    fresh = 0  # first line not repeated from the previous chunk
     while start < n:
         # Skip leading blank lines so chunks start on content.
         while start < n and not lines[start].strip():
@@ -151,8 +152,8 @@ def chunk_text(text: str, style: str = "text", size: int = 1100, overlap: int = 
             if end < n and end > start:
                 s = strength[end]
                 filled = offsets[end] - offsets[start]
-                # A heading after a reasonably filled chunk ends it right there.
-                if s == STRONG and heading[end] is not None and filled >= size * 0.35:
+                # A heading ends the chunk right there, unless the chunk holds little beyond the overlap.
+                if s == STRONG and heading[end] is not None and offsets[end] - offsets[max(start, fresh)] >= size * 0.1:
                     break
                 if s >= best_strength and filled >= size * 0.5:
                     best_cut, best_strength = end, s
@@ -178,5 +179,6 @@ def chunk_text(text: str, style: str = "text", size: int = 1100, overlap: int = 
                 back -= 1
             if back < end and offsets[end] - offsets[back] > 0:
                 nxt = back
+        fresh = end
         start = nxt if nxt > start else end
     return chunks
