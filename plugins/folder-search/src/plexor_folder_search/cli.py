@@ -40,6 +40,11 @@ def _service(watch: bool = False) -> Any:
         service.open()
     except PlexorError as exc:
         raise click.ClickException(exc.render()) from exc
+    for st in service.folders.values():
+        if st.state == "pending":
+            # The CLI reads the index as it stands (`index` refreshes it); nothing is warming up here.
+            service._prepare_vectors(st)
+            st.state, st.initial_done = "ready", True
     return service
 
 
