@@ -103,3 +103,29 @@ def test_the_entry_point_module_imports_nothing_heavy():
             "'plexor_arbor.store', 'plexor_arbor.tools') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_database_errors_get_arbor_guidance():
+    import peewee
+
+    from plexor_arbor.plugin import plexor_error_guidance
+
+    locked = plexor_error_guidance(peewee.OperationalError("database is locked"), {"plugin": "arbor"})
+    assert "Another process is writing" in locked and "Retry" in locked
+    integrity = plexor_error_guidance(peewee.IntegrityError("UNIQUE constraint failed"), {"plugin": "arbor"})
+    assert "arbor_tree_get" in integrity
+    down = plexor_error_guidance(peewee.OperationalError("could not connect to server"), {"plugin": "arbor"})
+    assert "database_url" in down
+    assert plexor_error_guidance(ValueError("something else"), {"plugin": "arbor"}) is None
+
+
+def test_bulk_ids_are_valid_random_uuids():
+    import uuid
+
+    from plexor_arbor.store import uuid4_batch
+
+    ids = uuid4_batch(2000)
+    assert len(set(ids)) == 2000
+    for value in ids[:200]:
+        parsed = uuid.UUID(value)
+        assert str(parsed) == value and parsed.version == 4 and parsed.variant == uuid.RFC_4122
