@@ -6,6 +6,7 @@ store, the renderer and click are imported inside the hooks that need them.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -80,11 +81,20 @@ def plexor_register_commands(cli: Any) -> None:
     cli.add_command(arbor)
 
 
+def _record(kernel: Any) -> Any:
+    """This plugin's record, whatever name it was loaded under (``arbor`` when installed)."""
+    me = sys.modules[__name__]
+    for rec in kernel.records.values():
+        if rec.module is me:
+            return rec
+    return kernel.plugin(NAME)
+
+
 @hookimpl
 def plexor_startup(kernel: Any) -> None:
     from plexor_arbor.store import Store
 
-    rec = kernel.plugin(NAME)
+    rec = _record(kernel)
     store = Store(rec.database)
     rec.services["store"] = store
     interval = float(rec.settings["sweep_interval"])
@@ -96,7 +106,7 @@ def plexor_startup(kernel: Any) -> None:
 
 @hookimpl
 def plexor_shutdown(kernel: Any) -> None:
-    rec = kernel.plugin(NAME)
+    rec = _record(kernel)
     sweeper = rec.services.pop("sweeper", None)
     if sweeper is not None:
         sweeper.stop()
