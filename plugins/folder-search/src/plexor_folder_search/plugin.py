@@ -15,7 +15,7 @@ from plexor import Context, Data, NotReady, PlexorError, Progress, Result, hooki
 PLEXOR_NAMESPACE = "folders"
 NAME = "folder-search"
 # Tuned on SciFact's train judgements with bench/folder_search.py --tune (see BENCH.md).
-FUSION_WEIGHT = 0.3
+FUSION_WEIGHT = 0.4
 
 RO = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["Hit", "SearchEngine", "fts_or", "fts_phrase", "make_snippet", "normalise"]
 
-DEFAULT_WEIGHT = 0.3
+DEFAULT_WEIGHT = 0.4
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
     "a an and are as at be by for from has have in is it its of on or that the to was were will with this these "
