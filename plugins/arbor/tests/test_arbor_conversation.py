@@ -6,7 +6,6 @@ Each test runs on SQLite and on PostgreSQL (the ``backend`` fixture).
 from __future__ import annotations
 
 import pytest
-
 from arbor_testlib import Calls
 
 pytestmark = pytest.mark.anyio

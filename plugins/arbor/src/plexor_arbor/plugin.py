@@ -55,8 +55,8 @@ def plexor_register_tools(register: Any, settings: Any) -> None:
     check_settings(settings)
     from plexor_arbor.tools import TOOLS
 
-    for func, annotations in TOOLS:
-        register(func, annotations=annotations)
+    for func, hints in TOOLS:
+        register(func, annotations=hints)
 
 
 @hookimpl

@@ -34,7 +34,7 @@ def _clusters(count: int) -> Any:
     if pattern is None:
         import regex
 
-        pattern = _patterns[count] = regex.compile(r"\X{%d}" % count)
+        pattern = _patterns[count] = regex.compile(rf"\X{{{count}}}")
     return pattern
 
 

@@ -51,15 +51,15 @@ class TreeInactive(PlexorError):
 
 def iso_now() -> str:
     """Now, as a fixed-width UTC ISO-8601 string (sorts like the time it names)."""
-    return iso(datetime.datetime.now(datetime.timezone.utc))
+    return iso(datetime.datetime.now(datetime.UTC))
 
 
 def iso(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_iso(text: str) -> datetime.datetime:
-    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC)
 
 
 def canonical_id(value: Any, what: str) -> str:
@@ -428,7 +428,7 @@ class Store:
             prev = parent_seq
             seq = first
             encode = _MetadataEncoder()
-            for nid, (content, meta) in zip(uuid4_batch(len(items)), items):
+            for nid, (content, meta) in zip(uuid4_batch(len(items)), items, strict=True):
                 if type(content) is not str:
                     raise InvalidArgument(f"item {seq - first} has content {content!r}, not a string",
                                           "Pass (text, metadata) pairs.")
@@ -637,7 +637,7 @@ class Store:
     def sweep(self, scheduled_window: float, archive_window: float, now: datetime.datetime | None = None) -> dict[str, Any]:
         """Archive trees scheduled longer than ``scheduled_window`` seconds; purge trees archived longer than
         ``archive_window`` seconds. Returns the ids of both."""
-        moment = now or datetime.datetime.now(datetime.timezone.utc)
+        moment = now or datetime.datetime.now(datetime.UTC)
         stamp = iso(moment)
         archive_before = iso(moment - datetime.timedelta(seconds=scheduled_window))
         purge_before = iso(moment - datetime.timedelta(seconds=archive_window))

@@ -8,10 +8,10 @@ plugin's services.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
 # pydantic needs typing_extensions' TypedDict on Python < 3.12 to build the schema.
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from plexor import Context, InvalidArgument, NotReady, Result
 
