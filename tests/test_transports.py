@@ -1,0 +1,210 @@
+"""The server over real transports: stdio (SDK client and raw bytes), Streamable HTTP and SSE."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import anyio
+import pytest
+from conftest import install_fake_dist
+
+pytestmark = pytest.mark.anyio
+
+SLOW = """
+import anyio
+from plexor import hookimpl
+
+@hookimpl
+def plexor_register_tools(register, settings):
+    async def nap(seconds: float) -> dict:
+        '''Sleep, then answer.'''
+        await anyio.sleep(seconds)
+        return {"slept": seconds}
+    register(nap)
+"""
+
+NOISY = """
+import sys
+print("a stray print at import", flush=True)
+from plexor import hookimpl
+
+@hookimpl
+def plexor_register_tools(register, settings):
+    def chatty() -> dict:
+        '''Prints to stdout, which must never reach the protocol stream.'''
+        print("stray print in a tool", flush=True)
+        return {"ok": True}
+    register(chatty)
+"""
+
+
+def _env(home, site=None, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
+    env["PLEXOR_HOME"] = str(home)
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    env.update(extra)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_stdio_serves_a_real_client_in_both_protocol_eras(plexor):
+    for mode in ("legacy", "auto"):
+        async with plexor.stdio_client(mode=mode) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            assert "plexor_health" in tools
+            health = await client.call_tool("plexor_health", {})
+            assert health.structured_content["kernel"]["state"] == "ready"
+            assert health.structured_content["pid"] != os.getpid()
+
+
+async def test_stdio_keeps_serving_when_a_plugin_import_raises(plexor, site_dir):
+    install_fake_dist(site_dir, "plexor-fakebroken", "fakebroken", "plexor_fakebroken", "raise RuntimeError('boom at import')")
+    install_fake_dist(site_dir, "plexor-fakeslow", "fakeslow", "plexor_fakeslow", SLOW)
+    async with plexor.stdio_client(env={"PYTHONPATH": str(site_dir)}) as client:
+        r = await client.call_tool("fakeslow_nap", {"seconds": 0})
+        assert r.structured_content == {"slept": 0}
+        health = (await client.call_tool("plexor_health", {})).structured_content
+        broken = next(p for p in health["plugins"] if p["name"] == "fakebroken")
+        assert broken["state"] == "failed" and "boom at import" in broken["error"]
+        bad = await client.call_tool("nosuch_tool", {})
+        assert bad.is_error
+        again = await client.call_tool("fakeslow_nap", {"seconds": 0})
+        assert not again.is_error
+
+
+def _rpc(proc, message: dict) -> None:
+    proc.stdin.write((json.dumps(message) + "\n").encode())
+    proc.stdin.flush()
+
+
+def test_stdout_carries_nothing_but_json_rpc(plexor_home, site_dir):
+    install_fake_dist(site_dir, "plexor-fakenoisy", "fakenoisy", "plexor_fakenoisy", NOISY)
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_env(plexor_home, site_dir))
+    _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+    _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fakenoisy_chatty", "arguments": {}}})
+    _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "plexor_nope", "arguments": {}}})
+    _rpc(proc, {"jsonrpc": "2.0", "id": 4, "method": "no/such/method"})
+    messages = []
+    while len([m for m in messages if "id" in m]) < 4:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read().decode()[-2000:]
+        messages.append(json.loads(line))  # every line is JSON
+    out, err = proc.communicate(timeout=30)  # closes stdin: EOF ends the server
+    messages.extend(json.loads(line) for line in out.decode().splitlines() if line.strip())
+    assert all(m.get("jsonrpc") == "2.0" for m in messages)
+    by_id = {m["id"]: m for m in messages if "id" in m}
+    assert set(by_id) == {1, 2, 3, 4}
+    assert by_id[2]["result"]["structuredContent"] == {"ok": True}
+    assert by_id[3]["result"]["isError"] is True and "Did you mean" in by_id[3]["result"]["content"][0]["text"]
+    assert by_id[4]["error"]["code"] == -32601
+    assert b"stray print" in err  # diverted to stderr, not lost and not on the protocol stream
+    assert proc.returncode == 0
+
+
+def test_sigterm_lets_the_in_flight_call_finish(plexor_home, site_dir):
+    install_fake_dist(site_dir, "plexor-fakeslow", "fakeslow", "plexor_fakeslow", SLOW)
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_env(plexor_home, site_dir))
+    _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+    _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    first = proc.stdout.readline()
+    assert json.loads(first)["id"] == 1
+    _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fakeslow_nap", "arguments": {"seconds": 1.0}}})
+    time.sleep(0.4)
+    proc.send_signal(signal.SIGTERM)
+    reply = json.loads(proc.stdout.readline())
+    assert reply["id"] == 2 and reply["result"]["structuredContent"] == {"slept": 1.0}
+    proc.wait(timeout=15)
+    err = proc.stderr.read().decode()
+    assert '"event": "signal"' in err and '"event": "kernel_stopped"' in err
+
+
+def _start_http(home, *args, site=None):
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve", "--port", str(port), *args],
+                            stderr=subprocess.PIPE, env=_env(home, site))
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc, port
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("server did not start: " + proc.stderr.read().decode()[-2000:])
+
+
+async def test_streamable_http_stateful_and_stateless(plexor_home):
+    from mcp import Client
+
+    for extra in ((), ("--stateless",)):
+        proc, port = _start_http(plexor_home, "--transport", "http", *extra)
+        try:
+            for mode in ("legacy", "auto"):
+                async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
+                    r = await client.call_tool("plexor_health", {})
+                    assert r.structured_content["kernel"]["state"] == "ready"
+                    assert r.structured_content["pid"] == proc.pid
+        finally:
+            proc.terminate()
+            proc.wait(timeout=15)
+
+
+async def test_http_refuses_a_foreign_origin(plexor_home):
+    import httpx
+
+    proc, port = _start_http(plexor_home, "--transport", "http")
+    try:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        async with httpx.AsyncClient() as http:
+            foreign = await http.post(f"http://127.0.0.1:{port}/mcp", json=body,
+                                      headers={**headers, "Origin": "http://evil.example"})
+            assert foreign.status_code == 403
+            bad_host = await http.post(f"http://127.0.0.1:{port}/mcp", json=body,
+                                       headers={**headers, "Host": "evil.example"})
+            assert bad_host.status_code == 421
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+async def test_legacy_sse_transport(plexor_home):
+    from mcp import Client
+    from mcp.client.sse import sse_client
+
+    proc, port = _start_http(plexor_home, "--transport", "sse")
+    try:
+        async with Client(sse_client(f"http://127.0.0.1:{port}/sse"), mode="legacy") as client:
+            r = await client.call_tool("plexor_health", {})
+            assert r.structured_content["kernel"]["state"] == "ready"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+async def test_stdin_eof_stops_the_server_cleanly(plexor_home):
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_env(plexor_home))
+    proc.stdin.close()
+    with anyio.fail_after(20):
+        while proc.poll() is None:
+            await anyio.sleep(0.05)
+    assert proc.returncode == 0
+    assert b'"event": "kernel_stopped"' in proc.stderr.read()
