@@ -165,6 +165,10 @@ def build_server(kernel: Kernel, *, page_size: int | None = None) -> PlexorServe
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         try:
             contents = await kernel.read_resource(str(params.uri), session=ctx.session, request_id=ctx.request_id)
+        except NotFound as err:
+            if _stateless_era(ctx):  # SEP-2164: -32602 with data.uri from 2026-07-28 on
+                raise MCPError(types.INVALID_PARAMS, err.render(), {**(err.payload() or {}), "uri": str(params.uri)}) from None
+            raise _protocol_error(err) from None
         except PlexorError as err:
             raise _protocol_error(err) from None
         return types.ReadResourceResult.model_validate({"contents": [
@@ -191,7 +195,9 @@ def build_server(kernel: Kernel, *, page_size: int | None = None) -> PlexorServe
             raise _protocol_error(err) from None
         return types.GetPromptResult.model_validate({
             "description": description,
-            "messages": [{"role": m.get("role", "user"), "content": {"type": "text", "text": m.get("text", "")}} for m in messages],
+            "messages": [{"role": m.get("role", "user"),
+                          "content": m["content"] if isinstance(m.get("content"), dict) else {"type": "text", "text": m.get("text", "")}}
+                         for m in messages],
         })
 
     async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
@@ -205,27 +211,45 @@ def build_server(kernel: Kernel, *, page_size: int | None = None) -> PlexorServe
                 kernel.log.debug("completion_failed", error=str(exc))
         return types.CompleteResult(completion=types.Completion(values=values, has_more=False))
 
-    server = PlexorServer(
-        "plexor",
-        version=_version(),
-        title="Plexor",
-        description="An MCP server whose tools come from plugins.",
-        instructions=(
-            "Tools are named <namespace>_<method>. Call plexor_health to see which plugins are loaded and ready. "
-            "Every error says what went wrong and what to do next."
-        ),
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_templates,
-        on_read_resource=read_resource,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-        on_completion=complete,
-        get_tool_input_schema=lambda name: (
-            kernel.registry.tools[name].signature.input_schema if name in kernel.registry.tools else None
-        ),
-    )
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        # Acknowledged for 2025-era clients; no per-resource updates are sent yet (list-changed is).
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        return types.EmptyResult()
+
+    async def set_logging_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        kernel.log.debug("client_log_level", level=params.level)
+        return types.EmptyResult()
+
+    import warnings
+
+    with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28, still served to 2025 clients
+        warnings.simplefilter("ignore")
+        server = PlexorServer(
+            "plexor",
+            version=_version(),
+            title="Plexor",
+            description="An MCP server whose tools come from plugins.",
+            instructions=(
+                "Tools are named <namespace>_<method>. Call plexor_health to see which plugins are loaded and ready. "
+                "Every error says what went wrong and what to do next."
+            ),
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_templates,
+            on_read_resource=read_resource,
+            on_list_prompts=list_prompts,
+            on_get_prompt=get_prompt,
+            on_completion=complete,
+            on_subscribe_resource=subscribe,
+            on_unsubscribe_resource=unsubscribe,
+            on_set_logging_level=set_logging_level,
+            get_tool_input_schema=lambda name: (
+                kernel.registry.tools[name].signature.input_schema if name in kernel.registry.tools else None
+            ),
+        )
 
     async def guidance_middleware(ctx: Any, call_next: Any) -> Any:
         # Cross-cutting: remember sessions (for list-changed), time the request,
@@ -255,6 +279,11 @@ def build_server(kernel: Kernel, *, page_size: int | None = None) -> PlexorServe
 
     server.middleware.append(guidance_middleware)
     return server
+
+
+def _stateless_era(ctx: Any) -> bool:
+    version = getattr(ctx, "protocol_version", None) or ""
+    return version >= "2026-07-28"
 
 
 def _progress_token(meta: Any) -> Any:

@@ -2,23 +2,35 @@
 
 Security defaults for HTTP: bind 127.0.0.1; the SDK's Host/Origin checks on
 (DNS-rebinding protection) with an allowlist that can be extended; an optional
-bearer token (``--token`` or ``PLEXOR_TOKEN``); a request body limit. A
-non-loopback bind without a token is refused unless explicitly allowed.
+bearer token (``--token`` or ``PLEXOR_TOKEN``); a request body limit (413)
+and a per-request time limit. A non-loopback bind without a token is refused
+unless explicitly allowed. Stateless Streamable HTTP can run in several worker
+processes (``--workers``), each with its own kernel over the same storage.
+Streamable HTTP keeps a bounded in-memory event store, so a client whose SSE
+stream drops can resume it with ``Last-Event-ID``. ``docs/transports.md``
+describes all of it.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import hmac
 import ipaddress
+import itertools
 import json
+import os
 import signal
-from collections.abc import Iterable
+import socket
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from plexor.kernel import Kernel, State
 
-__all__ = ["HttpOptions", "build_http_app", "is_loopback", "serve_http", "serve_stdio"]
+__all__ = ["HttpOptions", "build_http_app", "is_loopback", "serve_http", "serve_stdio", "worker_app"]
+
+OPTIONS_ENV = "PLEXOR_HTTP_OPTIONS"  # how `--workers` hands the options to each worker process
 
 
 def is_loopback(host: str) -> bool:
@@ -40,8 +52,19 @@ class HttpOptions:
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
     max_body_bytes: int = 4 * 1024 * 1024
-    request_timeout: float = 300.0
+    request_timeout: float = 300.0  # one MCP request (e.g. a tool call) may run this long
+    grace: float = 30.0  # on SIGTERM, in-flight calls get this long to finish
     json_response: bool = False
+    workers: int = 1
+    sse_retry_ms: int = 1000  # the reconnect delay suggested to clients on resumable SSE streams
+    event_history: int = 2000  # events kept for Last-Event-ID resumption (all streams together)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, raw: str) -> HttpOptions:
+        return cls(**json.loads(raw))
 
 
 async def _run_until_signal(kernel: Kernel, scope: Any, grace: float) -> None:
@@ -52,8 +75,77 @@ async def _run_until_signal(kernel: Kernel, scope: Any, grace: float) -> None:
         async for signum in signals:
             kernel.log.info("signal", signal=signal.Signals(signum).name)
             await kernel.drain(grace)
+            await anyio.sleep(0.2)  # let the answers of the calls that just finished reach the client
             scope.cancel()
             return
+
+
+class _StdinLines:
+    """Lines of stdin for the SDK's ``stdio_server``, read without a blocking thread.
+
+    ``anyio.wrap_file`` reads in a worker thread that cancellation must wait
+    for, so a SIGTERM would hang until the client closed stdin. A pipe is read
+    through the event loop instead (cancellable at once); anything else (a
+    regular file) falls back to a thread. A line longer than ``limit`` is
+    skipped whole and handed on as an invalid message.
+    """
+
+    def __init__(self, limit: int = 64 * 1024 * 1024) -> None:
+        import sys
+
+        self._fd = os.dup(sys.stdin.fileno())
+        self._limit = limit
+        self._reader: Any = None
+        self._file: Any = None
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def _open(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=self._limit)
+        pipe = os.fdopen(self._fd, "rb", buffering=0)
+        try:
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+            self._reader = reader
+        except (ValueError, OSError):  # not a pipe, socket or tty
+            import io
+
+            self._file = io.TextIOWrapper(pipe, encoding="utf-8", errors="replace")
+
+    async def __anext__(self) -> str:
+        import asyncio
+
+        import anyio
+
+        if self._reader is None and self._file is None:
+            await self._open()
+        if self._file is not None:
+            line = await anyio.to_thread.run_sync(self._file.readline, abandon_on_cancel=True)
+        else:
+            try:
+                raw = await self._reader.readline()
+            except (asyncio.LimitOverrunError, ValueError):
+                await self._skip_rest()
+                return "{oversized line skipped}\n"
+            line = raw.decode("utf-8", "replace")
+        if not line:
+            raise StopAsyncIteration
+        return line
+
+    async def _skip_rest(self) -> None:
+        import asyncio
+
+        while True:
+            try:
+                await self._reader.readuntil(b"\n")
+                return
+            except asyncio.LimitOverrunError as exc:
+                await self._reader.readexactly(exc.consumed)
+            except asyncio.IncompleteReadError:
+                return
 
 
 async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
@@ -72,7 +164,7 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
             # still starting wait for it (bounded) instead of failing.
             tg.start_soon(kernel.start)
             tg.start_soon(_run_until_signal, kernel, tg.cancel_scope, grace)
-            async with stdio_server() as (read_stream, write_stream):
+            async with stdio_server(stdin=_StdinLines()) as (read_stream, write_stream):  # type: ignore[arg-type]
                 await server.run(read_stream, write_stream, server.create_initialization_options())
             kernel.log.info("stdin_closed")
             await kernel.drain(grace)
@@ -80,6 +172,66 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
     finally:
         with anyio.CancelScope(shield=True):
             await kernel.stop(grace)
+
+
+class _MemoryEventStore:
+    """The SDK's ``EventStore`` kept in memory: the last ``limit`` events of all streams.
+
+    Enough for a client to resume a dropped SSE stream with ``Last-Event-ID``
+    (and for the server to send the priming event and ``retry`` hint).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._events: collections.OrderedDict[str, tuple[str, Any]] = collections.OrderedDict()
+        self._limit = max(16, limit)
+        self._ids = itertools.count(1)
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        event_id = f"{next(self._ids)}"
+        self._events[event_id] = (stream_id, message)
+        while len(self._events) > self._limit:
+            self._events.popitem(last=False)
+        return event_id
+
+    async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
+        from mcp.server.streamable_http import EventMessage
+
+        if last_event_id not in self._events:
+            return None
+        stream_id = self._events[last_event_id][0]
+        found = False
+        for event_id, (sid, message) in list(self._events.items()):
+            if found and sid == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))
+            if event_id == last_event_id:
+                found = True
+        return stream_id
+
+
+def _timeout_middleware(seconds: float) -> Callable[..., Any]:
+    """SDK middleware: a request running longer than ``seconds`` is cancelled and answered with guidance."""
+
+    async def middleware(ctx: Any, call_next: Any) -> Any:
+        import anyio
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
+
+        if ctx.request_id is None:  # notifications are not timed
+            return await call_next(ctx)
+        with anyio.move_on_after(seconds) as scope:
+            return await call_next(ctx)
+        if not scope.cancelled_caught:  # pragma: no cover - the body returned
+            return None
+        message = (f"{ctx.method} took longer than the server's limit of {seconds:g} s and was cancelled. "
+                   "Narrow the request, or start the server with a larger --request-timeout.")
+        if ctx.method == "tools/call":
+            return types.CallToolResult.model_validate({
+                "content": [{"type": "text", "text": message}], "isError": True,
+                "structuredContent": {"error": {"message": message, "kind": "timeout", "limit_seconds": seconds}},
+            })
+        raise MCPError(types.INTERNAL_ERROR, message, {"kind": "timeout", "limit_seconds": seconds})
+
+    return middleware
 
 
 class _BearerAuth:
@@ -126,8 +278,13 @@ def _security(opts: HttpOptions) -> Any:
     )
 
 
-def build_http_app(kernel: Kernel, opts: HttpOptions) -> Any:
-    """The Starlette app for Streamable HTTP (``/mcp``) or legacy SSE (``/sse`` + ``/messages/``)."""
+def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], Any] | None = None,
+                   on_stop: Callable[[], Any] | None = None) -> Any:
+    """The Starlette app for Streamable HTTP (``/mcp``) or legacy SSE (``/sse`` + ``/messages/``).
+
+    ``on_ready`` runs once the kernel has started (the daemon writes its registry
+    file then); ``on_stop`` when serving ends.
+    """
     import contextlib
 
     from starlette.applications import Starlette
@@ -140,7 +297,20 @@ def build_http_app(kernel: Kernel, opts: HttpOptions) -> Any:
     if kernel.state == State.CREATED:
         kernel.load()
     server = build_server(kernel)
+    server.middleware.append(_timeout_middleware(opts.request_timeout))
     security = _security(opts)
+
+    async def started() -> None:
+        await kernel.start()
+        if on_ready is not None:
+            on_ready()
+
+    async def stopped() -> None:
+        try:
+            await kernel.stop(opts.grace)
+        finally:
+            if on_stop is not None:
+                on_stop()
 
     async def healthz(request: Request) -> Response:
         return JSONResponse(kernel.health())
@@ -157,11 +327,11 @@ def build_http_app(kernel: Kernel, opts: HttpOptions) -> Any:
 
         @contextlib.asynccontextmanager
         async def sse_lifespan(app: Any) -> Any:
-            await kernel.start()
+            await started()
             try:
                 yield
             finally:
-                await kernel.stop(opts.request_timeout)
+                await stopped()
 
         app = Starlette(routes=[
             Route("/healthz", healthz),
@@ -173,6 +343,8 @@ def build_http_app(kernel: Kernel, opts: HttpOptions) -> Any:
             streamable_http_path="/mcp",
             stateless_http=opts.stateless,
             json_response=opts.json_response,
+            event_store=None if opts.stateless else _MemoryEventStore(opts.event_history),
+            retry_interval=opts.sse_retry_ms,
             transport_security=security,
             host=opts.host,
             max_request_body_size=opts.max_body_bytes,
@@ -182,12 +354,12 @@ def build_http_app(kernel: Kernel, opts: HttpOptions) -> Any:
 
         @contextlib.asynccontextmanager
         async def http_lifespan(app: Any) -> Any:
-            await kernel.start()
+            await started()
             try:
                 async with manager_lifespan(app):
                     yield
             finally:
-                await kernel.stop(opts.request_timeout)
+                await stopped()
 
         inner.router.lifespan_context = http_lifespan
         app = inner
@@ -196,19 +368,121 @@ def build_http_app(kernel: Kernel, opts: HttpOptions) -> Any:
     return app
 
 
-def serve_http(kernel: Kernel, opts: HttpOptions) -> None:
-    """Run uvicorn until SIGTERM/SIGINT; uvicorn drains connections, the lifespan stops the kernel."""
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (``port`` 0: any free port); raises ``OSError``."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _uvicorn_config(app: Any, opts: HttpOptions, **extra: Any) -> Any:
     import uvicorn
 
-    app = build_http_app(kernel, opts)
-    config = uvicorn.Config(
+    return uvicorn.Config(
         app,
         host=opts.host,
         port=opts.port,
         log_level="warning",
         access_log=False,
         lifespan="on",
-        timeout_graceful_shutdown=int(opts.request_timeout),
+        # uvicorn stops accepting on SIGTERM, waits this long for open requests, then the lifespan stops the kernel.
+        timeout_graceful_shutdown=max(1, int(opts.grace)),
         log_config=None,
+        **extra,
     )
-    uvicorn.Server(config).run()
+
+
+def worker_app() -> Any:
+    """App factory for ``--workers`` (uvicorn imports ``plexor.transports:worker_app`` in each worker)."""
+    from plexor.kernel import Kernel
+    from plexor.log import configure
+
+    configure(os.environ.get("PLEXOR_LOG_LEVEL") or "warning")
+    opts = HttpOptions.from_json(os.environ[OPTIONS_ENV])
+    kernel = Kernel()
+    kernel.load()
+    return build_http_app(kernel, opts)
+
+
+def serve_http(kernel: Kernel | None, opts: HttpOptions, *, sock: socket.socket | None = None,
+               on_ready: Callable[[], Any] | None = None, on_stop: Callable[[], Any] | None = None) -> None:
+    """Run uvicorn until SIGTERM/SIGINT: it stops accepting, lets open requests finish, then the kernel drains and stops.
+
+    With ``opts.workers > 1`` (stateless Streamable HTTP only) uvicorn starts that
+    many processes on one socket; each builds its own kernel from the environment.
+    """
+    import uvicorn
+
+    if opts.workers > 1:
+        if not opts.stateless or opts.transport != "http":
+            raise ValueError("--workers needs stateless Streamable HTTP (--stateless): sessions cannot span processes")
+        os.environ[OPTIONS_ENV] = opts.to_json()
+        config = _uvicorn_config("plexor.transports:worker_app", opts, factory=True, workers=opts.workers)
+        from uvicorn.supervisors import Multiprocess
+
+        listen = sock if sock is not None else bind_socket(opts.host, opts.port)
+        if on_ready is not None:
+            on_ready()
+        try:
+            Multiprocess(config, sockets=[listen]).run()
+        finally:
+            if on_stop is not None:
+                on_stop()
+        return
+    assert kernel is not None
+    app = build_http_app(kernel, opts, on_ready=on_ready, on_stop=on_stop)
+    server = _DrainingServer(_uvicorn_config(app, opts), kernel, opts.grace)
+    server.run(sockets=[sock] if sock is not None else None)
+
+
+def _draining_server_class() -> Any:
+    import asyncio
+
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        """uvicorn, but the first SIGTERM/SIGINT drains the kernel before uvicorn starts closing.
+
+        Plain uvicorn (and sse-starlette, which watches uvicorn's exit flag) would
+        end open SSE response streams at once; a tool call in flight would lose
+        its answer. Here new calls are refused with guidance while in-flight
+        ones finish (up to ``grace`` seconds); then uvicorn shuts down as usual.
+        A second signal exits at once.
+        """
+
+        def __init__(self, config: Any, kernel: Kernel, grace: float) -> None:
+            super().__init__(config)
+            self._kernel = kernel
+            self._grace = grace
+            self._draining = False
+            self._loop: Any = None
+
+        async def serve(self, sockets: Any = None) -> None:
+            self._loop = asyncio.get_running_loop()
+            await super().serve(sockets=sockets)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self._draining or self._loop is None:
+                super().handle_exit(sig, frame)
+                return
+            self._draining = True
+            self._kernel.log.info("signal", signal=signal.Signals(sig).name, action="draining")
+
+            async def drain_then_exit() -> None:
+                try:
+                    await self._kernel.drain(self._grace)
+                    await asyncio.sleep(0.2)  # let the last responses reach their clients
+                finally:
+                    super(DrainingServer, self).handle_exit(sig, frame)
+
+            self._loop.call_soon_threadsafe(lambda: self._loop.create_task(drain_then_exit()))
+
+    return DrainingServer
+
+
+def _DrainingServer(config: Any, kernel: Kernel, grace: float) -> Any:  # noqa: N802 - a lazy class
+    return _draining_server_class()(config, kernel, grace)

@@ -23,6 +23,10 @@ def plexor_register_tools(register, settings):
     register(slow)
     register(echo)
     register(sampling)
+    register(image_content)
+    register(audio_content)
+    register(embedded_resource)
+    register(multiple_content_types)
     register(elicitation)
     register(elicitation_sep1034_defaults)
     register(elicitation_sep1330_enums)
@@ -46,6 +50,8 @@ def plexor_register_resource_templates(register, settings):
 def plexor_register_prompts(register, settings):
     register(simple_prompt)
     register(prompt_with_arguments)
+    register(prompt_with_embedded_resource)
+    register(prompt_with_image)
 
 
 def simple_text() -> Result:
@@ -189,3 +195,50 @@ async def elicitation_sep1330_enums(ctx: Context) -> Result:
         "titledMulti": {"type": "array", "description": "Select multiple options with titles", "items": {"anyOf": [
             {"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"},
             {"const": "value3", "title": "Third Choice"}]}}}})
+
+
+# -- content other than text ---------------------------------------------------
+# A kernel tool result is structuredContent plus one text item: these tools
+# exist so the suite reaches them, and fail its image/audio/resource checks
+# until the kernel can return such blocks (see tests/conformance/baseline-*.yml).
+# A prompt message may carry an MCP content block under "content".
+
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+WAV_EMPTY = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA="
+
+
+def image_content() -> dict:
+    """Return a 1x1 PNG (as base64 in structured content)."""
+    return {"type": "image", "data": PNG_1PX, "mimeType": "image/png"}
+
+
+def audio_content() -> dict:
+    """Return a tiny WAV (as base64 in structured content)."""
+    return {"type": "audio", "data": WAV_EMPTY, "mimeType": "audio/wav"}
+
+
+def embedded_resource() -> dict:
+    """Return an embedded text resource (as structured content)."""
+    return {"type": "resource", "resource": {"uri": "test://embedded-resource", "mimeType": "text/plain",
+                                             "text": "This is an embedded resource content."}}
+
+
+def multiple_content_types() -> dict:
+    """Return text, an image and a resource (as structured content)."""
+    return {"text": "Multiple content types test:", "image": image_content(), "resource": embedded_resource()}
+
+
+def prompt_with_embedded_resource(resourceUri: str) -> list:  # noqa: N803 - the suite's argument name
+    """A prompt that embeds a resource.
+
+    :param resourceUri: the URI to embed.
+    """
+    return [{"role": "user", "content": {"type": "resource", "resource": {
+                "uri": resourceUri, "mimeType": "text/plain", "text": "Embedded resource content for testing."}}},
+            {"role": "user", "text": "Please process the embedded resource above."}]
+
+
+def prompt_with_image() -> list:
+    """A prompt that includes an image."""
+    return [{"role": "user", "content": {"type": "image", "data": PNG_1PX, "mimeType": "image/png"}},
+            {"role": "user", "text": "Please analyze the image above."}]

@@ -1,0 +1,200 @@
+"""HTTP hardening, one test per rule, against a real `plexor serve --transport http` process.
+
+Rules: loopback by default; a non-loopback bind needs --token or --allow-unauthenticated;
+Origin and Host allowlists (403 / 421), extendable by flag and by environment; bearer
+token (401) by flag and PLEXOR_TOKEN; body limit (413); per-request timeout; stateless
+workers; graceful SIGTERM with the in-flight call finishing.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+from conformance.serving import INIT, MCP_HEADERS, fixture_env, healthz, serve_http
+
+from plexor.transports import is_loopback
+
+pytestmark = pytest.mark.anyio
+
+
+def _post(served, body, headers=None, **kw):
+    return httpx.post(served.url, content=body if isinstance(body, (bytes, str)) else json.dumps(body),
+                      headers={**MCP_HEADERS, **(headers or {})}, timeout=30, **kw)
+
+
+def _serve_cli(home, *args, env=None):
+    """Run `plexor serve ...` expecting it to stop by itself (refusal or bind error)."""
+    return subprocess.run([sys.executable, "-m", "plexor", "serve", *args], env=fixture_env(home, **(env or {})),
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+# ---------------------------------------------------------------- binding
+def test_loopback_detection():
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1") and is_loopback("[::1]")
+    assert is_loopback("127.0.0.2")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.0.2.1") and not is_loopback("example.com")
+
+
+def test_http_binds_loopback_by_default(tmp_path):
+    with serve_http(tmp_path) as served:
+        assert "on http://127.0.0.1:" in served.stderr()
+        assert healthz(served)["kernel"]["state"] == "ready"
+
+
+def test_non_loopback_bind_without_token_is_refused(tmp_path):
+    r = _serve_cli(tmp_path, "--transport", "http", "--host", "0.0.0.0", "--port", "0")
+    assert r.returncode == 2
+    assert "--token" in r.stderr and "--allow-unauthenticated" in r.stderr and "0.0.0.0" in r.stderr
+
+
+@pytest.mark.parametrize("extra", [["--token", "s3cret"], ["--allow-unauthenticated"]], ids=["token", "allow-unauthenticated"])
+def test_non_loopback_bind_passes_the_guard_with_token_or_explicit_opt_in(tmp_path, extra):
+    # 192.0.2.1 (TEST-NET-1) is not on this machine: the guard lets the command through, the bind then fails cleanly.
+    r = _serve_cli(tmp_path, "--transport", "http", "--host", "192.0.2.1", "--port", "0", *extra)
+    assert "exposes the server" not in r.stderr
+    assert r.returncode == 2 and "cannot listen on 192.0.2.1" in r.stderr
+    if extra == ["--allow-unauthenticated"]:
+        assert "without a token" in r.stderr
+
+
+def test_workers_need_stateless(tmp_path):
+    r = _serve_cli(tmp_path, "--transport", "http", "--port", "0", "--workers", "2")
+    assert r.returncode == 2 and "--stateless" in r.stderr
+
+
+# ---------------------------------------------------------------- Origin / Host
+def test_foreign_origin_gets_403_and_foreign_host_gets_421(tmp_path):
+    with serve_http(tmp_path) as served:
+        assert _post(served, INIT).status_code == 200
+        assert _post(served, INIT, {"Origin": f"http://127.0.0.1:{served.port}"}).status_code == 200
+        assert _post(served, INIT, {"Origin": "http://evil.example"}).status_code == 403
+        assert _post(served, INIT, {"Host": "evil.example"}).status_code == 421
+
+
+def test_origin_and_host_allowlists_by_flag_and_environment(tmp_path):
+    env = {"PLEXOR_ALLOWED_ORIGINS": "https://env.example", "PLEXOR_ALLOWED_HOSTS": "env-host.example:*"}
+    with serve_http(tmp_path, "--allow-origin", "https://flag.example", "--allow-host", "flag-host.example", env=env) as served:
+        assert _post(served, INIT, {"Origin": "https://flag.example"}).status_code == 200
+        assert _post(served, INIT, {"Origin": "https://env.example"}).status_code == 200
+        assert _post(served, INIT, {"Origin": "https://other.example"}).status_code == 403
+        assert _post(served, INIT, {"Host": "flag-host.example"}).status_code == 200
+        assert _post(served, INIT, {"Host": "env-host.example:8443"}).status_code == 200
+        assert _post(served, INIT, {"Host": "other.example"}).status_code == 421
+
+
+# ---------------------------------------------------------------- bearer token
+@pytest.mark.parametrize("via", ["flag", "env"])
+def test_bearer_token_missing_or_wrong_gets_401(tmp_path, via):
+    args, env = (["--token", "t0ken"], None) if via == "flag" else ([], {"PLEXOR_TOKEN": "t0ken"})
+    with serve_http(tmp_path, *args, env=env, token="t0ken") as served:
+        missing = _post(served, INIT)
+        assert missing.status_code == 401
+        assert missing.headers["www-authenticate"].startswith("Bearer")
+        assert "Authorization: Bearer" in missing.json()["guidance"]
+        assert _post(served, INIT, {"Authorization": "Bearer nope"}).status_code == 401
+        assert _post(served, INIT, {"Authorization": "t0ken"}).status_code == 401
+        assert _post(served, INIT, {"Authorization": "Bearer t0ken"}).status_code == 200
+        assert httpx.get(f"{served.base}/healthz").status_code == 401
+        assert healthz(served, "t0ken")["kernel"]["state"] == "ready"
+
+
+# ---------------------------------------------------------------- limits
+def test_body_over_the_limit_gets_413(tmp_path):
+    with serve_http(tmp_path, "--max-body", "2048") as served:
+        small = dict(INIT)
+        assert _post(served, small).status_code == 200
+        big = {**INIT, "params": {**INIT["params"], "clientInfo": {"name": "x" * 4096, "version": "0"}}}
+        assert _post(served, big).status_code == 413
+
+
+async def test_a_call_over_the_request_timeout_is_cancelled_with_guidance(tmp_path):
+    from mcp import Client
+
+    with serve_http(tmp_path, "--request-timeout", "0.5") as served:
+        async with Client(served.url, mode="legacy") as client:
+            started = time.monotonic()
+            r = await client.call_tool("test_slow", {"seconds": 5})
+            assert time.monotonic() - started < 4
+            assert r.is_error
+            assert "limit of 0.5 s" in r.content[0].text and "--request-timeout" in r.content[0].text
+            fast = await client.call_tool("test_slow", {"seconds": 0.01})
+            assert not fast.is_error and fast.structured_content == {"slept": 0.01}
+
+
+# ---------------------------------------------------------------- workers
+async def test_stateless_workers_answer_from_several_processes(tmp_path):
+    from mcp import Client
+
+    with serve_http(tmp_path, "--stateless", "--workers", "2") as served:
+        assert "with 2 workers" in served.stderr()
+        pids = set()
+        deadline = time.monotonic() + 30
+        while len(pids) < 2 and time.monotonic() < deadline:
+            async with Client(served.url, mode="legacy") as client:
+                r = await client.call_tool("plexor_health", {})
+                pids.add(r.structured_content["pid"])
+                assert (await client.call_tool("test_echo", {"text": "w"})).structured_content == {"text": "w"}
+        assert len(pids) == 2, pids
+        assert served.proc.pid not in pids  # the supervisor only supervises
+        # Both workers share the data directory (one PLEXOR_HOME).
+        assert {healthz(served)["kernel"]["state"] for _ in range(4)} == {"ready"}
+
+
+# ---------------------------------------------------------------- shutdown
+def test_sigterm_lets_the_in_flight_http_call_finish(tmp_path):
+    with serve_http(tmp_path, "--grace", "20") as served:
+        sid_resp = _post(served, INIT)
+        sid = sid_resp.headers["mcp-session-id"]
+        headers = {"mcp-session-id": sid}
+        _post(served, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+        result: dict = {}
+
+        def call() -> None:
+            r = _post(served, {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                               "params": {"name": "test_slow", "arguments": {"seconds": 2}}}, headers)
+            result["status"] = r.status_code
+            result["body"] = r.text
+
+        t = threading.Thread(target=call)
+        t.start()
+        time.sleep(0.7)
+        served.proc.send_signal(signal.SIGTERM)
+        t.join(30)
+        assert result.get("status") == 200, result
+        data = [json.loads(line[5:]) for line in result["body"].splitlines() if line.startswith("data:") and line[5:].strip()]
+        final = next(m for m in data if m.get("id") == 7)
+        assert final["result"]["structuredContent"] == {"slept": 2}
+        # uvicorn re-raises the signal once it has shut down cleanly: the exit status says "terminated by SIGTERM".
+        assert served.proc.wait(30) in (0, -signal.SIGTERM)
+        assert "Traceback" not in served.stderr()
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{served.base}/healthz", timeout=2)
+
+
+def test_a_call_arriving_while_draining_is_refused_with_guidance(tmp_path):
+    with serve_http(tmp_path, "--grace", "20", "--stateless") as served:
+        def call(seconds, out):
+            r = _post(served, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                               "params": {"name": "test_slow", "arguments": {"seconds": seconds}}},
+                      {"MCP-Protocol-Version": "2025-11-25"})
+            out.append(r.text)
+
+        first: list = []
+        t = threading.Thread(target=call, args=(2, first))
+        t.start()
+        time.sleep(0.5)
+        served.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        late: list = []
+        call(0.01, late)
+        t.join(30)
+        assert '"slept":2' in first[0].replace(" ", "")
+        assert "shutting down" in late[0] and "Reconnect" in late[0]
+        served.proc.wait(30)
