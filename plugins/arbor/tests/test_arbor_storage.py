@@ -129,3 +129,60 @@ def test_bulk_ids_are_valid_random_uuids():
     for value in ids[:200]:
         parsed = uuid.UUID(value)
         assert str(parsed) == value and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+async def test_context_path_carries_every_field_of_every_node(plexor, backend):
+    # The path is read as one row of per-column strings; every kind of node must come back intact:
+    # branches (position > 0), external nodes, nested and non-ASCII metadata, empty and multi-line
+    # text, and text holding the separators themselves (",", the unit separator), which sends the
+    # read down the row-by-row fallback.
+    async with plexor.client(installed=["arbor"], env=backend) as client:
+        call = Calls(client)
+        tree = await call.ok("tree_create", metadata={"title": "Fields"})
+        t = tree["id"]
+        made = [await call.ok("node_create_text", tree_id=t, content="Hello, world", metadata={"role": "user"})]
+        made.append(await call.ok("node_create_text", tree_id=t, content="first answer", metadata={"role": "assistant"}))
+        # A branch: the second child of the first message.
+        made.append(await call.ok("node_create_text", tree_id=t, content="", parent=made[0]["id"],
+                                  metadata={"role": "assistant", "tags": ["b", 2], "nested": {"x": None}}))
+        made.append(await call.ok("node_create_external", tree_id=t, metadata={"role": "tool"},
+                                  handle={"source": "files", "identifier": "a,b.pdf", "source_version": "3",
+                                          "metadata": {"pages": [1, 2]}}))
+        made.append(await call.ok("node_create_text", tree_id=t, content="日本語 🎉👨‍👩‍👧\nline two, 3:4"))
+        made.append(await call.ok("node_create_text", tree_id=t, content="same role", metadata={"role": "user"}))
+        path = await call.ok("context_get_path", tree_id=t)
+        expected = [await call.ok("node_get", tree_id=t, node_id=n) for n in [tree["root"]] + [m["id"] for m in made]
+                    if n not in (made[1]["id"],)]
+        for node in expected:
+            node.pop("children")
+        assert path["nodes"] == expected
+        assert [n["position"] for n in path["nodes"]] == [0, 0, 1, 0, 0, 0]
+        assert path["nodes"][3]["data"]["handle"]["identifier"] == "a,b.pdf"
+        assert path["depth"] == 5 and path["node_id"] == made[-1]["id"]
+
+        # Equal metadata is parsed once but every node gets a dict of its own.
+        store = client.kernel.plugin("arbor").services["store"]
+        statements: list[str] = []
+        if store.is_sqlite:
+            store.db.connection().set_trace_callback(statements.append)
+        try:
+            nodes = store.path(t, made[-1]["id"])
+        finally:
+            if store.is_sqlite:
+                store.db.connection().set_trace_callback(None)
+        assert nodes == path["nodes"]
+        if store.is_sqlite:  # the one-row read, no row-by-row fallback
+            assert sum("WITH RECURSIVE" in s for s in statements) == 1
+        nodes[1]["metadata"]["changed"] = True
+        assert nodes[-1]["metadata"] == {"role": "user"}
+
+        # The separators inside a text take the row-by-row read, with the same result.
+        odd = await call.ok("node_create_text", tree_id=t, content="unit\x1fseparator\x1e, and a comma")
+        again = await call.ok("context_get_path", tree_id=t)
+        assert again["nodes"][:-1] == path["nodes"]
+        assert again["nodes"][-1]["data"]["content"] == "unit\x1fseparator\x1e, and a comma"
+        assert again["nodes"][-1]["parent"] == made[-1]["id"] and again["nodes"][-1]["id"] == odd["id"]
+        assert store.path(t, odd["id"]) == store._path_by_rows(t, store._node_ref(t, odd["id"])[0])
+        # The root alone is a path too.
+        root_only = await call.ok("context_get_path", tree_id=t, node_id=tree["root"])
+        assert [n["id"] for n in root_only["nodes"]] == [tree["root"]] and root_only["nodes"][0]["parent"] is None

@@ -19,8 +19,8 @@ Rules this module keeps:
 from __future__ import annotations
 
 import datetime
+import gc
 import json
-import operator
 import os
 import uuid
 from collections.abc import Iterable, Iterator
@@ -39,8 +39,37 @@ __all__ = [
 STATES = ("active", "scheduled_delete", "archived")
 EXPORT_FORMAT = "plexor-arbor/1"
 
-_DEPTH = operator.itemgetter(7)
+_SEP = "\x1f"  # the unit separator: splits the per-column strings of a path
 _NODE_COLS = "n.seq, n.parent_seq, n.id, n.position, n.kind, n.role, n.content, n.handle, n.metadata, n.created_at"
+
+# The path root -> node as one row: the node count, then per column one string in walk order
+# (the node first, the root last): ids and timestamps joined by ",", metadata and text (or an
+# external node's handle) by the unit separator, and "depth:position:kind" for every node that is
+# not a plain first text child. Each step of the walk adds exactly one row, and the aggregates
+# read the walk's table in the order it was filled (``Store.path`` checks that the first id is
+# the node asked for). SQLite walks the integer keys and joins the columns afterwards; PostgreSQL
+# is faster carrying the columns through the walk (one index lookup per node instead of two).
+_PATH_ODD = "CASE WHEN n.position <> 0 OR n.kind <> 'text' THEN {depth} || ':' || n.position || ':' || n.kind END"
+_PATH_BODY = "CASE n.kind WHEN 'external' THEN n.handle ELSE COALESCE(n.content, '') END"
+_PATH_SQL_SQLITE = (
+    "WITH RECURSIVE up(seq, parent_seq, depth) AS ("
+    " SELECT seq, parent_seq, 0 FROM arbor_node WHERE seq = ?"
+    " UNION ALL"
+    " SELECT n.seq, n.parent_seq, up.depth + 1 FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
+    " SELECT COUNT(*), group_concat(n.id, ','), group_concat(n.created_at, ','),"
+    " group_concat(COALESCE(n.metadata, ''), char(31)), group_concat(" + _PATH_BODY + ", char(31)),"
+    " group_concat(" + _PATH_ODD.format(depth="up.depth") + ", ',') FROM up JOIN arbor_node n ON n.seq = up.seq"
+)
+_PATH_SQL_POSTGRES = (
+    "WITH RECURSIVE up(parent_seq, depth, id, created_at, metadata, kind, content, handle, position) AS ("
+    " SELECT parent_seq, 0, id, created_at, metadata, kind, content, handle, position FROM arbor_node WHERE seq = ?"
+    " UNION ALL"
+    " SELECT n.parent_seq, up.depth + 1, n.id, n.created_at, n.metadata, n.kind, n.content, n.handle, n.position"
+    " FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
+    " SELECT COUNT(*), string_agg(n.id, ','), string_agg(n.created_at, ','),"
+    " string_agg(COALESCE(n.metadata, ''), chr(31)), string_agg(" + _PATH_BODY + ", chr(31)),"
+    " string_agg(" + _PATH_ODD.format(depth="n.depth") + ", ',') FROM up n"
+)
 
 
 class TreeInactive(PlexorError):
@@ -502,40 +531,70 @@ class Store:
     def path(self, tree_id: str, node_id: str) -> list[dict[str, Any]]:
         """The nodes from the root to ``node_id``, in order, from ONE recursive query.
 
-        The query walks up the integer parent links; each node's parent id is
-        the id of the node before it, so no second lookup is needed.
+        The query walks up the integer parent links and hands each column back
+        as ONE string (``group_concat`` / ``string_agg``, in walk order), so a
+        deep path costs one row from the database instead of one per node;
+        Python splits the strings and builds the node dicts in one pass. Each
+        node's parent id is the id of the node before it. Rows that are not
+        plain first children (a branch's position, an external node) come back
+        in a short list of their own and are patched afterwards. A text that
+        contains the separator character is detected (the pieces no longer
+        add up) and read again row by row.
         """
         tid = self._tree_row(tree_id)[0]
-        seq, _ = self._node_ref(tid, node_id)
+        seq, nid = self._node_ref(tid, node_id)
+        count, ids, created, metas, bodies, odd = self._one(self._path_sql(), (seq,))
+        # Walk order is deepest first: split, check, then turn root first.
+        ids = ids.split(",")
+        created = created.split(",")
+        metas = metas.split(_SEP)
+        bodies = bodies.split(_SEP)
+        if not (len(ids) == len(created) == len(metas) == len(bodies) == count) or ids[0] != nid:
+            return self._path_by_rows(tid, seq)
+        ids.reverse()
+        created.reverse()
+        metas.reverse()
+        bodies.reverse()
+        loads = json.loads
+        parsed = {m: loads(m) for m in set(metas) if m}
+        parsed[""] = {}
+        with _gc_paused():
+            out = [
+                {"id": i, "tree_id": tid, "parent": p, "position": 0, "data": {"type": "text", "content": b},
+                 "metadata": parsed[m].copy(), "created_at": c}
+                for i, p, c, m, b in zip(ids, [None, *ids], created, metas, bodies, strict=False)
+            ]
+        if odd:
+            last = count - 1
+            for item in odd.split(","):
+                depth, position, kind = item.split(":")
+                node = out[last - int(depth)]
+                node["position"] = int(position)
+                if kind == "external":
+                    node["data"] = {"type": "external", "handle": loads(node["data"]["content"])}
+        return out
+
+    def _path_sql(self) -> str:
+        return _PATH_SQL_SQLITE if self.is_sqlite else _PATH_SQL_POSTGRES
+
+    def _path_by_rows(self, tid: str, seq: int) -> list[dict[str, Any]]:
+        """The same path, one row per node, explicitly ordered: the rare fallback of :meth:`path`."""
         rows = self._all(
             "WITH RECURSIVE up(seq, parent_seq, depth) AS ("
             " SELECT seq, parent_seq, 0 FROM arbor_node WHERE seq = ?"
             " UNION ALL"
             " SELECT n.seq, n.parent_seq, up.depth + 1 FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
-            " SELECT n.id, n.position, n.kind, n.content, n.handle, n.metadata, n.created_at, up.depth"
-            " FROM up JOIN arbor_node n ON n.seq = up.seq", (seq,))
-        # Deepest first in walk order; sorting here (linear on ordered input) beats an ORDER BY
-        # that makes SQLite copy every row into a sorter.
-        rows.sort(key=_DEPTH, reverse=True)
+            " SELECT n.id, n.position, n.kind, n.content, n.handle, n.metadata, n.created_at"
+            " FROM up JOIN arbor_node n ON n.seq = up.seq ORDER BY up.depth DESC", (seq,))
         out: list[dict[str, Any]] = []
-        append = out.append
-        loads = json.loads
-        parsed: dict[str, dict[str, Any]] = {}
         parent_id = None
-        for nid, position, kind, content, handle, meta, created, _depth in rows:
-            if meta:
-                m = parsed.get(meta)
-                if m is None:
-                    m = parsed[meta] = loads(meta)
-                m = m.copy()
-            else:
-                m = {}
+        for nid, position, kind, content, handle, meta, created in rows:
             if kind == "external":
-                data: dict[str, Any] = {"type": "external", "handle": loads(handle)}
+                data: dict[str, Any] = {"type": "external", "handle": json.loads(handle)}
             else:
                 data = {"type": "text", "content": content or ""}
-            append({"id": nid, "tree_id": tid, "parent": parent_id, "position": position, "data": data,
-                    "metadata": m, "created_at": created})
+            out.append({"id": nid, "tree_id": tid, "parent": parent_id, "position": position, "data": data,
+                        "metadata": json.loads(meta) if meta else {}, "created_at": created})
             parent_id = nid
         return out
 
@@ -815,6 +874,25 @@ def _node(r: Any, tree_id: str, parent_id: str | None) -> dict[str, Any]:
         "metadata": json.loads(r[8]) if r[8] else {},
         "created_at": r[9],
     }
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a large, acyclic result is built.
+
+    Building tens of thousands of fresh dicts otherwise sets off dozens of
+    young-generation collections that find nothing to free (and now and then
+    a full one). Collection resumes afterwards; if it was already off (by the
+    application, or by another thread inside this block) it is left alone.
+    """
+    was_on = gc.isenabled()
+    if was_on:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
