@@ -76,3 +76,48 @@ async def test_unknown_tree_or_node_is_not_found_with_guidance(plexor, backend):
         with pytest.raises(MCPError) as exc:
             await client.read_resource("arbor://tree/not-a-uuid")
         assert "is not a UUID" in str(exc.value)
+
+
+async def _complete(client, template: str, value: str, argument: str = "tree_id") -> list[str]:
+    from mcp_types import ResourceTemplateReference
+
+    result = await client.complete(ResourceTemplateReference(type="ref/resource", uri=template),
+                                   {"name": argument, "value": value})
+    return result.completion.values
+
+
+async def test_tree_id_completes_from_active_trees_by_prefix(plexor, backend):
+    async with plexor.client(installed=["arbor"], env=backend) as client:
+        call = Calls(client)
+        older = await call.ok("tree_create", metadata={"title": "older"})
+        newer = await call.ok("tree_create", metadata={"title": "newer"})
+        dropped = await call.ok("tree_create")
+        await call.ok("tree_release", tree_id=dropped["id"], owner_id="system")
+
+        # Nothing typed yet: the active trees, the most recently changed first; never the scheduled one.
+        await call.ok("node_create_text", tree_id=older["id"], content="touched last")
+        assert await _complete(client, "arbor://tree/{tree_id}", "") == [older["id"], newer["id"]]
+        # A prefix narrows it down, in any case, on every arbor template.
+        for template in ("arbor://tree/{tree_id}", "arbor://tree/{tree_id}/head",
+                         "arbor://tree/{tree_id}/node/{node_id}"):
+            assert await _complete(client, template, newer["id"][:8]) == [newer["id"]]
+            assert await _complete(client, template, newer["id"][:8].upper()) == [newer["id"]]
+        assert await _complete(client, "arbor://tree/{tree_id}", newer["id"]) == [newer["id"]]
+        assert await _complete(client, "arbor://tree/{tree_id}", dropped["id"][:12]) == []
+        # Input no tree id could start with matches nothing (and is no error).
+        for bad in ("zz", "%", "_", newer["id"] + "0", "' OR 1=1 --"):
+            assert await _complete(client, "arbor://tree/{tree_id}", bad) == []
+        # Only tree_id completes; a node id would need the tree first.
+        assert await _complete(client, "arbor://tree/{tree_id}/node/{node_id}", "", "node_id") == []
+        # A claim brings the scheduled tree back into the completions.
+        await call.ok("tree_claim", tree_id=dropped["id"], owner_id="system")
+        assert await _complete(client, "arbor://tree/{tree_id}", dropped["id"][:12]) == [dropped["id"]]
+
+
+async def test_tree_id_completion_is_bounded(plexor):
+    async with plexor.client(installed=["arbor"], env={"PLEXOR_ARBOR_SWEEP_INTERVAL": "0"}) as client:
+        store = client.kernel.plugin("arbor").services["store"]
+        made = [store.create_tree()["id"] for _ in range(130)]
+        values = await _complete(client, "arbor://tree/{tree_id}", "")
+        assert len(values) == 100 and set(values) <= set(made)
+        assert store.complete_tree_ids("", limit=7) == values[:7]

@@ -68,10 +68,10 @@ def plexor_register_resources(register: Any, settings: Any) -> None:
 
 @hookimpl
 def plexor_register_resource_templates(register: Any, settings: Any) -> None:
-    from plexor_arbor.tools import RESOURCE_TEMPLATES
+    from plexor_arbor.tools import RESOURCE_TEMPLATES, complete_tree_id
 
     for template, reader, name in RESOURCE_TEMPLATES:
-        register(template, reader, name=name, mime_type="application/json")
+        register(template, reader, name=name, mime_type="application/json", complete={"tree_id": complete_tree_id})
 
 
 @hookimpl

@@ -38,6 +38,7 @@ __all__ = [
 
 STATES = ("active", "scheduled_delete", "archived")
 EXPORT_FORMAT = "plexor-arbor/1"
+_ID_CHARS = "0123456789abcdef-"
 
 _SEP = "\x1f"  # the unit separator: splits the per-column strings of a path
 _NODE_COLS = "n.seq, n.parent_seq, n.id, n.position, n.kind, n.role, n.content, n.handle, n.metadata, n.created_at"
@@ -809,6 +810,19 @@ class Store:
             if row:
                 return row[0]
         return None
+
+    def complete_tree_ids(self, prefix: str, limit: int = 100) -> list[str]:
+        """Ids of active trees starting with ``prefix`` (any case), most recently changed first, at most ``limit``.
+
+        A prefix that no tree id could start with (anything but hex digits and
+        dashes, or longer than an id) matches nothing.
+        """
+        prefix = prefix.strip().lower()
+        if len(prefix) > 36 or prefix.strip(_ID_CHARS):
+            return []
+        rows = self._all("SELECT id FROM arbor_tree WHERE state = 'active' AND substr(id, 1, ?) = ? "
+                         "ORDER BY updated_at DESC, id LIMIT ?", (len(prefix), prefix, limit))
+        return [r[0] for r in rows]
 
     def resource_listing(self) -> list[dict[str, Any]]:
         """``resources/list`` entries: each active tree and its head."""

@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 
 from plexor import Context, InvalidArgument, NotReady, Result
 
-__all__ = ["RESOURCE_TEMPLATES", "TOOLS"]
+__all__ = ["RESOURCE_TEMPLATES", "TOOLS", "complete_tree_id"]
 
 
 class ExternalHandle(TypedDict):
@@ -349,6 +349,17 @@ def read_head(ctx: Context, tree_id: str) -> dict[str, Any]:
 def list_resources(ctx: Context) -> list[dict[str, Any]]:
     store = ctx.services.get("store")
     return [] if store is None else store.resource_listing()
+
+
+async def complete_tree_id(value: str, ctx: Context) -> list[str]:
+    """``completion/complete`` for ``{tree_id}``: active tree ids starting with what was typed (any case),
+    most recently changed first, at most 100."""
+    import anyio
+
+    store = ctx.services.get("store")
+    if store is None:
+        return []
+    return await anyio.to_thread.run_sync(store.complete_tree_ids, value)
 
 
 RESOURCE_TEMPLATES = [
