@@ -72,6 +72,20 @@ _PATH_SQL_POSTGRES = (
     " string_agg(" + _PATH_ODD.format(depth="n.depth") + ", ',') FROM up n"
 )
 
+_PATH_IDS_SQL_SQLITE = (
+    "WITH RECURSIVE up(seq, parent_seq) AS ("
+    " SELECT seq, parent_seq FROM arbor_node WHERE seq = ?"
+    " UNION ALL"
+    " SELECT n.seq, n.parent_seq FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
+    " SELECT group_concat(n.id, ',') FROM up JOIN arbor_node n ON n.seq = up.seq"
+)
+_PATH_IDS_SQL_POSTGRES = (
+    "WITH RECURSIVE up(parent_seq, id) AS ("
+    " SELECT parent_seq, id FROM arbor_node WHERE seq = ?"
+    " UNION ALL"
+    " SELECT n.parent_seq, n.id FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
+    " SELECT string_agg(id, ',') FROM up"
+)
 
 class TreeInactive(PlexorError):
     """The tree exists but is scheduled for deletion or archived, so it cannot change."""
@@ -600,15 +614,20 @@ class Store:
         return out
 
     def path_ids(self, tree_id: str, node_id: str) -> list[str]:
+        """The ids from the root to ``node_id``, from ONE recursive query returning them as one string."""
         tid = self._tree_row(tree_id)[0]
-        seq, _ = self._node_ref(tid, node_id)
-        rows = self._all(
-            "WITH RECURSIVE up(seq, parent_seq, depth) AS ("
-            " SELECT seq, parent_seq, 0 FROM arbor_node WHERE seq = ?"
-            " UNION ALL"
-            " SELECT n.seq, n.parent_seq, up.depth + 1 FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
-            " SELECT n.id FROM up JOIN arbor_node n ON n.seq = up.seq ORDER BY up.depth DESC", (seq,))
-        return [r[0] for r in rows]
+        seq, nid = self._node_ref(tid, node_id)
+        ids = self._one(_PATH_IDS_SQL_SQLITE if self.is_sqlite else _PATH_IDS_SQL_POSTGRES, (seq,))[0].split(",")
+        if ids[0] != nid:  # not in walk order: read them again, explicitly ordered
+            rows = self._all(
+                "WITH RECURSIVE up(seq, parent_seq, depth) AS ("
+                " SELECT seq, parent_seq, 0 FROM arbor_node WHERE seq = ?"
+                " UNION ALL"
+                " SELECT n.seq, n.parent_seq, up.depth + 1 FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
+                " SELECT n.id FROM up JOIN arbor_node n ON n.seq = up.seq ORDER BY up.depth DESC", (seq,))
+            return [r[0] for r in rows]
+        ids.reverse()
+        return ids
 
     def handles(self, tree_id: str, node_id: str) -> list[dict[str, Any]]:
         """External handles on the path root → ``node_id``, in path order."""
