@@ -186,3 +186,25 @@ async def test_context_path_carries_every_field_of_every_node(plexor, backend):
         # The root alone is a path too.
         root_only = await call.ok("context_get_path", tree_id=t, node_id=tree["root"])
         assert [n["id"] for n in root_only["nodes"]] == [tree["root"]] and root_only["nodes"][0]["parent"] is None
+
+
+async def test_context_path_through_many_branches(plexor, backend):
+    # A path that turns into a later branch at every level (position 1, 2, ...), with external nodes between.
+    async with plexor.client(installed=["arbor"], env=backend) as client:
+        store = client.kernel.plugin("arbor").services["store"]
+        tree = store.create_tree()
+        t = tree["id"]
+        parent = tree["root"]
+        for level in range(15):
+            for sibling in range(level % 3 + 1):
+                node = store.create_node(t, content=f"level {level} take {sibling}", parent=parent,
+                                         metadata={"role": "user", "level": level})
+            if level % 4 == 3:
+                node = store.create_node(t, handle={"source": "s", "identifier": f"doc{level}"}, parent=node["id"])
+            parent = node["id"]
+        path = store.path(t, parent)
+        assert path == store._path_by_rows(t, store._node_ref(t, parent)[0])
+        assert [n["position"] for n in path[1:5]] == [0, 1, 2, 0]
+        assert sum(n["data"]["type"] == "external" for n in path) == 3
+        assert [n["parent"] for n in path[1:]] == [n["id"] for n in path[:-1]]
+        assert store.path_ids(t, parent) == [n["id"] for n in path]

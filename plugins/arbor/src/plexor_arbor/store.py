@@ -45,33 +45,33 @@ _NODE_COLS = "n.seq, n.parent_seq, n.id, n.position, n.kind, n.role, n.content, 
 
 # The path root -> node as one row: the node count, then per column one string in walk order
 # (the node first, the root last): ids and timestamps joined by ",", metadata and text (or an
-# external node's handle) by the unit separator, and "depth:position:kind" for every node that is
-# not a plain first text child. Each step of the walk adds exactly one row, and the aggregates
-# read the walk's table in the order it was filled (``Store.path`` checks that the first id is
-# the node asked for). SQLite walks the integer keys and joins the columns afterwards; PostgreSQL
-# is faster carrying the columns through the walk (one index lookup per node instead of two).
-_PATH_ODD = "CASE WHEN n.position <> 0 OR n.kind <> 'text' THEN {depth} || ':' || n.position || ':' || n.kind END"
-_PATH_BODY = "CASE n.kind WHEN 'external' THEN n.handle ELSE COALESCE(n.content, '') END"
+# external node's handle; a text node's content is never NULL) by the unit separator, and
+# "id:position:kind" for every node that is not a plain first text child. Each step of the walk
+# adds exactly one row, and the aggregates read the walk's table in the order it was filled
+# (``Store.path`` checks that the first id is the node asked for). SQLite walks the integer keys
+# and joins the columns afterwards; PostgreSQL is faster carrying the columns through the walk
+# (one index lookup per node instead of two).
+_PATH_ODD = "CASE WHEN n.position <> 0 OR n.handle IS NOT NULL THEN n.id || ':' || n.position || ':' || n.kind END"
+_PATH_AGGREGATES = (
+    "COUNT(*), {agg}(n.id, ','), {agg}(n.created_at, ','), {agg}(COALESCE(n.metadata, ''), {sep}),"
+    " {agg}(COALESCE(n.content, n.handle, ''), {sep}), {agg}(" + _PATH_ODD + ", ',')"
+)
 _PATH_SQL_SQLITE = (
-    "WITH RECURSIVE up(seq, parent_seq, depth) AS ("
-    " SELECT seq, parent_seq, 0 FROM arbor_node WHERE seq = ?"
+    "WITH RECURSIVE up(seq, parent_seq) AS ("
+    " SELECT seq, parent_seq FROM arbor_node WHERE seq = ?"
     " UNION ALL"
-    " SELECT n.seq, n.parent_seq, up.depth + 1 FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
-    " SELECT COUNT(*), group_concat(n.id, ','), group_concat(n.created_at, ','),"
-    " group_concat(COALESCE(n.metadata, ''), char(31)), group_concat(" + _PATH_BODY + ", char(31)),"
-    " group_concat(" + _PATH_ODD.format(depth="up.depth") + ", ',') FROM up JOIN arbor_node n ON n.seq = up.seq"
+    " SELECT n.seq, n.parent_seq FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
+    " SELECT " + _PATH_AGGREGATES.format(agg="group_concat", sep="char(31)") +
+    " FROM up JOIN arbor_node n ON n.seq = up.seq"
 )
 _PATH_SQL_POSTGRES = (
-    "WITH RECURSIVE up(parent_seq, depth, id, created_at, metadata, kind, content, handle, position) AS ("
-    " SELECT parent_seq, 0, id, created_at, metadata, kind, content, handle, position FROM arbor_node WHERE seq = ?"
+    "WITH RECURSIVE up(parent_seq, id, created_at, metadata, kind, content, handle, position) AS ("
+    " SELECT parent_seq, id, created_at, metadata, kind, content, handle, position FROM arbor_node WHERE seq = ?"
     " UNION ALL"
-    " SELECT n.parent_seq, up.depth + 1, n.id, n.created_at, n.metadata, n.kind, n.content, n.handle, n.position"
+    " SELECT n.parent_seq, n.id, n.created_at, n.metadata, n.kind, n.content, n.handle, n.position"
     " FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
-    " SELECT COUNT(*), string_agg(n.id, ','), string_agg(n.created_at, ','),"
-    " string_agg(COALESCE(n.metadata, ''), chr(31)), string_agg(" + _PATH_BODY + ", chr(31)),"
-    " string_agg(" + _PATH_ODD.format(depth="n.depth") + ", ',') FROM up n"
+    " SELECT " + _PATH_AGGREGATES.format(agg="string_agg", sep="chr(31)") + " FROM up n"
 )
-
 _PATH_IDS_SQL_SQLITE = (
     "WITH RECURSIVE up(seq, parent_seq) AS ("
     " SELECT seq, parent_seq FROM arbor_node WHERE seq = ?"
@@ -580,10 +580,10 @@ class Store:
                 for i, p, c, m, b in zip(ids, [None, *ids], created, metas, bodies, strict=False)
             ]
         if odd:
-            last = count - 1
-            for item in odd.split(","):
-                depth, position, kind = item.split(":")
-                node = out[last - int(depth)]
+            entries = [item.split(":") for item in odd.split(",")]
+            where = {i: k for k, i in enumerate(ids)} if len(entries) > 8 else None
+            for node_id, position, kind in entries:
+                node = out[ids.index(node_id) if where is None else where[node_id]]
                 node["position"] = int(position)
                 if kind == "external":
                     node["data"] = {"type": "external", "handle": loads(node["data"]["content"])}
