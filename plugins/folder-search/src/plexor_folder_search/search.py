@@ -5,22 +5,48 @@ semantic scores (cosine) are min-max scaled over the candidates; the fused
 score is ``(1 - w) * keyword + w * semantic``. ``w`` was tuned on SciFact's
 *train* judgements (``bench/folder_search.py --tune``); with no embedding model
 the ranking is keyword-only.
+
+Latency: the keyword query runs on a worker thread while this thread embeds
+the query and scans the vectors (SQLite and numpy both release the GIL), and
+the fusion is done on numpy arrays. FTS5 computes BM25 for *every* row that
+matches the query before it can sort, so on a large index a query whose words
+together match more than ``keyword_row_budget`` chunks is narrowed: its rarest
+words (by document frequency) choose the rows to score, and all its words still
+score them (the choosing words then count twice). Below the budget - which
+covers every index of up to that many chunks - the OR-query is run as it is.
+Each side contributes its best 1,000 chunks.
 """
 
 from __future__ import annotations
 
+import collections
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Hit", "SearchEngine", "fts_or", "fts_phrase", "make_snippet", "normalise"]
+__all__ = ["Hit", "Ranking", "SearchEngine", "fts_or", "fts_phrase", "make_snippet", "normalise", "query_words"]
 
 DEFAULT_WEIGHT = 0.4
+KEYWORD_ROW_BUDGET = 20_000
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
     "a an and are as at be by for from has have in is it its of on or that the to was were will with this these "
     "those which what when where who how not no but if then than so such into about".split()
 )
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="folder-search-query")
+        return _POOL
 
 
 @dataclass(slots=True)
@@ -31,6 +57,44 @@ class Hit:
     semantic: float | None
 
 
+class Ranking(Sequence[Hit]):
+    """Ranked hits held as arrays; :class:`Hit` objects are made only for the items looked at."""
+
+    __slots__ = ("ids", "scores", "keyword", "semantic")
+
+    def __init__(self, ids: Any, scores: Any, keyword: Any, semantic: Any) -> None:
+        self.ids, self.scores, self.keyword, self.semantic = ids, scores, keyword, semantic
+
+    @classmethod
+    def empty(cls) -> Ranking:
+        import numpy as np
+
+        z = np.empty(0)
+        return cls(np.empty(0, dtype=np.int64), z, z, None)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _hits(self, sl: slice) -> list[Hit]:
+        ids, sc, kp = self.ids[sl].tolist(), self.scores[sl].tolist(), self.keyword[sl].tolist()
+        if self.semantic is None:
+            return [Hit(c, s, k, None) for c, s, k in zip(ids, sc, kp, strict=True)]
+        sr = self.semantic[sl].tolist()
+        return [Hit(c, s, k, None if r != r else r) for c, s, k, r in zip(ids, sc, kp, sr, strict=True)]
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return self._hits(index)
+        n = len(self.ids)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(index)
+        return self._hits(slice(i, i + 1))[0]
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self._hits(slice(None)))
+
+
 def normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
@@ -39,17 +103,17 @@ def _quote(token: str) -> str:
     return '"' + token.replace('"', '""') + '"'
 
 
-def fts_or(text: str, limit: int = 64) -> str | None:
-    """An FTS5 OR-query of the distinct words of ``text`` (None when it has no words)."""
-    seen: list[str] = []
+def query_words(text: str, limit: int = 64) -> list[str]:
+    """The distinct words of ``text`` for the keyword side, stop words left out (unless there is nothing else)."""
     words = _WORD.findall(text.lower())
     # Stop words match nearly every chunk and make BM25 score them all; they add almost nothing to the ranking.
     content = [w for w in words if w not in STOPWORDS]
-    for tok in content or words:
-        if tok not in seen:
-            seen.append(tok)
-        if len(seen) >= limit:
-            break
+    return list(dict.fromkeys(content or words))[:limit]
+
+
+def fts_or(text: str, limit: int = 64) -> str | None:
+    """An FTS5 OR-query of the distinct words of ``text`` (None when it has no words)."""
+    seen = query_words(text, limit)
     return " OR ".join(_quote(t) for t in seen) if seen else None
 
 
@@ -63,116 +127,193 @@ def concept_words(text: str) -> list[str]:
     return [t for t in dict.fromkeys(_WORD.findall(text.lower())) if len(t) > 2 and t not in STOPWORDS]
 
 
+_MATCH = "SELECT rowid, -rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?"
+
+
 class SearchEngine:
     """Ranks one folder's chunks for a query."""
 
     def __init__(self, store: Any, vectors: Any, embedder: Any, weight: float = DEFAULT_WEIGHT,
-                 keyword_candidates: int = 1000, semantic_candidates: int = 1000) -> None:
+                 keyword_candidates: int = 1000, semantic_candidates: int = 1000,
+                 keyword_row_budget: int = KEYWORD_ROW_BUDGET) -> None:
         self.store = store
         self.vectors = vectors
         self.embedder = embedder
         self.weight = weight
         self.kw_k = keyword_candidates
         self.sem_k = semantic_candidates
+        self.row_budget = keyword_row_budget
+        self._stats_lock = threading.Lock()
+        self._stats_gen: int | None = None
+        self._rows = 0
+        self._df: dict[str, int] = {}
+        self._qvec: collections.OrderedDict[str, Any] = collections.OrderedDict()
 
     @property
     def semantic_available(self) -> bool:
         return self.embedder is not None and self.vectors is not None
 
+    # ------------------------------------------------------------------ keyword side
+    def keyword_query(self, conn: Any, words: list[str]) -> str | None:
+        """The FTS5 expression for ``words``: a plain OR-query, or a narrowed one on a large index (see module doc)."""
+        if not words:
+            return None
+        gen = self.store.generation
+        with self._stats_lock:
+            if self._stats_gen != gen:
+                self._rows = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+                self._df.clear()
+                self._stats_gen = gen
+            rows = self._rows
+        if rows <= self.row_budget:
+            return " OR ".join(_quote(w) for w in words)
+        counted: list[tuple[int, str]] = []
+        for w in words:
+            df = self._df.get(w)
+            if df is None:
+                df = conn.execute("SELECT count(*) FROM chunk_fts WHERE chunk_fts MATCH ?", (_quote(w),)).fetchone()[0]
+                if len(self._df) > 10_000:
+                    self._df.clear()
+                self._df[w] = df
+            if df:
+                counted.append((df, w))
+        if not counted:
+            return None
+        counted.sort()
+        keep: list[str] = []
+        total = 0
+        for df, w in counted:
+            if keep and total + df > self.row_budget:
+                break
+            keep.append(w)
+            total += df
+        chosen = " OR ".join(_quote(w) for w in keep)
+        rest = [w for _df, w in counted[len(keep):]]
+        if not rest:
+            return chosen
+        return f"({chosen}) AND ({chosen} OR {' OR '.join(_quote(w) for w in rest)})"
+
+    def _keyword(self, concepts: str) -> tuple[Any, Any]:
+        import numpy as np
+
+        with self.store.reader() as conn:
+            expr = self.keyword_query(conn, query_words(concepts))
+            rows = conn.execute(_MATCH, (expr, self.kw_k)).fetchall() if expr else []
+        if not rows:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+        arr = np.array(rows, dtype=np.float64)
+        return arr[:, 0].astype(np.int64), arr[:, 1]
+
+    def _exact(self, concepts: str | None, exact: list[str]) -> tuple[Any, Any]:
+        """Chunks containing every phrase of ``exact`` (case-insensitive), scored by BM25 of phrases + concepts."""
+        import numpy as np
+
+        phrases = [p for p in (fts_phrase(t) for t in exact) if p]
+        needles = [normalise(t) for t in exact]
+        kw: dict[int, float] = {}
+        with self.store.reader() as conn:
+            if phrases:
+                rows = conn.execute(
+                    "SELECT rowid, -rank, body FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT 20000",
+                    (" AND ".join(phrases),),
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT id, 1.0, body FROM chunks WHERE instr(lower(body), ?) > 0 LIMIT 20000", (needles[0],)
+                ).fetchall()
+            for cid, score, body in rows:
+                flat = normalise(body)
+                if all(n in flat for n in needles):
+                    kw[cid] = float(score)
+            expr = fts_or(concepts) if concepts else None
+            if expr and kw:
+                # Concept words also count on the keyword side, among the chunks that passed the filter: BM25 of
+                # "(phrases) AND (concept words)" is the phrases' score plus the concept words' score.
+                if phrases:
+                    query, limit = f"({' AND '.join(phrases)}) AND ({expr})", 20000
+                    extra = conn.execute(_MATCH, (query, limit)).fetchall()
+                    for cid, score in extra:
+                        if cid in kw:
+                            kw[cid] = float(score)
+                else:
+                    extra = conn.execute(_MATCH, (expr, max(self.kw_k * 5, 5000))).fetchall()
+                    for cid, score in extra:
+                        if cid in kw:
+                            kw[cid] += float(score)
+        if not kw:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+        return np.fromiter(kw.keys(), dtype=np.int64, count=len(kw)), np.fromiter(kw.values(), dtype=np.float64, count=len(kw))
+
+    # ------------------------------------------------------------------ semantic side
+    def query_vector(self, text: str) -> Any:
+        """The query's embedding (the last few hundred are kept)."""
+        with self._stats_lock:
+            vec = self._qvec.get(text)
+            if vec is not None:
+                self._qvec.move_to_end(text)
+                return vec
+        vec = self.embedder.embed([text])[0]
+        with self._stats_lock:
+            self._qvec[text] = vec
+            while len(self._qvec) > 256:
+                self._qvec.popitem(last=False)
+        return vec
+
+    # ------------------------------------------------------------------ fusion
     def rank(self, concepts: str | None, exact: list[str], cap: int = 1000,
-             weight: float | None = None) -> list[Hit]:
+             weight: float | None = None) -> Ranking:
         """Rank chunks: ``exact`` phrases must all appear; ``concepts`` drive meaning and BM25."""
         import numpy as np
 
         w = self.weight if weight is None else weight
         concepts = (concepts or "").strip() or None
         exact = [t for t in (e.strip() for e in exact) if t]
-        kw: dict[int, float] = {}
-        must_filter = bool(exact)
-        with self.store.reader() as conn:
-            if exact:
-                phrases = [p for p in (fts_phrase(t) for t in exact) if p]
-                needles = [normalise(t) for t in exact]
-                if phrases:
-                    rows = conn.execute(
-                        "SELECT rowid, -rank, body FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT 20000",
-                        (" AND ".join(phrases),),
-                    ).fetchall()
-                else:
-                    rows = conn.execute(
-                        "SELECT id, 1.0, body FROM chunks WHERE instr(lower(body), ?) > 0 LIMIT 20000", (needles[0],)
-                    ).fetchall()
-                for cid, score, body in rows:
-                    flat = normalise(body)
-                    if all(n in flat for n in needles):
-                        kw[cid] = float(score)
-                if concepts:
-                    # Concept words also count on the keyword side, among the chunks that passed the filter.
-                    expr = fts_or(concepts)
-                    if expr and kw:
-                        extra = conn.execute(
-                            "SELECT rowid, -rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?",
-                            (expr, max(self.kw_k * 5, 5000)),
-                        ).fetchall()
-                        for cid, score in extra:
-                            if cid in kw:
-                                kw[cid] += float(score)
-            elif concepts:
-                expr = fts_or(concepts)
-                if expr:
-                    for cid, score in conn.execute(
-                        "SELECT rowid, -rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?",
-                        (expr, self.kw_k),
-                    ):
-                        kw[cid] = float(score)
-            else:
-                return []
-        sem: dict[int, float] = {}
-        use_sem = self.semantic_available and w > 0
-        if use_sem:
-            ids, mat = self.vectors.snapshot()
-            if len(ids):
-                q = self.embedder.embed([concepts or " ".join(exact)])[0]
-                if must_filter:
-                    cand = np.fromiter(kw.keys(), dtype=np.int64, count=len(kw))
-                    pos = np.searchsorted(ids, cand)
-                    pos = np.clip(pos, 0, len(ids) - 1)
-                    ok = ids[pos] == cand
-                    if ok.any():
-                        sims = mat[pos[ok]] @ q
-                        sem = dict(zip(cand[ok].tolist(), sims.tolist(), strict=True))
-                else:
-                    sims = mat @ q
-                    k = min(self.sem_k, len(sims))
-                    top = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
-                    sem = dict(zip(ids[top].tolist(), sims[top].tolist(), strict=True))
-                    missing = [c for c in kw if c not in sem]
-                    if missing:
-                        cand = np.asarray(missing, dtype=np.int64)
-                        pos = np.clip(np.searchsorted(ids, cand), 0, len(ids) - 1)
-                        ok = ids[pos] == cand
-                        sem.update(zip(cand[ok].tolist(), sims[pos[ok]].tolist(), strict=True))
-            else:
-                use_sem = False
-        top_kw = max(kw.values(), default=0.0)
-        candidates = set(kw) | set(sem)
-        if sem:
-            lo, hi = min(sem.values()), max(sem.values())
+        if not concepts and not exact:
+            return Ranking.empty()
+        use_sem = self.semantic_available and w > 0 and len(self.vectors) > 0
+        s_ids = np.empty(0, dtype=np.int64)
+        s_sims = np.empty(0, dtype=np.float32)
+        if exact:
+            kw_ids, kw_sc = self._exact(concepts, exact)
+            if use_sem and len(kw_ids):
+                q = self.query_vector(concepts or " ".join(exact))
+                s_ids, s_sims = self.vectors.search(q, 0).more(kw_ids)
+        elif use_sem:
+            assert concepts is not None
+            future = _pool().submit(self._keyword, concepts)
+            try:
+                near = self.vectors.search(self.query_vector(concepts), self.sem_k)
+            finally:
+                kw_ids, kw_sc = future.result()
+            m_ids, m_sims = near.more(kw_ids)
+            s_ids = np.concatenate([near.ids, m_ids])
+            s_sims = np.concatenate([near.sims, m_sims])
+        else:
+            assert concepts is not None
+            kw_ids, kw_sc = self._keyword(concepts)
+        cand = np.union1d(kw_ids, s_ids)
+        if not len(cand):
+            return Ranking.empty()
+        top_kw = float(kw_sc.max()) if len(kw_sc) else 0.0
+        k_part = np.zeros(len(cand), dtype=np.float64)
+        if top_kw > 0:
+            k_part[np.searchsorted(cand, kw_ids)] = kw_sc / top_kw
+        s_raw = None
+        if use_sem and len(s_ids):
+            sims = s_sims.astype(np.float64)
+            lo, hi = float(sims.min()), float(sims.max())
             span = hi - lo if hi > lo else 1.0
-        hits: list[Hit] = []
-        for cid in candidates:
-            k_part = kw.get(cid, 0.0) / top_kw if top_kw > 0 else 0.0
-            if use_sem and sem:
-                s_raw = sem.get(cid)
-                s_part = (s_raw - lo) / span if s_raw is not None else 0.0
-                score = (1 - w) * k_part + w * s_part
-                hits.append(Hit(cid, score, k_part, s_raw))
-            else:
-                hits.append(Hit(cid, k_part, k_part, None))
+            s_raw = np.full(len(cand), np.nan)
+            s_raw[np.searchsorted(cand, s_ids)] = sims
+            s_part = np.where(np.isnan(s_raw), 0.0, (s_raw - lo) / span)
+            score = (1 - w) * k_part + w * s_part
+        else:
+            score = k_part
         # A candidate scoring zero matched no keyword and was the least similar: not a result.
-        hits = [h for h in hits if h.score > 0]
-        hits.sort(key=lambda h: (-h.score, h.chunk_id))
-        return hits[:cap]
+        keep = score > 0
+        order = np.lexsort((cand[keep], -score[keep]))[:cap]
+        return Ranking(cand[keep][order], score[keep][order], k_part[keep][order],
+                       None if s_raw is None else s_raw[keep][order])
 
     def rank_documents(self, query: str, cap: int = 1000, weight: float | None = None) -> list[tuple[int, Hit]]:
         """Documents ranked by their best chunk: ``[(file_id, best_hit)]``."""
@@ -184,7 +325,7 @@ class SearchEngine:
         with self.store.reader() as conn:
             owner = dict(conn.execute(
                 "SELECT id, file_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps([h.chunk_id for h in hits]),),
+                (json.dumps(hits.ids.tolist()),),
             ).fetchall())
         best: dict[int, Hit] = {}
         for h in hits:

@@ -171,7 +171,7 @@ class FolderService:
             self.log.error("index_open_failed", folder=spec.name, error=str(exc))
             return st
         dim = self.embedder.dim if self.embedder is not None else 0
-        st.vectors = VectorIndex(dim) if self.embedder is not None else None
+        st.vectors = VectorIndex(dim, getattr(self.embedder, "coarse_dims", None)) if self.embedder is not None else None
         st.indexer = Indexer(spec.root, st.store, st.vectors, self.embedder, _options(self.settings),
                              private=[self.data_dir.resolve()] if self.data_dir.exists() else [self.data_dir])
         st.engine = SearchEngine(st.store, st.vectors, self.embedder, self.weight)
