@@ -131,3 +131,22 @@ async def test_completion_of_template_variables(plexor):
         result = await client.complete(ResourceTemplateReference(type="ref/resource", uri="notes://note/{note_id}"),
                                        {"name": "note_id", "value": "b"})
         assert result.completion.values == ["b"]
+
+
+async def test_completion_functions_can_ask_for_the_context(plexor):
+    from mcp_types import ResourceTemplateReference
+
+    def templates(register, settings):
+        def complete_id(prefix: str, ctx: Context) -> list[str]:
+            return [k for k in sorted(ctx.services["ids"]) if k.startswith(prefix)]
+
+        register("ctxnotes://note/{note_id}", lambda note_id: {}, complete={"note_id": complete_id})
+
+    def startup(kernel):
+        kernel.plugin("ctxnotes").services["ids"] = {"alpha", "alps", "beta"}
+
+    plugin = make_plugin("ctxnotes", plexor_register_resource_templates=templates, plexor_startup=startup)
+    async with plexor.client([("ctxnotes", plugin)]) as client:
+        ref = ResourceTemplateReference(type="ref/resource", uri="ctxnotes://note/{note_id}")
+        result = await client.complete(ref, {"name": "note_id", "value": "al"})
+        assert result.completion.values == ["alpha", "alps"]

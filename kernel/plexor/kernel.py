@@ -225,8 +225,10 @@ class Kernel(_Machine):
         self._idle: Any = None
         self._listeners: list[Callable[[str], Any]] = []
         self.pm = self._make_plugin_manager()
-        from plexor.log import get_logger
+        from plexor.log import configure, get_logger
 
+        if "PLEXOR_LOG_LEVEL" in self.environ:
+            configure(self.environ["PLEXOR_LOG_LEVEL"])
         self.log = get_logger("plexor")
 
     def __repr__(self) -> str:
@@ -385,8 +387,6 @@ class Kernel(_Machine):
         if self.state == State.CREATED:
             self.load()
         self._move(State.STARTING)
-        self._idle = anyio.Event()
-        self._idle.set()
         active = [r for r in self.records.values() if r.state == State.LOADING]
         for rec in active:
             rec._started = anyio.Event()
@@ -436,8 +436,9 @@ class Kernel(_Machine):
             for rec in self.records.values():
                 if rec.state in (State.READY, State.STARTING):
                     rec._move(State.DRAINING)
-        if self._idle is not None and self._inflight:
+        if self._inflight:
             self.log.info("draining", inflight=self._inflight)
+            self._idle = anyio.Event()
             with anyio.move_on_after(timeout):
                 await self._idle.wait()
 
@@ -543,15 +544,11 @@ class Kernel(_Machine):
 
     def _enter(self) -> None:
         self._inflight += 1
-        if self._idle is not None and self._idle.is_set():
-            import anyio
-
-            self._idle = anyio.Event()
 
     def _leave(self) -> None:
         self._inflight -= 1
         if self._inflight == 0 and self._idle is not None:
-            self._idle.set()
+            self._idle.set()  # only drain() creates the event it waits on
 
     async def call_tool(
         self,
@@ -667,9 +664,18 @@ class Kernel(_Machine):
             value = value.data
         if spec.signature.wraps_result or not isinstance(value, dict):
             value = {"result": value} if value is not None else {}
-        data = to_json(value)
+        # One dumps in the common case; a second pass only when the value held
+        # non-JSON types (datetimes, dataclasses...) that had to be converted.
+        converted: list[bool] = []
+
+        def default(obj: Any) -> Any:
+            converted.append(True)
+            return _jsonable(obj)
+
+        dumped = json.dumps(value, default=default, ensure_ascii=False)
+        data = json.loads(dumped) if converted else value
         if text is None:
-            text = json.dumps(data, ensure_ascii=False, indent=None)
+            text = dumped
         return data, text, advice
 
     # ---------------------------------------------------------------- resources
@@ -786,7 +792,14 @@ class Kernel(_Machine):
         if tmpl is None or argument not in tmpl.complete:
             return []
         func = tmpl.complete[argument]
-        result = func(value)
+        kwargs = {}
+        for pname, param in inspect.signature(func).parameters.items():
+            ann = param.annotation
+            if ann is Context or (isinstance(ann, str) and ann.split(".")[-1] == "Context"):
+                kwargs[pname] = Context(self, self.records[tmpl.plugin], name=ref_uri)
+        if tmpl.ready_required and self.records[tmpl.plugin].state != State.READY:
+            return []
+        result = func(value, **kwargs)
         if inspect.isawaitable(result):
             result = await result
         return [str(v) for v in list(result)[:100]]

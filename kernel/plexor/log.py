@@ -35,7 +35,7 @@ def configure(level: str | None = None, *, force: bool = False) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=_StderrLogger,
-        cache_logger_on_first_use=False,
+        cache_logger_on_first_use=True,
     )
     # Libraries that use the stdlib (the SDK, uvicorn) go to stderr too, quieter.
     root = logging.getLogger()

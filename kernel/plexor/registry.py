@@ -60,10 +60,11 @@ class ToolSpec:
     blocking: bool
     ready_required: bool
     meta: dict[str, Any] = field(default_factory=dict)
+    schema_hash: str = ""
 
-    @property
-    def schema_hash(self) -> str:
-        return schema_hash(self.signature.input_schema, self.signature.output_schema)
+    def __post_init__(self) -> None:
+        # Hashed once here: it is read on every call for the result's _meta.
+        self.schema_hash = schema_hash(self.signature.input_schema, self.signature.output_schema)
 
     @property
     def provenance(self) -> str:
@@ -291,7 +292,8 @@ class TemplateRegistrar(_Registrar):
     ) -> Callable[..., Any]:
         """Register an RFC 6570 template; ``reader(**variables)`` reads one matching URI.
 
-        :param complete: per variable, a function ``(prefix) -> list[str]`` for completion/complete.
+        :param complete: per variable, a function ``(prefix) -> list[str]`` for completion/complete;
+            it may also take a parameter annotated ``Context`` (to reach the plugin database).
         """
         from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
