@@ -203,3 +203,36 @@ print("EVENTS", events)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "EVENTS []" in out.stdout
+
+
+@pytest.mark.anyio
+async def test_two_thousand_files_written_at_once_are_one_batch(plexor, plexor_config, tmp_path):
+    folder = tmp_path / "burst"
+    folder.mkdir()
+    (folder / "start.md").write_text("# Start\n\nthe folder before the burst\n")
+    plexor_config({"folder-search": {"folders": [str(folder)]}})
+    async with plexor.client(installed=INSTALLED) as client:
+        before = (await wait_ready(client))["folders"][0]
+        assert before["documents"] == 1 and before["live_updates"]["batches"] == 0
+        started = time.monotonic()
+        for i in range(2000):
+            (folder / f"f{i:04d}.txt").write_text(f"burst note {i}: the quokka count is marker{i:04d}\n")
+        written = time.monotonic() - started
+        deadline = time.monotonic() + 60
+        while True:
+            info = (await call(client, "folders_get_server_info"))["folders"][0]
+            if info["documents"] == 2001 and info["vectors"] == info["chunks"]:
+                break
+            assert time.monotonic() < deadline, info
+            await anyio.sleep(0.2)
+        live = info["live_updates"]
+        # Coalesced: every path arrived, in one batch (a second one only if writing outlasted the longest wait).
+        assert live["paths"] >= 2000
+        assert live["batches"] == 1 or (written > 1.0 and live["batches"] <= 3), (live, written)
+        if live["batches"] == 1:
+            assert live["last_batch"]["indexed"] == 2000 and live["last_batch"]["paths"] == 2000
+        for i in (0, 1234, 1999):
+            r = await call(client, "folders_search_content", exact_terms=[f"marker{i:04d}"])
+            assert [x["path"] for x in r["results"]] == [f"f{i:04d}.txt"]
+        r = await call(client, "folders_search_content", semantic_concepts="quokka count", limit=100)
+        assert r["total"] == 1000 and r["has_more"]  # ranked results stop at 1,000, as documented

@@ -65,6 +65,9 @@ class FolderState:
     last_scan: dict[str, Any] | None = None
     last_update: float | None = None
     initial_done: bool = False
+    live_batches: int = 0  # batches of watched changes applied (a burst of writes is coalesced into one)
+    live_paths: int = 0
+    last_batch: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -295,6 +298,9 @@ class FolderService:
         try:
             report = st.indexer.update_paths(rels)
             st.last_update = time.time()
+            st.live_batches += 1
+            st.live_paths += len(rels)
+            st.last_batch = {"paths": len(rels), **report.as_dict()}
             if report.indexed or report.deleted or report.moved:
                 self.log.info("folder_updated", folder=name, **report.as_dict())
         except Exception as exc:  # noqa: BLE001
@@ -674,6 +680,7 @@ class FolderService:
                 total_bytes += size
             if st.last_scan:
                 info["last_scan"] = st.last_scan
+            info["live_updates"] = {"batches": st.live_batches, "paths": st.live_paths, "last_batch": st.last_batch}
             if st.error:
                 info["error"] = st.error
             folders.append(info)
