@@ -96,7 +96,7 @@ async def test_a_plugin_table_that_is_not_a_table_fails_that_plugin(plexor):
         assert "must be a table" in kernel.plugin("cfg").error
 
 
-async def test_hook_plexor_add_config_declares_typed_settings(plexor):
+async def test_hook_plexor_add_config(plexor):
     k = Kernel([("cfg", settings_plugin())], load_entry_points=False, environ=plexor.environ()).load()
     s = k.plugin("cfg").settings
     assert s.limit == 10 and s["ratio"] == 0.5

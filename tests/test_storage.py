@@ -179,7 +179,7 @@ def _has_schema_table(cur) -> bool:
     return cur.fetchone()[0] is not None
 
 
-async def test_hook_plexor_register_models_binds_models(plexor):
+async def test_hook_plexor_register_models(plexor):
     plugin, Note = notes_plugin()
     async with plexor.kernel([("notes", plugin)]) as kernel:
         assert Note._meta.database is kernel.plugin("notes").database
