@@ -211,7 +211,7 @@ class _Upstream:
         self._tg: Any = None
         self.generation = 0
 
-    async def _own(self, info: dict[str, Any], ready: Any) -> None:
+    async def _own(self, info: dict[str, Any], ready: Any, outcome: dict[str, Any]) -> None:
         import anyio
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
@@ -224,9 +224,12 @@ class _Upstream:
                 self.client, self.info, self._close = client, info, close
                 ready.set()
                 await close.wait()
-        except Exception as exc:  # noqa: BLE001 - reported to the waiting request
-            ready.error = exc  # type: ignore[attr-defined]
-            ready.set()
+        except Exception as exc:  # noqa: BLE001 - reported to the waiting request, or (once closed) dropped
+            if not ready.is_set():
+                outcome["error"] = exc
+                ready.set()
+            else:
+                self.log.debug("connect_upstream_closed", error=f"{type(exc).__name__}: {exc}")
         finally:
             if self._close is close:
                 self.client = None
@@ -243,10 +246,11 @@ class _Upstream:
                 self.client = None
             info = await anyio.to_thread.run_sync(lambda: ensure_daemon(self.environ, log=self.log))
             ready = anyio.Event()
-            self._tg.start_soon(self._own, info, ready)
+            outcome: dict[str, Any] = {}
+            self._tg.start_soon(self._own, info, ready, outcome)
             await ready.wait()
-            if getattr(ready, "error", None) is not None:
-                raise DaemonError(f"cannot reach the Plexor daemon at {info['url']}: {ready.error}")
+            if "error" in outcome:
+                raise DaemonError(f"cannot reach the Plexor daemon at {info['url']}: {outcome['error']}")
             self.generation += 1
             self.log.info("connect_upstream", url=info["url"], pid=info["pid"], generation=self.generation)
             return self.client

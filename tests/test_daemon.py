@@ -1,0 +1,126 @@
+"""The shared local daemon and `plexor connect`, as real processes with the fixture plugin."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import anyio
+import pytest
+from conformance.serving import fixture_env
+
+from plexor.daemon import _alive, daemon_health, read_registry, stop_daemon, write_registry
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def home(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    yield home
+    info = read_registry(home / "data" / "daemon.json")
+    if info is not None and _alive(int(info["pid"])):
+        stop_daemon(info, wait=10)
+
+
+def _registry(home):
+    return read_registry(home / "data" / "daemon.json")
+
+
+def _connect(home):
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect"], env=fixture_env(home))
+    return Client(params, mode="legacy")
+
+
+def test_serve_daemon_starts_once_and_writes_the_registry(home):
+    run = lambda: subprocess.run([sys.executable, "-m", "plexor", "serve", "--transport", "http", "--daemon"],  # noqa: E731
+                                 env=fixture_env(home), capture_output=True, text=True, timeout=90)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    printed = json.loads(first.stdout)
+    assert "token" not in printed
+    info = _registry(home)
+    assert info["pid"] == printed["pid"] and info["host"] == "127.0.0.1" and info["version"] == "0.1.0"
+    assert len(info["token"]) >= 32
+    assert oct((home / "data" / "daemon.json").stat().st_mode & 0o777) == "0o600"
+    health = daemon_health(info)
+    assert health["pid"] == info["pid"] and health["kernel"]["state"] == "ready"
+    assert daemon_health({**info, "token": "wrong"}) is None  # the token is required
+    second = run()
+    assert second.returncode == 0 and json.loads(second.stdout)["pid"] == info["pid"]  # reused, not restarted
+
+
+async def test_two_connect_clients_share_one_daemon(home):
+    async with _connect(home) as a, _connect(home) as b:
+        ha = (await a.call_tool("plexor_health", {})).structured_content
+        hb = (await b.call_tool("plexor_health", {})).structured_content
+        assert ha["pid"] == hb["pid"] == _registry(home)["pid"]
+        assert ha["version"] == "0.1.0"
+        tools = {t.name for t in (await a.list_tools()).tools}
+        assert {"test_echo", "test_slow", "plexor_health"} <= tools
+        assert (await b.call_tool("test_echo", {"text": "shared"})).structured_content == {"text": "shared"}
+        text = (await a.read_resource("test://static-text")).contents[0].text
+        assert text == "This is the content of the static text resource."
+        prompt = await b.get_prompt("test_prompt_with_arguments", {"arg1": "x", "arg2": "y"})
+        assert "arg1='x'" in prompt.messages[0].content.text
+        bad = await a.call_tool("test_nope", {})
+        assert bad.is_error and "test_" in bad.content[0].text  # the daemon's guidance comes through
+
+
+async def test_killing_the_daemon_mid_session_costs_only_a_delay(home):
+    async with _connect(home) as client:
+        before = (await client.call_tool("plexor_health", {})).structured_content["pid"]
+        os.kill(before, signal.SIGKILL)
+        started = time.monotonic()
+        r = await client.call_tool("test_echo", {"text": "still here"})
+        assert not r.is_error and r.structured_content == {"text": "still here"}
+        after = (await client.call_tool("plexor_health", {})).structured_content["pid"]
+        assert after != before and _registry(home)["pid"] == after
+        assert time.monotonic() - started < 60
+
+
+async def test_a_call_in_flight_when_the_daemon_dies_is_retried_once(home):
+    async with _connect(home) as client:
+        pid = (await client.call_tool("plexor_health", {})).structured_content["pid"]
+        result = {}
+
+        async def slow_call():
+            result["r"] = await client.call_tool("test_slow", {"seconds": 1.5})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow_call)
+            await anyio.sleep(0.5)
+            os.kill(pid, signal.SIGKILL)
+        assert result["r"].structured_content == {"slept": 1.5}
+        assert (await client.call_tool("plexor_health", {})).structured_content["pid"] != pid
+
+
+async def test_a_daemon_of_another_version_is_replaced(home):
+    async with _connect(home) as client:
+        old = (await client.call_tool("plexor_health", {})).structured_content["pid"]
+    info = _registry(home)
+    write_registry(home / "data" / "daemon.json", {**info, "version": "0.0.1"})  # pretend an older Plexor wrote it
+    async with _connect(home) as client:
+        new = (await client.call_tool("plexor_health", {})).structured_content
+    assert new["pid"] != old and new["version"] == "0.1.0"
+    deadline = time.monotonic() + 30
+    while _alive(old) and time.monotonic() < deadline:
+        await anyio.sleep(0.1)
+    assert not _alive(old)
+
+
+def test_connect_reports_a_daemon_that_cannot_start(tmp_path):
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "plexor.toml").write_text("this is = = not toml", encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "plexor", "serve", "--transport", "http", "--daemon"],
+                       env=fixture_env(home), capture_output=True, text=True, timeout=90)
+    assert r.returncode == 1
+    assert "daemon" in r.stderr and "daemon.log" in r.stderr
