@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import gc
 import json
+import operator
 import os
 import uuid
 from collections.abc import Iterable, Iterator
@@ -40,6 +41,7 @@ STATES = ("active", "scheduled_delete", "archived")
 EXPORT_FORMAT = "plexor-arbor/1"
 _ID_CHARS = "0123456789abcdef-"
 
+_DEPTH = operator.itemgetter(7)
 _SEP = "\x1f"  # the unit separator: splits the per-column strings of a path
 _NODE_COLS = "n.seq, n.parent_seq, n.id, n.position, n.kind, n.role, n.content, n.handle, n.metadata, n.created_at"
 
@@ -593,23 +595,33 @@ class Store:
         return _PATH_SQL_SQLITE if self.is_sqlite else _PATH_SQL_POSTGRES
 
     def _path_by_rows(self, tid: str, seq: int) -> list[dict[str, Any]]:
-        """The same path, one row per node, explicitly ordered: the rare fallback of :meth:`path`."""
+        """The same path, one row per node: the rare fallback of :meth:`path` (and how paths were read before)."""
         rows = self._all(
             "WITH RECURSIVE up(seq, parent_seq, depth) AS ("
             " SELECT seq, parent_seq, 0 FROM arbor_node WHERE seq = ?"
             " UNION ALL"
             " SELECT n.seq, n.parent_seq, up.depth + 1 FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
-            " SELECT n.id, n.position, n.kind, n.content, n.handle, n.metadata, n.created_at"
-            " FROM up JOIN arbor_node n ON n.seq = up.seq ORDER BY up.depth DESC", (seq,))
+            " SELECT n.id, n.position, n.kind, n.content, n.handle, n.metadata, n.created_at, up.depth"
+            " FROM up JOIN arbor_node n ON n.seq = up.seq", (seq,))
+        # Root first; sorting here (linear on the walk's order) beats an ORDER BY that copies every row.
+        rows.sort(key=_DEPTH, reverse=True)
         out: list[dict[str, Any]] = []
+        parsed: dict[str, dict[str, Any]] = {}
         parent_id = None
-        for nid, position, kind, content, handle, meta, created in rows:
+        for nid, position, kind, content, handle, meta, created, _depth in rows:
+            if meta:
+                m = parsed.get(meta)
+                if m is None:
+                    m = parsed[meta] = json.loads(meta)
+                m = m.copy()
+            else:
+                m = {}
             if kind == "external":
                 data: dict[str, Any] = {"type": "external", "handle": json.loads(handle)}
             else:
                 data = {"type": "text", "content": content or ""}
             out.append({"id": nid, "tree_id": tid, "parent": parent_id, "position": position, "data": data,
-                        "metadata": json.loads(meta) if meta else {}, "created_at": created})
+                        "metadata": m, "created_at": created})
             parent_id = nid
         return out
 
