@@ -171,3 +171,20 @@ def test_each_kernel_has_its_own_plugin_manager(plexor_home):
     k2 = _kernel(plexor_home).load()
     assert k1.pm is not k2.pm
     assert "solo" not in k2.records
+
+
+@pytest.mark.anyio
+async def test_a_signature_pydantic_cannot_describe_fails_the_plugin_at_start(plexor):
+    import socket
+
+    def tool(sock: socket.socket) -> dict:
+        """Takes a type that has no JSON schema."""
+        return {}
+
+    async with plexor.client([("odd", tools_plugin("odd", tool=tool)), ("fine", tools_plugin("fine", ok=lambda: {}))]) as client:
+        assert client.kernel.records["odd"].state == State.FAILED
+        error = client.kernel.records["odd"].error
+        assert "tool 'odd_tool' has a parameter or return type with no JSON schema" in error
+        assert "socket.socket" in error and "Use JSON-friendly types" in error
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert "fine_ok" in names and "odd_tool" not in names

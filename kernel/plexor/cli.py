@@ -172,8 +172,15 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
 
     kernel = Kernel()
     try:
-        with _stdout_to_stderr():  # a plugin printing at import must not write on the protocol stream
-            kernel.load()
+        if transport == "stdio":
+            # Only the config file is checked now: under stdio the kernel loads the
+            # plugins right after answering the handshake (see transports.serve_stdio).
+            from plexor.config import load_config_file
+
+            load_config_file(kernel.paths.config_file)
+        else:
+            with _stdout_to_stderr():  # a plugin printing at import must not write on the protocol stream
+                kernel.load()
     except Exception as exc:  # noqa: BLE001
         raise click.UsageError(str(getattr(exc, "render", lambda: exc)())) from exc
     if transport == "stdio":

@@ -372,6 +372,25 @@ class Kernel(_Machine):
     def has_hook(self, rec: PluginRecord, hook: str) -> bool:
         return any(i.plugin_name == rec.name for i in getattr(self.pm.hook, hook).get_hookimpls())
 
+    @staticmethod
+    def prepare_tool(spec: ToolSpec) -> None:
+        """Derive a tool's schemas; a signature with no JSON schema is a :class:`PluginError` naming the tool."""
+        try:
+            spec.schema_hash  # noqa: B018 - computing it derives the schemas
+        except PlexorError:
+            raise
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            try:
+                shown = ", ".join(f"{n}: {_annotation_text(p.annotation)}"
+                                  for n, p in inspect.signature(spec.func).parameters.items())
+            except (TypeError, ValueError):
+                shown = "?"
+            raise PluginError(
+                f"tool {spec.name!r} has a parameter or return type with no JSON schema ({shown}): {first}",
+                "Use JSON-friendly types: str, int, float, bool, list, dict, Literal, TypedDict or pydantic models.",
+            ) from exc
+
     def plugin(self, name: str) -> PluginRecord:
         """The record of plugin ``name`` (its settings, services, database, readiness)."""
         try:
@@ -403,6 +422,10 @@ class Kernel(_Machine):
         import anyio
 
         try:
+            for spec in rec.registry.tools.values():
+                # Derive schemas now (deferred from loading); a signature pydantic
+                # cannot describe fails this plugin here, not a later tools/list.
+                self.prepare_tool(spec)
             if rec.registry.models:
                 from plexor.storage import migrate, open_database
 
@@ -452,6 +475,7 @@ class Kernel(_Machine):
                 if rec.state == State.LOADING:
                     rec._move(State.STOPPED)
             self._move(State.STOPPED)
+            self.log.info("kernel_stopped")
             return
         await self.drain(timeout)
         for rec in self.records.values():
@@ -811,6 +835,14 @@ def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
             into[key].extend(value)
         else:
             into[key] = value
+
+
+def _annotation_text(annotation: Any) -> str:
+    if annotation is inspect.Parameter.empty:
+        return "untyped"
+    if isinstance(annotation, str):
+        return annotation
+    return getattr(annotation, "__qualname__", None) and f"{annotation.__module__}.{annotation.__qualname__}" or repr(annotation)
 
 
 def _short_id() -> str:

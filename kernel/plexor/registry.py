@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plexor.errors import PluginError
-from plexor.schema import Signature, analyse, schema_hash
+from plexor.schema import Signature, analyse, parse_docstring, schema_hash
 
 __all__ = [
     "ModelRegistrar",
@@ -52,7 +52,6 @@ class ToolSpec:
     method: str
     plugin: str
     func: Callable[..., Any]
-    signature: Signature
     description: str
     title: str | None
     annotations: dict[str, Any]
@@ -60,11 +59,27 @@ class ToolSpec:
     blocking: bool
     ready_required: bool
     meta: dict[str, Any] = field(default_factory=dict)
-    schema_hash: str = ""
+    declared_output_schema: dict[str, Any] | None = None
+    _signature: Signature | None = None
+    _schema_hash: str | None = None
 
-    def __post_init__(self) -> None:
-        # Hashed once here: it is read on every call for the result's _meta.
-        self.schema_hash = schema_hash(self.signature.input_schema, self.signature.output_schema)
+    @property
+    def signature(self) -> Signature:
+        """Schemas and validator, derived on first use.
+
+        Building them (pydantic) is the costliest part of registration, so it
+        waits until the plugin starts or a client lists tools: loading stays
+        cheap and the handshake is not delayed by it.
+        """
+        if self._signature is None:
+            self._signature = analyse(self.func, output_schema=self.declared_output_schema)
+        return self._signature
+
+    @property
+    def schema_hash(self) -> str:
+        if self._schema_hash is None:
+            self._schema_hash = schema_hash(self.signature.input_schema, self.signature.output_schema)
+        return self._schema_hash
 
     @property
     def provenance(self) -> str:
@@ -160,6 +175,20 @@ class Registry:
         self.models = [m for m in self.models if getattr(m, "_plexor_plugin", None) != plugin]
 
 
+def _check_parameters(func: Callable[..., Any], full: str) -> None:
+    """The cheap part of signature checking, done at registration."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError) as exc:
+        raise PluginError(f"tool {full!r}: cannot read the signature of {func!r}: {exc}", "Register a plain function.") from exc
+    for param in params:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise PluginError(
+                f"tool {full!r} takes *{param.name}; tools need named, typed parameters",
+                "Replace *args/**kwargs with explicit parameters.",
+            )
+
+
 class _Registrar:
     def __init__(self, registry: Registry, plugin: str) -> None:
         self._registry = registry
@@ -222,7 +251,7 @@ class ToolRegistrar(_Registrar):
                 f"tool {full!r} has unknown annotations {sorted(bad)}",
                 f"Use only {sorted(ANNOTATION_KEYS)}.",
             )
-        sig = analyse(func, output_schema=output_schema)
+        _check_parameters(func, full)
         kind = _kind(func)
         self._registry.tools[full] = ToolSpec(
             name=full,
@@ -230,14 +259,14 @@ class ToolRegistrar(_Registrar):
             method=method,
             plugin=self._plugin,
             func=func,
-            signature=sig,
-            description=description or sig.description or f"{full} (no description)",
+            description=description or parse_docstring(inspect.getdoc(func))[0] or f"{full} (no description)",
             title=title,
             annotations=ann,
             kind=kind,
             blocking=(kind == "sync") if blocking is None else blocking,
             ready_required=ready_required,
             meta=dict(meta or {}),
+            declared_output_schema=output_schema,
         )
         self._registry.namespaces[self.namespace] = self._plugin
         return func

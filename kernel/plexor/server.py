@@ -85,8 +85,58 @@ class _Sessions:
         return list(self._sessions)
 
 
-def build_server(kernel: Kernel, *, page_size: int | None = None) -> PlexorServer:
-    """Create the SDK server for ``kernel`` (which should be started, or starting)."""
+class Boot:
+    """Loads and starts the kernel once the first request has been answered (stdio).
+
+    The ``initialize`` result does not depend on plugins, so it goes out at the
+    speed of the bare SDK; loading (plugin imports, registration) and starting
+    (storage, startup hooks) follow at once, and any request that needs the
+    plugins waits for loading to finish.
+    """
+
+    def __init__(self, kernel: Kernel) -> None:
+        import anyio
+
+        self.kernel = kernel
+        self.loaded = anyio.Event()
+        self._tg: Any = None
+        self._begun = False
+
+    def attach(self, task_group: Any) -> None:
+        self._tg = task_group
+
+    def begin(self) -> None:
+        if not self._begun and self._tg is not None:
+            self._begun = True
+            self._tg.start_soon(self._run)
+
+    async def fallback(self, delay: float) -> None:
+        """Begin anyway after ``delay`` seconds, so warm-up is not held back by a silent client."""
+        import anyio
+
+        await anyio.sleep(delay)
+        self.begin()
+
+    async def _run(self) -> None:
+        import anyio
+
+        from plexor.kernel import State
+
+        await anyio.sleep(0)  # let the pending response be written first
+        try:
+            if self.kernel.state == State.CREATED:
+                # In a worker thread so the loop keeps writing responses meanwhile.
+                await anyio.to_thread.run_sync(self.kernel.load)
+        except Exception as exc:  # noqa: BLE001 - e.g. a config file broken since the CLI checked it
+            self.kernel.log.error("kernel_load_failed", error=str(exc))
+        finally:
+            self.loaded.set()
+        if self.kernel.state == State.LOADING:
+            await self.kernel.start()
+
+
+def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None) -> PlexorServer:
+    """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``)."""
     size = page_size or int(kernel.environ.get("PLEXOR_PAGE_SIZE", "100"))
     sessions = _Sessions()
     cache: dict[str, Any] = {}
@@ -94,7 +144,12 @@ def build_server(kernel: Kernel, *, page_size: int | None = None) -> PlexorServe
     def tool_models() -> list[types.Tool]:
         if "tools" not in cache:
             out = []
-            for spec in kernel.registry.tools.values():
+            for spec in list(kernel.registry.tools.values()):
+                try:
+                    kernel.prepare_tool(spec)  # derives the schemas if the plugin has not started yet
+                except PlexorError as exc:  # one bad tool signature fails its plugin, not the list
+                    kernel._fail_plugin(kernel.records[spec.plugin], exc, "loading")
+                    continue
                 wire: dict[str, Any] = {
                     "name": spec.name,
                     "description": spec.description,
@@ -254,6 +309,14 @@ def build_server(kernel: Kernel, *, page_size: int | None = None) -> PlexorServe
     async def guidance_middleware(ctx: Any, call_next: Any) -> Any:
         # Cross-cutting: remember sessions (for list-changed), time the request,
         # and make sure no handler's exception reaches the client as a traceback.
+        if boot is not None and not boot.loaded.is_set():
+            if ctx.method in ("initialize", "ping") or ctx.request_id is None:
+                try:
+                    return await call_next(ctx)
+                finally:
+                    boot.begin()
+            boot.begin()
+            await boot.loaded.wait()
         if ctx.session is not None:
             # The SDK builds a ServerSession per request; list-changed goes to
             # the connection behind it (no public accessor in 2.3).

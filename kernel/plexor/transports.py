@@ -155,14 +155,17 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
 
     from plexor.server import build_server
 
-    if kernel.state == State.CREATED:
-        kernel.load()
-    server = build_server(kernel)
+    from plexor.server import Boot
+
+    boot = Boot(kernel)
+    server = build_server(kernel, boot=boot)
     try:
         async with anyio.create_task_group() as tg:
-            # The handshake is answered while plugins start; calls to a plugin
-            # still starting wait for it (bounded) instead of failing.
-            tg.start_soon(kernel.start)
+            # The handshake is answered first; plugins load and start right after
+            # it, and requests that need them wait for loading (and a plugin still
+            # starting is waited for, bounded) instead of failing.
+            boot.attach(tg)
+            tg.start_soon(boot.fallback, 0.5)
             tg.start_soon(_run_until_signal, kernel, tg.cancel_scope, grace)
             async with stdio_server(stdin=_StdinLines()) as (read_stream, write_stream):  # type: ignore[arg-type]
                 await server.run(read_stream, write_stream, server.create_initialization_options())

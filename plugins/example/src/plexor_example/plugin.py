@@ -24,7 +24,8 @@ def plexor_register_tools(register, settings):
             raise InvalidArgument(f"times = {times} is out of range", "Pass a number from 1 to 10.")
         return {"greeting": " ".join([f"{settings.greeting}, {name}!"] * times)}
 
-    register(greet, annotations={"readOnlyHint": True, "idempotentHint": True})
+    # Quick and pure: run it inline instead of in a worker thread.
+    register(greet, annotations={"readOnlyHint": True, "idempotentHint": True}, blocking=False)
 
 
 @hookimpl
