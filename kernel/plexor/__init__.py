@@ -18,7 +18,7 @@ loaded by the kernel only when it needs them.
 
 from __future__ import annotations
 
-import pluggy
+from typing import TYPE_CHECKING, Any
 
 from plexor.context import Context
 from plexor.errors import (
@@ -34,8 +34,23 @@ from plexor.events import Data, Guidance, Log, Progress, Result
 
 __version__ = "0.1.0"
 
-hookimpl = pluggy.HookimplMarker("plexor")
-"""Decorator marking a plugin function as the implementation of a ``plexor_*`` hook."""
+if TYPE_CHECKING:  # pragma: no cover
+    import pluggy
+
+    hookimpl: pluggy.HookimplMarker
+    """Decorator marking a plugin function as the implementation of a ``plexor_*`` hook."""
+
+
+def __getattr__(name: str) -> Any:
+    # ``hookimpl`` is made on first use: pluggy (and importlib.metadata behind it)
+    # is not needed to answer an MCP handshake, so `import plexor` stays cheap.
+    if name == "hookimpl":
+        import pluggy
+
+        marker = pluggy.HookimplMarker("plexor")
+        globals()["hookimpl"] = marker
+        return marker
+    raise AttributeError(f"module 'plexor' has no attribute {name!r}")
 
 __all__ = [
     "ConfigError",

@@ -26,9 +26,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import pluggy
-
-from plexor import hookspecs
 from plexor.config import ConfigSpec, Paths, Settings, load_config_file, paths, resolve_settings
 from plexor.context import Context
 from plexor.errors import ConfigError, InvalidArgument, NotFound, NotReady, PlexorError, PluginError
@@ -224,7 +221,7 @@ class Kernel(_Machine):
         self._inflight = 0
         self._idle: Any = None
         self._listeners: list[Callable[[str], Any]] = []
-        self.pm = self._make_plugin_manager()
+        self._pm: Any = None
         from plexor.log import configure, get_logger
 
         if "PLEXOR_LOG_LEVEL" in self.environ:
@@ -234,12 +231,17 @@ class Kernel(_Machine):
     def __repr__(self) -> str:
         return f"<Kernel {self.state.value}>"
 
-    @staticmethod
-    def _make_plugin_manager() -> pluggy.PluginManager:
-        # A factory, not an import-time global: every kernel (and every test) gets its own.
-        pm = pluggy.PluginManager("plexor")
-        pm.add_hookspecs(hookspecs)
-        return pm
+    @property
+    def pm(self) -> Any:
+        """This kernel's pluggy manager: made per kernel (a factory, not an import-time global)."""
+        if self._pm is None:
+            import pluggy
+
+            from plexor import hookspecs
+
+            self._pm = pluggy.PluginManager("plexor")
+            self._pm.add_hookspecs(hookspecs)
+        return self._pm
 
     # ------------------------------------------------------------------ loading
     def load(self) -> Kernel:

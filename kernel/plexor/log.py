@@ -17,14 +17,37 @@ __all__ = ["configure", "get_logger"]
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
+_wanted: dict[str, Any] = {}
+
+
 def configure(level: str | None = None, *, force: bool = False) -> None:
-    """Send structlog's JSON lines and the stdlib's records to stderr at ``level``."""
+    """Send structlog's JSON lines and the stdlib's records to stderr at ``level``.
+
+    The stdlib side is set at once; structlog itself is imported and set up on
+    the first log call (importing it costs start-up time the handshake need not pay).
+    """
+    name = (level or os.environ.get("PLEXOR_LOG_LEVEL") or "info").lower()
+    numeric = _LEVELS.get(name, logging.INFO)
+    if _wanted and not force:
+        return
+    _wanted["level"] = numeric
+    if "structlog" in sys.modules:
+        _apply(numeric, force)
+    # Libraries that use the stdlib (the SDK, uvicorn) go to stderr too, quieter.
+    root = logging.getLogger()
+    if not any(getattr(h, "_plexor", False) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler._plexor = True  # type: ignore[attr-defined]
+        handler.setFormatter(_JsonFormatter())
+        root.addHandler(handler)
+    root.setLevel(max(numeric, logging.WARNING))
+
+
+def _apply(numeric: int, force: bool = False) -> None:
     import structlog
 
     if structlog.is_configured() and not force:
         return
-    name = (level or os.environ.get("PLEXOR_LOG_LEVEL") or "info").lower()
-    numeric = _LEVELS.get(name, logging.INFO)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -37,14 +60,27 @@ def configure(level: str | None = None, *, force: bool = False) -> None:
         logger_factory=_StderrLogger,
         cache_logger_on_first_use=True,
     )
-    # Libraries that use the stdlib (the SDK, uvicorn) go to stderr too, quieter.
-    root = logging.getLogger()
-    if not any(getattr(h, "_plexor", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler._plexor = True  # type: ignore[attr-defined]
-        handler.setFormatter(_JsonFormatter())
-        root.addHandler(handler)
-    root.setLevel(max(numeric, logging.WARNING))
+
+
+class _LazyLogger:
+    """A structlog logger that imports and configures structlog on its first call."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._real: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if self._real is None:
+            import structlog
+
+            if not structlog.is_configured():
+                if not _wanted:
+                    configure()
+                _apply(_wanted["level"])
+            self._real = structlog.get_logger(self._name)
+        return getattr(self._real, attr)
 
 
 class _StderrLogger:
@@ -72,9 +108,5 @@ class _JsonFormatter(logging.Formatter):
 
 
 def get_logger(name: str = "plexor") -> Any:
-    """A structlog logger writing JSON to stderr (configuring structlog if nobody has)."""
-    import structlog
-
-    if not structlog.is_configured():
-        configure()
-    return structlog.get_logger(name)
+    """A logger writing JSON lines to stderr; structlog is loaded on its first use."""
+    return _LazyLogger(name)
