@@ -8,7 +8,6 @@ from typing import Literal, TypedDict
 import anyio
 import pytest
 from conftest import make_plugin, tools_plugin
-
 from mcp_types import PaginatedRequestParams
 
 from plexor import Context, Data, Guidance, Log, NotFound, Progress, Result

@@ -182,7 +182,8 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
             with _stdout_to_stderr():  # a plugin printing at import must not write on the protocol stream
                 kernel.load()
     except Exception as exc:  # noqa: BLE001
-        raise click.UsageError(str(getattr(exc, "render", lambda: exc)())) from exc
+        message = exc.render() if hasattr(exc, "render") else str(exc)
+        raise click.UsageError(message) from exc
     if transport == "stdio":
         import anyio
 
@@ -313,20 +314,27 @@ def tools_cmd(as_json: bool) -> None:
 
     kernel = Kernel()
     kernel.load()
-    tools = [
+    good = []
+    for t in kernel.registry.tools.values():
+        try:
+            kernel.prepare_tool(t)
+            good.append(t)
+        except Exception as exc:  # noqa: BLE001 - one bad signature must not hide the other tools
+            click.echo(f"warning: {exc}", err=True)
+    tools: list[dict[str, Any]] = [
         {"name": t.name, "plugin": t.plugin, "description": t.description, "input_schema": t.signature.input_schema,
          **({"output_schema": t.signature.output_schema} if t.signature.output_schema else {}),
          **({"annotations": t.annotations} if t.annotations else {})}
-        for t in sorted(kernel.registry.tools.values(), key=lambda t: t.name)
+        for t in sorted(good, key=lambda t: t.name)
     ]
     if as_json:
         click.echo(json.dumps(tools, indent=2))
         return
-    for t in tools:
-        first = (t["description"] or "").strip().splitlines()[0] if t["description"] else ""
-        click.echo(f"{t['name']}  [{t['plugin']}]\n    {first}")
-        props = t["input_schema"].get("properties", {})
-        required = set(t["input_schema"].get("required", []))
+    for entry in tools:
+        first = (entry["description"] or "").strip().splitlines()[0] if entry["description"] else ""
+        click.echo(f"{entry['name']}  [{entry['plugin']}]\n    {first}")
+        props = entry["input_schema"].get("properties", {})
+        required = set(entry["input_schema"].get("required", []))
         for name, prop in props.items():
             typ = prop.get("type") or ("|".join(map(str, prop["enum"])) if "enum" in prop else "any")
             click.echo(f"    - {name}: {typ}{' (required)' if name in required else ''}")

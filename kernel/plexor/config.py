@@ -254,8 +254,8 @@ def resolve_settings(
         values[key] = setting.default
         sources[key] = "default"
     for key, raw in table.items():
-        setting = spec.settings.get(key)
-        if setting is None:
+        declared = spec.settings.get(key)
+        if declared is None:
             near = difflib.get_close_matches(key, list(spec.settings), n=1)
             hint = f" Did you mean {near[0]!r}?" if near else ""
             known = ", ".join(sorted(spec.settings)) or "none"
@@ -263,7 +263,7 @@ def resolve_settings(
                 f"unknown setting {key!r} in [{spec.plugin}] of {config_path}; it is ignored.{hint} Known: {known}"
             )
             continue
-        values[key] = setting.coerce(raw, f"[{spec.plugin}] of {config_path}")
+        values[key] = declared.coerce(raw, f"[{spec.plugin}] of {config_path}")
         sources[key] = str(config_path)
     for key, setting in spec.settings.items():
         name = env_name(spec.plugin, key)

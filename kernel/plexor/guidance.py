@@ -36,7 +36,7 @@ def unknown_tool(
     if ns in failed:
         return NotFound(
             f"the tool {name!r} belongs to the plugin {failed[ns]!r}, which is not available",
-            f"Run `plexor plugins` (or call plexor_health) to see why, fix it, and restart the server.",
+            "Run `plexor plugins` (or call plexor_health) to see why, fix it, and restart the server.",
             data={"namespace": ns},
         )
     near = suggest(name.replace(".", separator, 1), tools)

@@ -46,7 +46,7 @@ __all__ = ["BUILTIN", "Kernel", "Outcome", "PluginRecord", "State"]
 BUILTIN = "plexor"
 
 
-class State(str, enum.Enum):
+class State(enum.StrEnum):
     CREATED = "created"
     LOADING = "loading"
     STARTING = "starting"
@@ -72,6 +72,7 @@ TRANSITIONS: dict[State, frozenset[State]] = {
 
 class _Machine:
     state: State
+    history: list[tuple[str, str]]
 
     def _move(self, new: State) -> None:
         if new == self.state:
@@ -773,7 +774,7 @@ class Kernel(_Machine):
                 if inspect.iscoroutinefunction(lister):
                     items = await lister(*args)
                 else:
-                    items = await anyio.to_thread.run_sync(lambda: list(lister(*args)))
+                    items = await anyio.to_thread.run_sync(_call_list, lister, args)
                 for item in items:
                     out.append({"mime_type": "application/json", **item})
             except Exception as exc:  # noqa: BLE001
@@ -829,6 +830,10 @@ class Kernel(_Machine):
         if inspect.isawaitable(result):
             result = await result
         return [str(v) for v in list(result)[:100]]
+
+
+def _call_list(func: Callable[..., Any], args: tuple[Any, ...]) -> list[Any]:
+    return list(func(*args))
 
 
 def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:

@@ -232,7 +232,7 @@ class ToolRegistrar(_Registrar):
         :param ready_required: when False the tool also answers while the plugin is still warming up.
         :param blocking: run a sync function in a worker thread (default True for sync functions).
         """
-        method = name or getattr(func, "__name__", "")
+        method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
         if method.startswith(prefix):
             method = method[len(prefix) :]
@@ -379,7 +379,7 @@ class ModelRegistrar(_Registrar):
                     f"plugin {self._plugin!r} registered {model!r}, which is not a peewee Model class",
                     "Pass subclasses of peewee.Model.",
                 )
-            model._plexor_plugin = self._plugin
+            setattr(model, "_plexor_plugin", self._plugin)  # noqa: B010 - peewee models have no slot for it
             self._registry.models.append(model)
 
     def migration(self, version: int, func: Callable[..., Any] | None = None) -> Any:

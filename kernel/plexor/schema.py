@@ -13,8 +13,9 @@ import inspect
 import json
 import re
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from plexor.errors import InvalidArgument, PluginError
 
@@ -218,7 +219,9 @@ def _output_schema(ret: Any) -> tuple[dict[str, Any] | None, bool]:
 
         if not typing_extensions.is_typeddict(ret) or type(ret).__module__ == "typing":
             # pydantic needs typing_extensions.TypedDict before Python 3.12; rebuild it as one.
-            ret = typing_extensions.TypedDict(ret.__name__, typing.get_type_hints(ret), total=ret.__total__)  # type: ignore[operator]
+            ret = typing_extensions.TypedDict(  # type: ignore[misc,operator,no-redef]
+                ret.__name__, typing.get_type_hints(ret), total=ret.__total__
+            )
         try:
             return _strip_titles(pydantic.TypeAdapter(ret).json_schema()), False
         except Exception:  # noqa: BLE001 - an undescribable return type gets no output schema

@@ -334,8 +334,8 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             name = type(exc).__name__
             if name in ("ValidationError",):
                 raise
-            err = kernel.explain(exc, {"plugin": None, "uri": ctx.method, "request_id": ctx.request_id})
-            raise MCPError(types.INTERNAL_ERROR, err.render()) from None
+            explained = kernel.explain(exc, {"plugin": None, "uri": ctx.method, "request_id": ctx.request_id})
+            raise MCPError(types.INTERNAL_ERROR, explained.render()) from None
         finally:
             if ctx.request_id is not None:
                 kernel.log.debug("request", method=ctx.method, ms=round((time.perf_counter() - started) * 1000, 2))

@@ -82,7 +82,7 @@ def _ensure_version_table(db: Any) -> None:
 def schema_version(db: Any, plugin: str) -> int:
     """The migration version recorded for ``plugin`` (0 when none ran yet)."""
     _ensure_version_table(db)
-    row = db.execute_sql("SELECT version FROM plexor_schema WHERE plugin = %s" % db.param, (plugin,)).fetchone()
+    row = db.execute_sql(f"SELECT version FROM plexor_schema WHERE plugin = {db.param}", (plugin,)).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -124,7 +124,7 @@ def migrate(db: Any, plugin: str, models: list[Any], migrations: dict[int, Calla
                 if schema_version(db, plugin) >= version:  # another process got there first
                     continue
                 steps[version](db)
-                now = datetime.datetime.now(datetime.timezone.utc).isoformat()
+                now = datetime.datetime.now(datetime.UTC).isoformat()
                 updated = db.execute_sql(
                     f"UPDATE plexor_schema SET version = {db.param}, applied_at = {db.param} WHERE plugin = {db.param}",
                     (version, now, plugin),
