@@ -140,14 +140,40 @@ async def test_a_dropped_keep_alive_connection_is_replaced(node: StandIn) -> Non
         await client.aclose()
 
 
-async def test_a_dropped_connection_is_reported_for_a_write(node: StandIn) -> None:
+async def test_a_write_after_an_idle_drop_goes_out_once_on_a_new_connection(node: StandIn) -> None:
     client = EdgeLakeClient([Node("n", "127.0.0.1", node.port)], retries=1, backoff=0.01)
     try:
         await client.send(client.nodes[0], "POST", "blockchain reload metadata", timeout=5, read_only=False)
         node.drop_connections()
-        await anyio.sleep(0.05)
-        with pytest.raises(EdgeLakeError, match="closed the connection before answering"):
+        await anyio.sleep(0.05)  # the client sees the close while the connection is idle, before reusing it
+        reply = await client.send(client.nodes[0], "POST", "blockchain reload metadata", timeout=5, read_only=False)
+        assert reply.status == 200
+        assert node.connections == 2 and len(node.requests) == 2 and client.stats["retries"] == 0
+    finally:
+        await client.aclose()
+
+
+async def test_a_write_the_node_drops_unanswered_is_reported_not_resent(node: StandIn) -> None:
+    client = EdgeLakeClient([Node("n", "127.0.0.1", node.port)], retries=3, backoff=0.01)
+    try:
+        await client.send(client.nodes[0], "POST", "blockchain reload metadata", timeout=5, read_only=False)
+        node.overrides["blockchain reload metadata"] = b""  # read the request, answer nothing, close
+        with pytest.raises(EdgeLakeError, match="closed the connection before answering") as err:
             await client.send(client.nodes[0], "POST", "blockchain reload metadata", timeout=5, read_only=False)
+        assert "may or may not have run" in (err.value.guidance or "")
+        assert len(node.requests) == 2 and client.stats["retries"] == 0
+    finally:
+        await client.aclose()
+
+
+async def test_a_read_the_node_drops_unanswered_is_retried(node: StandIn) -> None:
+    client = EdgeLakeClient([Node("n", "127.0.0.1", node.port)], retries=1, backoff=0.01)
+    try:
+        assert (await client.send(client.nodes[0], "GET", "get status", timeout=5)).status == 200
+        node.overrides["get status"] = b""
+        with pytest.raises(EdgeLakeError, match="closed the connection without a reply"):
+            await client.send(client.nodes[0], "GET", "get status", timeout=5)
+        assert len(node.requests) == 3 and client.stats["retries"] == 1  # the stale one, then one fresh try
     finally:
         await client.aclose()
 
