@@ -145,3 +145,33 @@ def test_optional_clauses_appear_exactly_when_given() -> None:
         "blockchain get table bring ['table']['name']"
     assert render(main, clauses, {"policy_type": "table", "where": "dbms = mydb", "bring": ".json"}) == \
         "blockchain get table where dbms = mydb bring.json"
+
+
+def test_every_parameter_type_has_a_renderer() -> None:
+    from plexor_edgelake import toolspec
+
+    assert set(toolspec._RENDER) == set(toolspec.PARAM_TYPES)
+
+
+def test_the_engine_builds_the_same_sql_as_the_checked_builder() -> None:
+    # The engine assembles the query from parameters it already rendered (checked once, not twice).
+    from plexor_edgelake.engine import Engine
+    from plexor_edgelake.toolspec import load_catalog
+
+    catalog = load_catalog(None)
+    engine = Engine(catalog, {"nodes": ["127.0.0.1:1"], "timeout": 1.0, "network_timeout": 1.0, "max_rows": 10,
+                              "user_agent": "AnyLog/1.23", "connect_timeout": 1.0, "max_connections": 1,
+                              "retries": 0, "backoff": 0.0})
+    query = catalog.tools["query"]
+    cases = [
+        {"database": "mydb", "table": "t", "select": "*", "limit": 100, "format": "json"},
+        {"database": "mydb", "table": "t", "select": "device, count(*)", "where": " value > 1 ", "group_by": ["device"],
+         "order_by": [{"column": "count(*)", "direction": "DESC"}, {"column": "device"}], "limit": 5, "format": "table"},
+    ]
+    for args in cases:
+        sql = cmd.select_statement(args)
+        assert engine.render(query, args) == f'sql mydb format = {args["format"]} "{sql}"'
+    with pytest.raises(InvalidArgument, match="'where'"):
+        engine.render(query, {"database": "mydb", "table": "t", "where": "1; drop table t", "limit": 1})
+    with pytest.raises(InvalidArgument, match="'limit'"):
+        engine.render(query, {"database": "mydb", "table": "t", "limit": 0})

@@ -26,6 +26,7 @@ from plexor import InvalidArgument
 __all__ = [
     "Template",
     "TemplateError",
+    "assemble_select",
     "bring_clause",
     "edgelake_condition",
     "identifier",
@@ -192,6 +193,8 @@ def _split_top_level(text: str) -> list[str]:
 
 def select_list(name: str, value: Any) -> str:
     """What to select: ``*`` or columns and expressions (``device, count(*), avg(value) as mean``)."""
+    if value == "*":
+        return value
     items = _split_top_level(value) if isinstance(value, str) else list(value or [])
     if not items or any(not isinstance(i, str) for i in items):
         raise _reject(name, value, "it must be '*', a comma-separated string or a list of strings",
@@ -244,15 +247,29 @@ def select_statement(args: Mapping[str, Any]) -> str:
     Every part is validated by the functions above; optional parts appear
     exactly when given. Keywords are lower case, as EdgeLake's examples write them.
     """
-    table = identifier("table", args.get("table"))
-    sql = f"select {select_list('select', args.get('select') or '*')} from {table}"
-    if args.get("where") not in (None, ""):
-        sql += f" where {sql_condition('where', args['where'])}"
-    if args.get("group_by"):
-        sql += f" group by {identifier_list('group_by', args['group_by'])}"
-    if args.get("order_by"):
-        sql += f" order by {order_by('order_by', args['order_by'])}"
-    limit = args.get("limit")
+    return assemble_select({
+        "table": identifier("table", args.get("table")),
+        "select": select_list("select", args.get("select") or "*"),
+        "where": sql_condition("where", args["where"]) if args.get("where") not in (None, "") else None,
+        "group_by": identifier_list("group_by", args["group_by"]) if args.get("group_by") else None,
+        "order_by": order_by("order_by", args["order_by"]) if args.get("order_by") else None,
+    }, args.get("limit"))
+
+
+# The parameter types whose rendered text is exactly the checked part select_statement would build.
+SELECT_PART_TYPES = {"table": "identifier", "select": "select_list", "where": "sql_condition",
+                     "group_by": "identifier_list", "order_by": "order_by", "limit": "integer"}
+
+
+def assemble_select(parts: Mapping[str, str | None], limit: Any) -> str:
+    """The SQL from parts already checked (``table`` … ``order_by`` as rendered text) and ``limit``."""
+    sql = f"select {parts.get('select') or '*'} from {parts['table']}"
+    if parts.get("where"):
+        sql += f" where {parts['where']}"
+    if parts.get("group_by"):
+        sql += f" group by {parts['group_by']}"
+    if parts.get("order_by"):
+        sql += f" order by {parts['order_by']}"
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise _reject("limit", limit, "it must be a whole number of at least 1", "Pass a limit such as 100.")

@@ -47,38 +47,48 @@ class Engine:
             backoff=float(settings["backoff"]),
         )
         self.settings = settings
+        self._plans: dict[str, _Plan] = {}
 
     def timeout_for(self, tool: ToolDef) -> float:
         if tool.timeout is not None:
             return tool.timeout
         return self.limits.network_timeout if tool.destination == "network" else self.limits.timeout
 
+    def _plan(self, tool: ToolDef) -> _Plan:
+        plan = self._plans.get(tool.name)
+        if plan is None or plan.tool is not tool:
+            plan = self._plans[tool.name] = _Plan.of(tool)
+        return plan
+
     def render(self, tool: ToolDef, args: Mapping[str, Any]) -> str:
         """The command text for ``args`` (defaults applied by the kernel's validation)."""
+        return self._render(tool, self._plan(tool), _plain_args(tool, args))
+
+    def _render(self, tool: ToolDef, plan: _Plan, plain: dict[str, Any]) -> str:
+        if plan.constant is not None:
+            return plan.constant
         assert tool.command is not None
-        values: dict[str, str | None] = {}
-        for name, param in tool.params.items():
-            value = args.get(name, param.default)
-            if hasattr(value, "model_dump"):
-                value = value.model_dump()
-            if isinstance(value, list):
-                value = [v.model_dump() if hasattr(v, "model_dump") else v for v in value]
-            values[name] = param.render(value)
+        values: dict[str, str | None] = {name: param.render(plain[name]) for name, param in tool.params.items()}
         for name, builder in tool.build.items():
-            values[name] = cmd.BUILDERS[builder]({k: _plain(v) for k, v in args.items()})
+            if builder == "select_statement" and plan.fast_select and values.get("table") is not None:
+                # Every part was checked when its parameter was rendered just above: assemble, do not re-check.
+                values[name] = cmd.assemble_select(values, plain.get("limit"))
+            else:
+                values[name] = cmd.BUILDERS[builder](plain)
         return cmd.render_command(tool.command, tool.clauses, values)
 
     async def run(self, tool: ToolDef, args: Mapping[str, Any], node_choice: str | None = None) -> Result:
         if tool.handler == "server_info":
             return Result(self.server_info())
         node = self.client.node(node_choice)
-        command = self.render(tool, args)
+        plan = self._plan(tool)
+        plain_args = _plain_args(tool, args)
+        command = self._render(tool, plan, plain_args)
         reply = await self.client.send(
             node, tool.method, command, destination=tool.destination, headers=tool.headers,
             timeout=self.timeout_for(tool), read_only=tool.read_only,
         )
         body, relayed = check(reply, empty_ok=tool.empty_ok, destination=tool.destination)
-        plain_args = {k: _plain(v) for k, v in args.items()}
         try:
             parsed = parse_reply(tool.parser, body, plain_args)
         except ParseError as exc:
@@ -165,6 +175,35 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def _plain_args(tool: ToolDef, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Every parameter's value (its default when not given) as plain JSON-like data."""
+    out = {}
+    for name, param in tool.params.items():
+        value = args.get(name, param.default)
+        out[name] = _plain(value) if isinstance(value, list) or hasattr(value, "model_dump") else value
+    return out
+
+
+@dataclass
+class _Plan:
+    """What can be worked out once per tool instead of on every call."""
+
+    tool: ToolDef
+    constant: str | None  # the command of a tool without parameters or builders
+    fast_select: bool     # its select_statement parts are parameters of the standard types
+
+    @classmethod
+    def of(cls, tool: ToolDef) -> _Plan:
+        constant = None
+        if tool.command is not None and not tool.params and not tool.build:
+            constant = cmd.render_command(tool.command, tool.clauses, {})
+        types = {name: p.type for name, p in tool.params.items()}
+        table = tool.params.get("table")
+        fast = (table is not None and table.type == "identifier" and not table.wildcard
+                and all(types.get(name, want) == want for name, want in cmd.SELECT_PART_TYPES.items()))
+        return cls(tool, constant, fast)
 
 
 # --------------------------------------------------------------------------------------------------

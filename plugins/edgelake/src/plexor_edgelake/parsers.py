@@ -23,6 +23,7 @@ Kinds:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -167,6 +168,12 @@ def compile_path(text: str) -> CompiledPath:
             steps.append(("filter", tuple(conds)))
         pos = m.end()
     return CompiledPath(text, tuple(steps))
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(text: str) -> CompiledPath:
+    """A tool's path, compiled once (tools' paths are fixed; the file was validated at start)."""
+    return compile_path(text)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -328,7 +335,7 @@ def parse_reply(spec: Mapping[str, Any] | str | None, body: str, args: Mapping[s
         return parse_query(body)
     if kind == "json_path":
         doc = _json(body)
-        values = compile_path(spec.get("path", "$")).evaluate(doc, args)
+        values = _compiled(spec.get("path", "$")).evaluate(doc, args)
         entries = spec.get("entries")
         if entries:
             rows = []

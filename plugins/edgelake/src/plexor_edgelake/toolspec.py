@@ -85,30 +85,23 @@ class ParamDef:
         """The text placed into a command for ``value`` (validated); ``None`` when absent."""
         if value is None or (isinstance(value, (str, list)) and len(value) == 0 and not self.required):
             return None
-        t = self.type
-        if t == "identifier":
-            return cmd.identifier(self.name, value, wildcard=self.wildcard)
-        if t == "identifier_list":
-            return cmd.identifier_list(self.name, value)
-        if t == "string":
-            return cmd.quoted_value(self.name, value)
-        if t in ("integer", "number"):
-            return str(value)
-        if t == "boolean":
-            return "true" if value else "false"
-        if t == "enum":
-            return str(value)
-        if t == "sql_condition":
-            return cmd.sql_condition(self.name, value)
-        if t == "select_list":
-            return cmd.select_list(self.name, value)
-        if t == "order_by":
-            return cmd.order_by(self.name, value)
-        if t == "edgelake_condition":
-            return cmd.edgelake_condition(self.name, value)
-        if t == "bring":
-            return cmd.bring_clause(self.name, value)
-        raise AssertionError(t)
+        return _RENDER[self.type](self, value)
+
+
+_RENDER: dict[str, Any] = {
+    "identifier": lambda p, v: cmd.identifier(p.name, v, wildcard=p.wildcard),
+    "identifier_list": lambda p, v: cmd.identifier_list(p.name, v),
+    "string": lambda p, v: cmd.quoted_value(p.name, v),
+    "integer": lambda p, v: str(v),
+    "number": lambda p, v: str(v),
+    "boolean": lambda p, v: "true" if v else "false",
+    "enum": lambda p, v: str(v),
+    "sql_condition": lambda p, v: cmd.sql_condition(p.name, v),
+    "select_list": lambda p, v: cmd.select_list(p.name, v),
+    "order_by": lambda p, v: cmd.order_by(p.name, v),
+    "edgelake_condition": lambda p, v: cmd.edgelake_condition(p.name, v),
+    "bring": lambda p, v: cmd.bring_clause(p.name, v),
+}
 
 
 @dataclass
