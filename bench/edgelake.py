@@ -1,22 +1,32 @@
 """Benchmark: an EdgeLake call through Plexor vs a bare HTTP request to the same node.
 
 The node is the test suite's stand-in (``plugins/edgelake/tests/standin.py``),
-run in its own process as a real node would be. Side by side, in one run,
-interleaved in rounds so drift hits every contender alike:
+run in its own process as a real node would be, three times: answering as fast
+as it can (tens of µs: the worst case for the ratios), and holding every reply
+back 1 ms and 5 ms, emulating a real node's own work per command (parse the
+command, plan and run the SQL). Plexor is configured with the three as nodes
+``fast``, ``ms1`` and ``ms5``.
 
-* anchor: a bare keep-alive request with the standard library's
-  ``http.client`` (send the command header, read the whole body) — the
-  cheapest way a script can talk to the node;
-* Plexor in-process: ``kernel.call_tool(...)`` (argument validation, command
-  rendering, request, reply checks, parsing, the result envelope);
-* Plexor over MCP: the SDK's ``Client`` connected in memory to the kernel's
-  server (JSON-RPC framing and the protocol on top).
+Contenders, interleaved in rounds so drift hits each alike; every time is per
+call, median of the rounds:
 
-Two calls are measured: ``node_status`` (``get status where format = json``,
-85 bytes) and ``query`` (a recorded network query, 5 rows).
+* **bare request** (the anchor): a keep-alive ``http.client`` request from
+  this process (send the command header, read the whole body) — the cheapest
+  way a script can talk to the node;
+* **plugin's client alone**: ``EdgeLakeClient.send`` (no kernel, no parsing);
+* **kernel.call_tool** (in process): argument validation, command rendering,
+  the request, reply checks, parsing, the result envelope;
+* **bare SDK server over stdio**: a minimal ``mcp`` low-level server (embedded
+  below) whose one tool sends the same request with ``http.client`` and
+  returns the body — what any MCP server pays for the protocol;
+* **plexor serve over stdio**: the real client path, ``python -m plexor
+  serve`` in a subprocess and the SDK's ``ClientSession`` in this process.
+
+Two calls: ``node_status`` (``get status where format = json``, 85 bytes) and
+``query`` (a network query through SQLite, 2 rows).
 
 Run: ``python bench/edgelake.py [--calls 2000] [--rounds 5] [--write]``;
-``--write`` also writes the table into ``plugins/edgelake/BENCH.md``.
+``--write`` also writes the tables into ``plugins/edgelake/BENCH.md``.
 """
 
 from __future__ import annotations
@@ -32,9 +42,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN = ROOT / "plugins" / "edgelake" / "tests" / "standin.py"
+TARGET = 1.2
 
 CASES = {
     "node_status": ("get status where format = json", None, {}),
@@ -43,105 +55,224 @@ CASES = {
         {"database": "mydb", "table": "t", "order_by": [{"column": "value", "direction": "desc"}], "limit": 2},
     ),
 }
+LATENCIES = {"fast": 0.0, "ms1": 0.001, "ms5": 0.005}  # node name -> seconds the stand-in waits per reply
+LABEL = {"fast": "stand-in (µs)", "ms1": "+1 ms per reply", "ms5": "+5 ms per reply"}
 
 
-def start_node() -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen([sys.executable, str(STANDIN)], stdout=subprocess.PIPE, text=True)
+def start_node(delay: float) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen([sys.executable, str(STANDIN), "--delay", str(delay)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     port = int(line.split("127.0.0.1:")[1].split(";")[0])
     return proc, port
 
 
-def bare(port: int, command: str, destination: str | None, n: int) -> float:
-    conn = http.client.HTTPConnection("127.0.0.1", port)
-    headers = {"command": command, "User-Agent": "AnyLog/1.23"}
-    if destination:
-        headers["destination"] = destination
-    conn.request("GET", "/", headers=headers)
-    conn.getresponse().read()
-    started = time.perf_counter()
-    for _ in range(n):
+class Bare:
+    """The anchor: keep-alive ``http.client`` connections, one per port."""
+
+    def __init__(self) -> None:
+        self.conns: dict[int, http.client.HTTPConnection] = {}
+
+    def request(self, port: int, command: str, destination: str | None) -> bytes:
+        conn = self.conns.get(port)
+        if conn is None:
+            conn = self.conns[port] = http.client.HTTPConnection("127.0.0.1", port)
+        headers = {"command": command, "User-Agent": "AnyLog/1.23"}
+        if destination:
+            headers["destination"] = destination
         conn.request("GET", "/", headers=headers)
         resp = conn.getresponse()
         body = resp.read()
-    elapsed = time.perf_counter() - started
-    assert body and resp.status == 200
-    conn.close()
-    return elapsed / n
+        if resp.status != 200 or not body:
+            raise RuntimeError(f"bare request failed: {resp.status} {body[:100]!r}")
+        return body
+
+    def timed(self, port: int, command: str, destination: str | None, n: int) -> float:
+        self.request(port, command, destination)
+        started = time.perf_counter()
+        for _ in range(n):
+            self.request(port, command, destination)
+        return (time.perf_counter() - started) / n
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            conn.close()
 
 
-async def plexor_runs(port: int, n: int, rounds: int) -> dict[str, dict[str, list[float]]]:
-    from mcp import Client
+# --------------------------------------------------------------------------------------------------
+# The bare SDK server (run as ``python bench/edgelake.py --bare-server``)
+
+def bare_server() -> None:
+    import anyio
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    bare = Bare()
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=[types.Tool(
+            name="request", description="Send one EdgeLake command and return the reply.",
+            input_schema={"type": "object", "properties": {"port": {"type": "integer"}, "command": {"type": "string"},
+                                                           "destination": {"type": "string"}},
+                          "required": ["port", "command"]})])
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        a = params.arguments or {}
+        body = bare.request(int(a["port"]), a["command"], a.get("destination"))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=body.decode("utf-8", "replace"))])
+
+    server = Server("bare-edgelake", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
+
+
+# --------------------------------------------------------------------------------------------------
+
+def calls_for(latency: float, calls: int) -> int:
+    """As many calls as fit in about half a second of node time (at least 50, at most ``calls``)."""
+    return max(50, min(calls, int(0.5 / (latency + 100e-6))))
+
+
+async def run(ports: dict[str, int], calls: int, rounds: int) -> dict[tuple[str, str], dict[str, list[float]]]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
     from plexor.kernel import Kernel
-    from plexor.server import build_server
 
     home = Path(tempfile.mkdtemp(prefix="plexor-bench-edgelake-"))
     (home / "config").mkdir()
-    (home / "config" / "plexor.toml").write_text(f'[edgelake]\nnodes = ["127.0.0.1:{port}"]\n')
+    nodes = ", ".join(f'"{name}=127.0.0.1:{port}"' for name, port in ports.items())
+    (home / "config" / "plexor.toml").write_text(f"[edgelake]\nnodes = [{nodes}]\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
-    env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS="edgelake")
+    env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS="edgelake", PLEXOR_LOG_LEVEL="warning")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     kernel = Kernel(load_entry_points=True, environ=env)
     await kernel.start()
     assert kernel.records["edgelake"].state.value == "ready", kernel.records["edgelake"].error
-    out: dict[str, dict[str, list[float]]] = {c: {"bare": [], "client": [], "kernel": [], "mcp": []} for c in CASES}
     engine = kernel.records["edgelake"].services["engine"]
-    edge = engine.client.nodes[0]
+    bare = Bare()
+    out: dict[tuple[str, str], dict[str, list[float]]] = {
+        (node, case): {k: [] for k in ("bare", "client", "kernel", "sdk", "plexor")} for node in ports for case in CASES
+    }
+    plexor_params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "serve"], env=env)
+    sdk_params = StdioServerParameters(command=sys.executable, args=[__file__, "--bare-server"], env=env)
+
+    def tool_args(node: str, args: dict[str, Any]) -> dict[str, Any]:
+        return args if node == "fast" else {**args, "node": node}  # fast is the default node
+
+    async def timed_session(session: Any, name: str, args: dict[str, Any], n: int) -> float:
+        r = await session.call_tool(name, args)
+        assert not r.is_error, r
+        started = time.perf_counter()
+        for _ in range(n):
+            await session.call_tool(name, args)
+        return (time.perf_counter() - started) / n
+
     try:
-        async with Client(build_server(kernel), mode="legacy") as client:
+        async with stdio_client(plexor_params) as (pr, pw), ClientSession(pr, pw) as plexor, \
+                stdio_client(sdk_params) as (sr, sw), ClientSession(sr, sw) as sdk:
+            await plexor.initialize()
+            await sdk.initialize()
+            await plexor.list_tools()  # the client re-lists tools it has not seen; list once, as real clients do
+            await sdk.list_tools()
             for _ in range(rounds):
-                for case, (command, destination, args) in CASES.items():
-                    out[case]["bare"].append(await asyncio.to_thread(bare, port, command, destination, n))
-                    started = time.perf_counter()
-                    for _ in range(n):
+                for node, port in ports.items():
+                    n = calls_for(LATENCIES[node], calls)
+                    edge = engine.client.node(node)
+                    for case, (command, destination, args) in CASES.items():
+                        series = out[(node, case)]
+                        series["bare"].append(bare.timed(port, command, destination, n))
                         await engine.client.send(edge, "GET", command, destination=destination)
-                    out[case]["client"].append((time.perf_counter() - started) / n)
-                    tool = f"edgelake_{case}"
-                    outcome = await kernel.call_tool(tool, args)
-                    assert not outcome.is_error, outcome.text
-                    started = time.perf_counter()
-                    for _ in range(n):
-                        await kernel.call_tool(tool, args)
-                    out[case]["kernel"].append((time.perf_counter() - started) / n)
-                    r = await client.call_tool(tool, args)
-                    assert not r.is_error
-                    m = max(1, n // 4)
-                    started = time.perf_counter()
-                    for _ in range(m):
-                        await client.call_tool(tool, args)
-                    out[case]["mcp"].append((time.perf_counter() - started) / m)
+                        started = time.perf_counter()
+                        for _ in range(n):
+                            await engine.client.send(edge, "GET", command, destination=destination)
+                        series["client"].append((time.perf_counter() - started) / n)
+                        tool, targs = f"edgelake_{case}", tool_args(node, args)
+                        outcome = await kernel.call_tool(tool, targs)
+                        assert not outcome.is_error, outcome.text
+                        started = time.perf_counter()
+                        for _ in range(n):
+                            await kernel.call_tool(tool, targs)
+                        series["kernel"].append((time.perf_counter() - started) / n)
+                        m = max(50, n // 4)
+                        sargs = {"port": port, "command": command} | ({"destination": destination} if destination else {})
+                        series["sdk"].append(await timed_session(sdk, "request", sargs, m))
+                        series["plexor"].append(await timed_session(plexor, tool, targs, m))
     finally:
+        bare.close()
         await kernel.stop()
     return out
 
 
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.0f}"
+
+
+def verdict(ratio: float) -> str:
+    return "yes" if ratio <= TARGET else "no"
+
+
+def tables(results: dict[tuple[str, str], dict[str, list[float]]], calls: int, rounds: int) -> str:
+    med = {key: {k: statistics.median(v) for k, v in series.items()} for key, series in results.items()}
+    lines = [
+        f"EdgeLake bench — {rounds} rounds, up to {calls} calls per contender and round (fewer at 1 and 5 ms: "
+        f"about 0.5 s of node time; MCP rows a quarter of that, at least 50), median of rounds, "
+        f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f} at the end; each stand-in node in its own process",
+        "",
+        "(a) In process — `kernel.call_tool` vs a bare `http.client` request",
+        "",
+        "| node | call | bare request (µs) | plugin's client alone (µs) | ratio | kernel.call_tool (µs) | ratio "
+        f"| ≤ {TARGET}× |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | :---: |",
+    ]
+    for (node, case), m in med.items():
+        b = m["bare"]
+        lines.append(f"| {LABEL[node]} | {case} | {us(b)} | {us(m['client'])} | {m['client'] / b:.2f}× "
+                     f"| {us(m['kernel'])} | {m['kernel'] / b:.2f}× | {verdict(m['kernel'] / b)} |")
+    lines += [
+        "",
+        "(b) MCP over stdio — `plexor serve` + the SDK's `ClientSession` vs a bare request from the same client "
+        "process; beside it a bare SDK server whose tool sends the same request",
+        "",
+        "| node | call | bare request (µs) | bare SDK server (µs) | ratio | plexor serve (µs) | ratio "
+        f"| ≤ {TARGET}× | plexor − bare SDK (µs) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | :---: | ---: |",
+    ]
+    for (node, case), m in med.items():
+        b = m["bare"]
+        lines.append(f"| {LABEL[node]} | {case} | {us(b)} | {us(m['sdk'])} | {m['sdk'] / b:.2f}× "
+                     f"| {us(m['plexor'])} | {m['plexor'] / b:.2f}× | {verdict(m['plexor'] / b)} "
+                     f"| {us(m['plexor'] - m['sdk'])} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
+    if "--bare-server" in sys.argv:
+        bare_server()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--write", action="store_true", help="write the table into plugins/edgelake/BENCH.md")
+    parser.add_argument("--write", action="store_true", help="write the tables into plugins/edgelake/BENCH.md")
     ns = parser.parse_args()
-    proc, port = start_node()
+    procs: list[subprocess.Popen[str]] = []
     try:
-        results = asyncio.run(plexor_runs(port, ns.calls, ns.rounds))
+        ports = {}
+        for node, delay in LATENCIES.items():
+            proc, ports[node] = start_node(delay)
+            procs.append(proc)
+        results = asyncio.run(run(ports, ns.calls, ns.rounds))
     finally:
-        proc.terminate()
-        proc.wait(5)
-    lines = [
-        f"EdgeLake bench — {ns.rounds} rounds × {ns.calls} calls (MCP: {max(1, ns.calls // 4)}), median of rounds, "
-        f"Python {platform.python_version()}, stand-in node in its own process",
-        "",
-        "| call | bare http.client (µs) | plugin's client alone (µs) | Plexor kernel.call_tool (µs) | ratio "
-        "| Plexor over MCP (µs) | ratio | node time for 1.2× in-process |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for case, series in results.items():
-        b, c, k, m = (statistics.median(series[x]) * 1e6 for x in ("bare", "client", "kernel", "mcp"))
-        # (t_node + overhead) / t_node <= 1.2  <=>  t_node >= 5 * overhead
-        need = 5 * (k - b) / 1000
-        lines.append(f"| {case} | {b:.0f} | {c:.0f} | {k:.0f} | {k / b:.2f}× | {m:.0f} | {m / b:.2f}× | ≥ {need:.1f} ms |")
-    table = "\n".join(lines)
+        for proc in procs:
+            proc.terminate()
+            proc.wait(5)
+    table = tables(results, ns.calls, ns.rounds)
     print(table)
     if ns.write:
         target = ROOT / "plugins" / "edgelake" / "BENCH.md"

@@ -191,6 +191,7 @@ class StandIn:
     big_rows: int = 0
     db_path: str | None = None
     delays: dict[str, float] = field(default_factory=dict)  # command prefix -> seconds before answering
+    delay: float = 0.0  # seconds before every reply: a node's own work per command (the benchmark's latencies)
     overrides: dict[str, bytes] = field(default_factory=dict)  # command -> raw reply (closes afterwards)
     port: int = 0  # 0: any free port
 
@@ -319,6 +320,11 @@ class StandIn:
                 self.inflight += 1
                 self.peak_inflight = max(self.peak_inflight, self.inflight)
                 try:
+                    if self.delay > 0:
+                        try:
+                            await asyncio.sleep(self.delay)
+                        except asyncio.CancelledError:
+                            return
                     for prefix, seconds in self.delays.items():
                         if _norm(req.command).startswith(prefix):
                             try:
@@ -501,9 +507,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-if __name__ == "__main__":  # pragma: no cover - handy for poking at it with curl
-    with StandIn() as node:
-        print(f"stand-in EdgeLake node on {node.address}; Ctrl-C to stop", flush=True)
+if __name__ == "__main__":  # pragma: no cover - handy for poking at it with curl; the benchmark runs it so
+    import argparse
+
+    ap = argparse.ArgumentParser(description="A stand-in EdgeLake node replaying recorded replies.")
+    ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    ap.add_argument("--delay", type=float, default=0.0,
+                    help="seconds to wait before every reply, emulating a real node's work per command")
+    ns = ap.parse_args()
+    with StandIn(port=ns.port, delay=ns.delay) as node:
+        print(f"stand-in EdgeLake node on {node.address}; delay {ns.delay * 1000:g} ms; Ctrl-C to stop", flush=True)
         try:
             while True:
                 time.sleep(3600)

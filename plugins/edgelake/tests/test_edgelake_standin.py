@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -105,3 +107,15 @@ def test_big_table_rows_are_generated() -> None:
     with StandIn(big_rows=2500) as n:
         got = _raw_exchange(n.port, _request('sql mydb format = json "select count(*) from big"', destination="network"))
     assert b'"count(*)":2500' in got
+
+
+def test_a_delay_holds_every_reply_back() -> None:
+    with StandIn(delay=0.05) as slow:
+        conn = http.client.HTTPConnection("127.0.0.1", slow.port, timeout=5)
+        for command in ("get status", "blockchain get table"):
+            started = time.perf_counter()
+            conn.request("GET", "/", headers={"command": command, "User-Agent": "AnyLog/1.23"})
+            resp = conn.getresponse()
+            assert resp.status == 200 and resp.read()
+            assert time.perf_counter() - started >= 0.05
+        conn.close()
