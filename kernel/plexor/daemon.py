@@ -257,8 +257,8 @@ class _Upstream:
 
     async def request(self, op: Any) -> Any:
         """Run ``op(client)``; on a broken connection restart/reconnect and run it once more."""
-        from mcp.shared.exceptions import MCPError
         import mcp_types as types
+        from mcp.shared.exceptions import MCPError
 
         client = await self.connect()
         generation = self.generation

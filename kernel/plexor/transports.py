@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp.server.streamable_http import EventStore  # already loaded by mcp.server.lowlevel
+
 from plexor.kernel import Kernel, State
 
 __all__ = ["HttpOptions", "build_http_app", "is_loopback", "serve_http", "serve_stdio", "worker_app"]
@@ -153,9 +155,7 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    from plexor.server import build_server
-
-    from plexor.server import Boot
+    from plexor.server import Boot, build_server
 
     boot = Boot(kernel)
     server = build_server(kernel, boot=boot)
@@ -177,7 +177,7 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
             await kernel.stop(grace)
 
 
-class _MemoryEventStore:
+class _MemoryEventStore(EventStore):
     """The SDK's ``EventStore`` kept in memory: the last ``limit`` events of all streams.
 
     Enough for a client to resume a dropped SSE stream with ``Last-Event-ID``
@@ -418,7 +418,6 @@ def serve_http(kernel: Kernel | None, opts: HttpOptions, *, sock: socket.socket 
     With ``opts.workers > 1`` (stateless Streamable HTTP only) uvicorn starts that
     many processes on one socket; each builds its own kernel from the environment.
     """
-    import uvicorn
 
     if opts.workers > 1:
         if not opts.stateless or opts.transport != "http":
