@@ -283,6 +283,11 @@ class Store:
             self._x("INSERT INTO arbor_owner (tree_id, owner_id, count) VALUES (?, ?, 1)", (tid, owner))
         return self.get_tree(tid)
 
+    def head_id(self, tree_id: str) -> str:
+        """The id of the tree's head node (the tree must not be archived); cheaper than :meth:`get_tree`."""
+        head_seq = self._tree_row(tree_id)[2]
+        return self._ids_of([head_seq])[head_seq]
+
     def get_tree(self, tree_id: str, *, allow_archived: bool = False) -> dict[str, Any]:
         row = self._tree_row(tree_id, allow_archived=allow_archived)
         out = self._tree_dict(row)

@@ -296,7 +296,7 @@ def context_get_path(ctx: Context, tree_id: str, node_id: str | None = None) -> 
     """
     store = _store(ctx)
     if node_id is None:
-        node_id = store.get_tree(tree_id)["head"]
+        node_id = store.head_id(tree_id)
     nodes = store.path(tree_id, node_id)
     return {"tree_id": tree_id, "node_id": nodes[-1]["id"], "nodes": nodes, "depth": len(nodes) - 1}
 
@@ -310,7 +310,7 @@ def context_get_handles(ctx: Context, tree_id: str, node_id: str | None = None) 
     """
     store = _store(ctx)
     if node_id is None:
-        node_id = store.get_tree(tree_id)["head"]
+        node_id = store.head_id(tree_id)
     handles = store.handles(tree_id, node_id)
     return {"tree_id": tree_id, "node_id": node_id, "handles": handles, "count": len(handles)}
 
