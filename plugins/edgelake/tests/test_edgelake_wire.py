@@ -94,6 +94,15 @@ async def test_a_reply_that_ends_the_connection_is_not_reused(reply_bytes: bytes
     assert len(conns) == 2
 
 
+async def test_an_interim_reply_is_skipped() -> None:
+    both = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    async with raw_node(lambda _: ([both[:30], both[30:]], False)) as (client, _, conns):
+        for _ in range(2):
+            reply = await client.send(client.nodes[0], "GET", "get status", timeout=5)
+            assert reply.status == 200 and reply.reason == "OK" and reply.body == b"ok"
+    assert len(conns) == 1
+
+
 async def test_bytes_after_the_reply_drop_the_connection_not_the_reply() -> None:
     extra = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nlater"
     async with raw_node(lambda _: ([extra], False)) as (client, _, conns):

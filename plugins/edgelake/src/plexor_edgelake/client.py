@@ -219,6 +219,9 @@ class _Conn(asyncio.Protocol):
         self.chunks.append(body)
 
     def on_message_complete(self) -> None:
+        if 100 <= self.status < 200:  # an interim reply (100 Continue): the real one follows
+            self.reason, self.header_list, self.headers_done, self.status = b"", [], False, 0
+            return
         self.complete = True
         self._wake()
 
