@@ -121,3 +121,65 @@ def test_a_broken_config_file_is_a_usage_error(run, plexor_home):
 def test_non_loopback_bind_needs_a_token(run):
     out = run("serve", "--transport", "http", "--host", "0.0.0.0")
     assert out.returncode == 2 and "--token" in out.stderr
+
+
+def test_a_broken_config_is_a_usage_error_for_every_command(run, plexor_home):
+    cfg = plexor_home / "config" / "plexor.toml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text("[fakecli\n", encoding="utf-8")
+    for args in (("plugins",), ("tools",), ("call", "fakecli_echo", "--arg", "text=a")):
+        out = run(*args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert "is not valid TOML" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_bad_environment_is_a_usage_error(run):
+    out = run("tools", env={"PLEXOR_SEPARATOR": "."})
+    assert out.returncode == 2 and "PLEXOR_SEPARATOR='.' cannot join tool names" in out.stderr
+
+
+def test_optional_text_arguments_stay_text(plexor_home, site_dir, run):
+    install_fake_dist(site_dir, "plexor-fakeopt", "fakeopt", "plexor_fakeopt", '''
+from plexor import hookimpl
+
+@hookimpl
+def plexor_register_tools(register, settings):
+    def find(query: str | None = None, limit: int | None = None) -> dict:
+        """Find."""
+        return {"query": query, "limit": limit}
+    register(find)
+''')
+    out = run("call", "fakeopt_find", "--arg", "query=1", "--arg", "limit=5")
+    assert json.loads(out.stdout) == {"query": "1", "limit": 5}
+    bad = run("call", "fakeopt_find", "--arg", "limit=x")
+    assert bad.returncode == 2
+    assert "Accepted arguments: query (string or null); limit (integer or null)" in bad.stdout
+
+
+COMMANDS_OF_A_FAILING_PLUGIN = """
+from plexor import hookimpl
+
+@hookimpl
+def plexor_add_config(config):
+    config.add("level", int, 1)
+
+@hookimpl
+def plexor_register_commands(cli):
+    import click
+
+    @cli.group("fakefail")
+    def group():
+        '''Commands of a plugin whose settings are wrong.'''
+
+    @group.command()
+    def hello():
+        click.echo("never")
+"""
+
+
+def test_commands_of_a_failed_plugin_say_why(run, site_dir, plexor_home):
+    install_fake_dist(site_dir, "plexor-fakefail", "fakefail", "plexor_fakefail", COMMANDS_OF_A_FAILING_PLUGIN)
+    out = run("fakefail", "hello", env={"PLEXOR_FAKEFAIL_LEVEL": "high"})
+    assert out.returncode == 2
+    assert "the plugin 'fakefail' is installed but failed" in out.stderr
+    assert "PLEXOR_FAKEFAIL_LEVEL is not an integer" in out.stderr

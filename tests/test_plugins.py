@@ -188,3 +188,48 @@ async def test_a_signature_pydantic_cannot_describe_fails_the_plugin_at_start(pl
         assert "socket.socket" in error and "Use JSON-friendly types" in error
         names = {t.name for t in (await client.list_tools()).tools}
         assert "fine_ok" in names and "odd_tool" not in names
+
+
+@pytest.mark.anyio
+async def test_guidance_finds_failed_and_disabled_plugins_whose_namespace_has_the_separator(plexor):
+    def boom(kernel):
+        raise RuntimeError("index folder missing")
+
+    broken = make_plugin("folder-search", plexor_startup=boom,
+                         plexor_register_tools=lambda register, settings: register(lambda: {}, name="search"))
+    off = tools_plugin("my-tools", go=lambda: {})
+    async with plexor.client([("folder-search", broken), ("my-tools", off)], env={"PLEXOR_DISABLE": "my-tools"}) as client:
+        failed = await client.call_tool("folder_search_search", {})
+        assert failed.is_error
+        assert "belongs to the plugin 'folder-search', which is not available (it failed)" in failed.content[0].text
+        disabled = await client.call_tool("my_tools_go", {})
+        assert "belongs to the plugin 'my-tools', which is disabled" in disabled.content[0].text
+        assert "PLEXOR_DISABLE" in disabled.content[0].text
+
+
+def test_the_builtin_plugin_cannot_be_disabled(plexor_home):
+    k = _kernel(plexor_home, PLEXOR_DISABLE="plexor").load()
+    assert k.records["plexor"].state == State.LOADING
+    assert "plexor_health" in k.registry.tools
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("PLEXOR_SEPARATOR", ".", "PLEXOR_SEPARATOR='.' cannot join tool names"),
+    ("PLEXOR_PAGE_SIZE", "abc", "PLEXOR_PAGE_SIZE='abc' is not a valid value"),
+    ("PLEXOR_PAGE_SIZE", "0", "PLEXOR_PAGE_SIZE='0' is not a valid value"),
+    ("PLEXOR_START_WAIT", "soon", "PLEXOR_START_WAIT='soon' is not a valid value"),
+])
+def test_bad_kernel_environment_variables_are_config_errors(plexor_home, variable, value, message):
+    from plexor.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _kernel(plexor_home, **{variable: value})
+
+
+@pytest.mark.anyio
+async def test_the_separator_can_be_a_dash(plexor):
+    async with plexor.client([("demo", tools_plugin("demo", go=lambda: {"ok": True}))],
+                             env={"PLEXOR_SEPARATOR": "-"}) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"demo-go", "plexor-health"} <= names
+        assert (await client.call_tool("demo.go", {})).structured_content == {"ok": True}

@@ -118,8 +118,9 @@ async def test_prompts_list_and_get(plexor):
         assert args == {"note_id": True, "tone": False}
         got = await client.get_prompt("notes_summarise", {"note_id": "a", "tone": "cheerful"})
         assert got.messages[0].content.text == "Summarise note a in a cheerful tone."
-        with pytest.raises(MCPError, match="(?s)unknown prompt 'notes_summary'.*Did you mean 'notes_summarise'"):
+        with pytest.raises(MCPError, match="(?s)unknown prompt 'notes_summary'.*Did you mean 'notes_summarise'") as unknown:
             await client.get_prompt("notes_summary", {})
+        assert unknown.value.code == -32602  # MCP: an unknown prompt name is invalid params
         with pytest.raises(MCPError, match="argument 'note_id' is required"):
             await client.get_prompt("notes_summarise", {})
 

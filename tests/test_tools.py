@@ -6,6 +6,7 @@ import json
 from typing import Literal, TypedDict
 
 import anyio
+import pydantic
 import pytest
 from conftest import make_plugin, tools_plugin
 from mcp_types import PaginatedRequestParams
@@ -213,14 +214,51 @@ async def test_annotations_and_title_are_listed(plexor):
         assert tool.annotations.read_only_hint is True and tool.annotations.idempotent_hint is True
 
 
-async def test_declared_output_schema_is_validated_by_the_client(plexor):
+async def test_a_result_breaking_its_declared_output_schema_is_a_plugin_error(plexor):
     def register(register, settings):
         register(lambda: {"n": "not a number"}, name="liar",
                  output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
 
     async with plexor.client([("demo", make_plugin("demo", plexor_register_tools=register))]) as client:
-        with pytest.raises(RuntimeError, match="Invalid structured content"):
-            await client.call_tool("demo_liar", {})
+        r = await client.call_tool("demo_liar", {})
+        assert r.is_error
+        text = r.content[0].text
+        assert "demo_liar returned data that does not match its declared output schema (n: 'not a number'" in text
+        assert "bug in the plugin 'demo'" in text
+
+
+class Point(pydantic.BaseModel):
+    x: int
+    y: int
+
+
+def where_is() -> Point:
+    """A pydantic model result."""
+    return Point(x=1, y=2)
+
+
+def nothing() -> None:
+    """Returns nothing."""
+
+
+def not_a_number() -> dict:
+    """Returns NaN, which JSON cannot carry."""
+    return {"v": float("nan"), "ok": 1.5}
+
+
+async def test_model_none_and_nan_results_are_valid_for_the_client(plexor):
+    plugin = tools_plugin("demo", where=where_is, nothing=nothing, nan=not_a_number)
+    async with plexor.client([("demo", plugin)]) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert tools["demo_where"].output_schema["required"] == ["x", "y"]
+        assert tools["demo_nothing"].output_schema is None
+        point = await client.call_tool("demo_where", {})
+        assert not point.is_error and point.structured_content == {"x": 1, "y": 2}
+        none = await client.call_tool("demo_nothing", {})
+        assert not none.is_error and none.structured_content == {}
+        nan = await client.call_tool("demo_nan", {})
+        assert nan.structured_content == {"v": None, "ok": 1.5}
+        assert json.loads(nan.content[0].text) == {"v": None, "ok": 1.5}
 
 
 async def test_tools_list_paginates(plexor):

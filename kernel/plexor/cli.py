@@ -45,16 +45,21 @@ class PluginGroup(click.Group):
             kernel = Kernel()
             kernel.load()
         except Exception as exc:  # noqa: BLE001 - a broken config must not break --help
-            self._clash_errors.append(f"plugins not loaded: {exc}")
+            text = exc.render() if hasattr(exc, "render") else str(exc)
+            click.echo(f"warning: plugin commands are unavailable: {text}", err=True)
             return self._plugin_commands
         for rec in kernel.records.values():
-            if rec.module is None or not kernel.has_hook(rec, "plexor_register_commands"):
-                continue
-            if rec.state.value in ("failed", "disabled"):
+            hook = getattr(rec.module, "plexor_register_commands", None) if rec.module is not None else None
+            if hook is None or rec.state.value == "disabled":
                 continue
             staging = click.Group(name="staging")
             try:
-                kernel._call(rec, "plexor_register_commands", cli=staging)
+                if rec.state.value == "failed":
+                    # Its commands would not work, but "No such command" would hide why: stand-ins say.
+                    hook(staging)
+                    staging.commands = {n: _failed_command(n, rec.name, rec.error or "") for n in staging.commands}
+                else:
+                    kernel._call(rec, "plexor_register_commands", cli=staging)
             except Exception as exc:  # noqa: BLE001
                 self._clash_errors.append(f"plugin {rec.name} could not add its commands: {exc}")
                 continue
@@ -81,6 +86,20 @@ class PluginGroup(click.Group):
         return found[0] if found else None
 
 
+def _failed_command(name: str, plugin: str, error: str) -> click.Command:
+    def explain() -> None:
+        click.echo(f"plexor {name}: the plugin {plugin!r} is installed but failed: {error}", err=True)
+        click.echo("Fix the cause (see `plexor plugins`) and try again.", err=True)
+        sys.exit(2)
+
+    return click.Command(name, callback=explain, help=f"(unavailable: the plugin {plugin} failed)",
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+
+
+def _usage_error(exc: Exception) -> click.UsageError:
+    return click.UsageError(exc.render() if hasattr(exc, "render") else str(exc))
+
+
 def _quiet_logs() -> None:
     from plexor.log import configure
 
@@ -94,6 +113,7 @@ def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
     """
     import anyio
 
+    from plexor.errors import ConfigError
     from plexor.kernel import Kernel
 
     environ = dict(os.environ)
@@ -101,7 +121,11 @@ def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
         environ["PLEXOR_PLUGINS"] = ",".join(plugins)
 
     async def go() -> Any:
-        kernel = Kernel(environ=environ)
+        try:
+            kernel = Kernel(environ=environ)
+            kernel.load()
+        except ConfigError as exc:
+            raise _usage_error(exc) from exc
         await kernel.start()
         try:
             result = func(kernel)
@@ -170,8 +194,8 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
         raise click.UsageError("--workers N needs --transport http --stateless: MCP sessions cannot span processes")
     from plexor.kernel import Kernel
 
-    kernel = Kernel()
     try:
+        kernel = Kernel()
         if transport == "stdio":
             # Only the config file is checked now: under stdio the kernel loads the
             # plugins right after answering the handshake (see transports.serve_stdio).
@@ -310,10 +334,14 @@ def plugins_cmd(as_json: bool) -> None:
 def tools_cmd(as_json: bool) -> None:
     """List every tool with its description and input schema."""
     _quiet_logs()
+    from plexor.errors import ConfigError
     from plexor.kernel import Kernel
 
-    kernel = Kernel()
-    kernel.load()
+    try:
+        kernel = Kernel()
+        kernel.load()
+    except ConfigError as exc:
+        raise _usage_error(exc) from exc
     good = []
     for t in kernel.registry.tools.values():
         try:
@@ -340,6 +368,12 @@ def tools_cmd(as_json: bool) -> None:
             click.echo(f"    - {name}: {typ}{' (required)' if name in required else ''}")
 
 
+def _takes_string(prop: dict[str, Any]) -> bool:
+    if prop.get("type") == "string" or (isinstance(prop.get("type"), list) and "string" in prop["type"]):
+        return True
+    return any(_takes_string(option) for option in prop.get("anyOf", []) + prop.get("oneOf", []))
+
+
 def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: dict[str, Any]) -> dict[str, Any]:
     args: dict[str, Any] = {}
     if raw_json:
@@ -355,8 +389,8 @@ def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: dict[str, 
         if "=" not in pair:
             raise click.UsageError(f"--arg {pair!r} must look like key=value")
         key, value = pair.split("=", 1)
-        if props.get(key, {}).get("type") == "string":
-            args[key] = value
+        if _takes_string(props.get(key, {})):
+            args[key] = value  # "--arg name=123" means the text 123 when text is accepted
             continue
         try:
             args[key] = json.loads(value)

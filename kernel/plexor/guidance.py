@@ -24,20 +24,43 @@ def suggest(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     return found
 
 
+def namespace_of(name: str, known: Iterable[str], separator: str = "_") -> str:
+    """The namespace a tool name points at: the longest known one it starts with (namespaces may
+    contain the separator, e.g. ``folder_search``), else the part before the first separator."""
+    if "." in name:
+        return name.split(".", 1)[0]
+    best = ""
+    for ns in known:
+        if name.startswith(ns + separator) and len(ns) > len(best):
+            best = ns
+    return best or name.split(separator, 1)[0]
+
+
 def unknown_tool(
     name: str,
     tools: dict[str, Any],
     namespaces: dict[str, str],
-    failed: dict[str, str],
+    unavailable: dict[str, tuple[str, str]],
     separator: str = "_",
 ) -> PlexorError:
-    """A :class:`NotFound` for an unknown tool, with did-you-mean and the namespaces."""
-    ns = name.split(".", 1)[0] if "." in name else name.split(separator, 1)[0]
-    if ns in failed:
+    """A :class:`NotFound` for an unknown tool, with did-you-mean and the namespaces.
+
+    :param unavailable: namespace -> (plugin, state) for failed and disabled plugins.
+    """
+    ns = namespace_of(name, list(namespaces) + list(unavailable), separator)
+    if ns in unavailable and ns not in namespaces:
+        plugin, state = unavailable[ns]
+        if state == "disabled":
+            return NotFound(
+                f"the tool {name!r} belongs to the plugin {plugin!r}, which is disabled",
+                f"It is turned off by PLEXOR_DISABLE or left out of PLEXOR_PLUGINS; enable {plugin} there and "
+                "restart the server, or use another tool.",
+                data={"namespace": ns, "plugin": plugin, "state": state},
+            )
         return NotFound(
-            f"the tool {name!r} belongs to the plugin {failed[ns]!r}, which is not available",
+            f"the tool {name!r} belongs to the plugin {plugin!r}, which is not available (it failed)",
             "Run `plexor plugins` (or call plexor_health) to see why, fix it, and restart the server.",
-            data={"namespace": ns},
+            data={"namespace": ns, "plugin": plugin, "state": state},
         )
     near = suggest(name.replace(".", separator, 1), tools)
     spaces = sorted(namespaces)
@@ -77,9 +100,9 @@ def default_guidance(exc: BaseException, context: dict[str, Any]) -> PlexorError
         return StorageError(f"{plugin}: a storage error in {where}: {text}", hint + ref)
     if isinstance(exc, TimeoutError):
         return PlexorError(f"{plugin}: {where} timed out", "Retry, or narrow the request so it does less work." + ref)
-    if isinstance(exc, (FileNotFoundError, PermissionError)):
+    if isinstance(exc, (FileNotFoundError, PermissionError)) and getattr(exc, "filename", None):
         return PlexorError(
-            f"{plugin}: {where} could not open {getattr(exc, 'filename', '') or 'a file'}: {exc.strerror}",
+            f"{plugin}: {where} could not open {exc.filename}: {exc.strerror or exc}",
             "Check that the path exists and is readable." + ref,
         )
     message = str(exc).strip() or type(exc).__name__

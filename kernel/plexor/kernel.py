@@ -62,9 +62,11 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     # loading -> stopped: loaded for inspection (`plexor tools`) and never started.
     State.LOADING: frozenset({State.STARTING, State.FAILED, State.STOPPED}),
     State.STARTING: frozenset({State.READY, State.FAILED, State.DRAINING}),
-    State.READY: frozenset({State.DRAINING, State.FAILED}),
+    State.READY: frozenset({State.DRAINING}),
+    # draining -> failed: a plugin whose startup hook raises after a signal began the drain.
     State.DRAINING: frozenset({State.STOPPED, State.FAILED}),
-    State.FAILED: frozenset({State.DRAINING, State.STOPPED}),
+    # failed -> stopped: the kernel only (a broken config file, then stop); a failed plugin stays failed.
+    State.FAILED: frozenset({State.STOPPED}),
     State.STOPPED: frozenset(),
     State.DISABLED: frozenset(),
 }
@@ -213,6 +215,13 @@ class Kernel(_Machine):
         self.records: dict[str, PluginRecord] = {}
         self.registry = Registry()
         self.separator = self.environ.get("PLEXOR_SEPARATOR", "_") or "_"
+        if self.separator not in ("_", "-"):
+            raise ConfigError(
+                f"PLEXOR_SEPARATOR={self.separator!r} cannot join tool names",
+                "Use '_' (the default) or '-': tool names must match ^[A-Za-z0-9_-]{1,64}$ for every major LLM API.",
+            )
+        self.page_size = _env_number(self.environ, "PLEXOR_PAGE_SIZE", 100, int, minimum=1)
+        self.start_wait = _env_number(self.environ, "PLEXOR_START_WAIT", 15.0, float, minimum=0)
         self.started_at = time.time()
         self.pid = os.getpid()
         self._extra = list(plugins)
@@ -267,7 +276,7 @@ class Kernel(_Machine):
         seen: dict[str, PluginRecord] = {}
         for rec in candidates:
             if rec.name in seen:
-                rec.state = State.FAILED
+                rec._move(State.FAILED)
                 other = seen[rec.name]
                 rec.error = (
                     f"plugin name {rec.name!r} is claimed by both {other.distribution} and {rec.distribution}; "
@@ -279,14 +288,22 @@ class Kernel(_Machine):
             seen[rec.name] = rec
             self.records[rec.name] = rec
             allowed = rec.name == BUILTIN or only is None or rec.name in only
-            if rec.name in blocked or not allowed:
+            if rec.name == BUILTIN and BUILTIN in blocked:
+                self.log.warning("builtin_not_disabled", hint="the built-in plugin 'plexor' (plexor_health) is "
+                                 "part of the kernel and cannot be disabled; PLEXOR_DISABLE=plexor is ignored")
+            if (rec.name in blocked and rec.name != BUILTIN) or not allowed:
                 rec._move(State.DISABLED)
                 continue
             self._load_one(rec)
-        if only:
-            for name in only:
+        for var, names in (("PLEXOR_PLUGINS", only or []), ("PLEXOR_DISABLE", sorted(blocked))):
+            for name in names:
                 if name not in self.records:
-                    self.log.warning("plugin_not_installed", plugin=name, hint="PLEXOR_PLUGINS names a plugin that is not installed")
+                    import difflib
+
+                    near = difflib.get_close_matches(name, list(self.records), n=1)
+                    self.log.warning("plugin_not_installed", plugin=name, variable=var,
+                                     hint=f"{var} names {name!r}, which is not installed"
+                                     + (f"; did you mean {near[0]!r}?" if near else f"; installed: {', '.join(sorted(self.records))}"))
         return self
 
     def _discover(self) -> list[PluginRecord]:
@@ -542,12 +559,13 @@ class Kernel(_Machine):
         if spec is None and "." in name:
             spec = self.registry.tools.get(name.replace(".", self.separator, 1))
         if spec is None:
-            failed = {}
+            unavailable: dict[str, tuple[str, str]] = {}
             for r in self.records.values():
                 if r.state in (State.FAILED, State.DISABLED):
-                    ns = getattr(r.module, "PLEXOR_NAMESPACE", None) or r.name.replace("-", "_")
-                    failed[ns] = r.name
-            raise unknown_tool(name, self.registry.tools, self.registry.namespaces, failed, self.separator)
+                    # A disabled plugin was never imported, so only its name hints at its namespace.
+                    ns = r.namespace or getattr(r.module, "PLEXOR_NAMESPACE", None) or r.name.replace("-", "_")
+                    unavailable[ns] = (r.name, r.state.value)
+            raise unknown_tool(name, self.registry.tools, self.registry.namespaces, unavailable, self.separator)
         return spec
 
     async def _gate(self, rec: PluginRecord, ready_required: bool) -> None:
@@ -556,7 +574,7 @@ class Kernel(_Machine):
         if self.state in (State.DRAINING, State.STOPPED):
             raise NotReady("the server is shutting down", "Reconnect in a moment; a new server process will answer.")
         if rec.state == State.STARTING and rec._started is not None and not rec._started.is_set():
-            with anyio.move_on_after(float(self.environ.get("PLEXOR_START_WAIT", "15"))):
+            with anyio.move_on_after(self.start_wait):
                 await rec._started.wait()
         if rec.state == State.FAILED:
             raise NotReady(f"the plugin {rec.name!r} failed: {rec.error}", "Fix the cause (see `plexor plugins`) and restart the server.")
@@ -618,7 +636,7 @@ class Kernel(_Machine):
 
     def _error_outcome(self, exc: BaseException, spec: ToolSpec | None, name: str, arguments: Any, request_id: Any) -> Outcome:
         err = self.explain(exc, {"plugin": spec.plugin if spec else None, "tool": spec.name if spec else name,
-                                 "arguments": arguments, "request_id": request_id or _short_id()})
+                                 "arguments": arguments, "request_id": _short_id() if request_id is None else request_id})
         meta = {"plexor/provenance": spec.provenance if spec else "plexor/kernel"}
         if spec:
             meta["plexor/schemaHash"] = spec.schema_hash
@@ -629,7 +647,9 @@ class Kernel(_Machine):
         if isinstance(exc, PlexorError):
             return exc
         plugin = context.get("plugin")
-        request_id = context.get("request_id") or _short_id()
+        request_id = context.get("request_id")
+        if request_id is None:
+            request_id = _short_id()
         context["request_id"] = request_id
         self.log.error("call_failed", request_id=str(request_id), plugin=plugin,
                        where=context.get("tool") or context.get("uri"),
@@ -689,6 +709,8 @@ class Kernel(_Machine):
             advice.extend(value.guidance)
             text = value.text
             value = value.data
+        if not isinstance(value, (dict, list, str, int, float, bool, type(None))):
+            value = _jsonable(value)  # a pydantic model or dataclass becomes its dict before any wrapping
         if spec.signature.wraps_result or not isinstance(value, dict):
             value = {"result": value} if value is not None else {}
         # One dumps in the common case; a second pass only when the value held
@@ -699,8 +721,14 @@ class Kernel(_Machine):
             converted.append(True)
             return _jsonable(obj)
 
-        dumped = json.dumps(value, default=default, ensure_ascii=False)
+        try:
+            dumped = json.dumps(value, default=default, ensure_ascii=False, allow_nan=False)
+        except ValueError:  # NaN or infinity: not JSON; send null, as structuredContent would
+            converted.append(True)
+            dumped = json.dumps(_finite(value), default=default, ensure_ascii=False)
         data = json.loads(dumped) if converted else value
+        if spec.signature.output_schema is not None:
+            _check_output(spec, data)
         if text is None:
             text = dumped
         return data, text, advice
@@ -830,6 +858,46 @@ class Kernel(_Machine):
         if inspect.isawaitable(result):
             result = await result
         return [str(v) for v in list(result)[:100]]
+
+
+def _env_number(environ: Mapping[str, str], name: str, default: Any, kind: type, minimum: float) -> Any:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ConfigError(f"{name}={raw!r} is not a valid value", f"Set {name} to a number of at least {minimum}, or unset it.")
+    return value
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _check_output(spec: ToolSpec, data: Any) -> None:
+    """Refuse a result that breaks the tool's declared output schema (clients would reject it)."""
+    validator = spec._output_validator
+    if validator is None:
+        from jsonschema import validators
+
+        cls = validators.validator_for(spec.signature.output_schema)
+        validator = spec._output_validator = cls(spec.signature.output_schema)
+    error = next(iter(validator.iter_errors(data)), None)
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "the result"
+        raise PluginError(
+            f"{spec.name} returned data that does not match its declared output schema ({where}: {error.message})",
+            f"This is a bug in the plugin {spec.plugin!r}; nothing was sent. Report it to the plugin's author.",
+        )
 
 
 def _call_list(func: Callable[..., Any], args: tuple[Any, ...]) -> list[Any]:

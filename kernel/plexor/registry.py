@@ -62,6 +62,7 @@ class ToolSpec:
     declared_output_schema: dict[str, Any] | None = None
     _signature: Signature | None = None
     _schema_hash: str | None = None
+    _output_validator: Any = None
 
     @property
     def signature(self) -> Signature:

@@ -150,11 +150,29 @@ def _accepted(sig: Signature) -> str:
         return "This takes no arguments; call it with {}."
     parts = []
     for name, prop in props.items():
-        typ = prop.get("type") or ("enum" if "enum" in prop else "value")
-        if "enum" in prop:
-            typ = " | ".join(json.dumps(v) for v in prop["enum"])
-        parts.append(f"{name} ({typ}{', required' if name in required else ''})")
+        parts.append(f"{name} ({_type_text(prop)}{', required' if name in required else ''})")
     return "Accepted arguments: " + "; ".join(parts) + "."
+
+
+def _type_text(prop: dict[str, Any]) -> str:
+    """A JSON schema's type for people: ``integer``, ``"a" | "b"``, ``string or null``."""
+    if "enum" in prop:
+        return " | ".join(json.dumps(v) for v in prop["enum"])
+    if "const" in prop:
+        return json.dumps(prop["const"])
+    typ = prop.get("type")
+    if isinstance(typ, list):
+        return " or ".join(typ)
+    if typ == "array" and isinstance(prop.get("items"), dict) and prop["items"]:
+        return f"list of {_type_text(prop['items'])}"
+    if typ:
+        return str(typ)
+    options = prop.get("anyOf") or prop.get("oneOf")
+    if options:
+        return " or ".join(dict.fromkeys(_type_text(o) for o in options))
+    if "$ref" in prop:
+        return "object"
+    return "any value"
 
 
 def analyse(func: Callable[..., Any], *, output_schema: dict[str, Any] | None = None) -> Signature:
@@ -207,7 +225,7 @@ def analyse(func: Callable[..., Any], *, output_schema: dict[str, Any] | None = 
 
 
 def _output_schema(ret: Any) -> tuple[dict[str, Any] | None, bool]:
-    if ret is inspect.Parameter.empty or ret is None or ret is Any:
+    if ret is inspect.Parameter.empty or ret is None or ret is type(None) or ret is Any:
         return None, False
     origin = typing.get_origin(ret)
     if ret is dict or origin is dict or origin in (typing.Union,) or _is_iterator(ret):

@@ -137,7 +137,7 @@ class Boot:
 
 def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None) -> PlexorServer:
     """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``)."""
-    size = page_size or int(kernel.environ.get("PLEXOR_PAGE_SIZE", "100"))
+    size = page_size or kernel.page_size
     sessions = _Sessions()
     cache: dict[str, Any] = {}
 
@@ -150,6 +150,8 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
                 except PlexorError as exc:  # one bad tool signature fails its plugin, not the list
                     kernel._fail_plugin(kernel.records[spec.plugin], exc, "loading")
                     continue
+                if kernel.records[spec.plugin].state.value == "failed":
+                    continue  # an earlier tool of the same plugin just failed it
                 wire: dict[str, Any] = {
                     "name": spec.name,
                     "description": spec.description,
@@ -247,6 +249,8 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         try:
             description, messages = await kernel.get_prompt(params.name, dict(params.arguments or {}))
         except PlexorError as err:
+            if isinstance(err, NotFound):  # an unknown prompt name is invalid params in MCP
+                raise MCPError(types.INVALID_PARAMS, err.render(), err.payload()) from None
             raise _protocol_error(err) from None
         return types.GetPromptResult.model_validate({
             "description": description,
