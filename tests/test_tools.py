@@ -338,3 +338,56 @@ async def test_modern_era_client_works_too(plexor):
         r = await client.call_tool("demo_add", {"a": 2, "b": 3})
         assert r.structured_content == {"total": 5}
         assert client.protocol_version == "2026-07-28"
+
+
+def picture() -> Result:
+    """Draw a picture and describe it."""
+    from plexor import embedded_resource, image
+
+    return Result({"pixels": 1}, text="One red pixel:",
+                  content=[image(b"\x89PNG\r\n\x1a\n"), embedded_resource("demo://pixel", text="red", mime_type="text/plain")])
+
+
+def bad_block() -> Result:
+    """Returns a malformed content block."""
+    return Result({}, content=[{"type": "image"}])
+
+
+async def test_results_can_carry_image_audio_and_resource_blocks(plexor):
+    async with plexor.client([("demo", tools_plugin("demo", picture=picture, bad=bad_block))]) as client:
+        r = await client.call_tool("demo_picture", {})
+        assert [c.type for c in r.content] == ["text", "image", "resource"]
+        assert r.content[0].text == "One red pixel:"
+        assert r.content[1].data == "iVBORw0KGgo=" and r.content[1].mime_type == "image/png"
+        assert r.content[2].resource.text == "red"
+        assert r.structured_content == {"pixels": 1}
+        bad = await client.call_tool("demo_bad", {})
+        assert bad.is_error and "returned an invalid content block" in bad.content[0].text
+
+
+async def test_a_hand_written_input_schema_is_advertised_and_enforced(plexor):
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"unit": {"enum": ["c", "f"]}},
+        "properties": {"degrees": {"type": "number"}, "unit": {"$ref": "#/$defs/unit"}},
+        "required": ["degrees"],
+        "additionalProperties": False,
+    }
+
+    def convert(**arguments) -> dict:
+        """Convert a temperature."""
+        d = arguments["degrees"]
+        return {"value": d * 9 / 5 + 32 if arguments.get("unit", "c") == "c" else (d - 32) * 5 / 9}
+
+    def register(register, settings):
+        register(convert, input_schema=schema)
+
+    async with plexor.client([("temp", make_plugin("temp", plexor_register_tools=register))]) as client:
+        tool = next(t for t in (await client.list_tools()).tools if t.name == "temp_convert")
+        assert tool.input_schema == schema
+        assert (await client.call_tool("temp_convert", {"degrees": 100})).structured_content == {"value": 212.0}
+        bad = await client.call_tool("temp_convert", {"degrees": "hot", "unit": "k"})
+        assert bad.is_error
+        assert "argument 'degrees': 'hot' is not of type 'number'" in bad.content[0].text
+        assert "argument 'unit': 'k' is not one of ['c', 'f']" in bad.content[0].text

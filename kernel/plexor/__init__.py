@@ -30,7 +30,7 @@ from plexor.errors import (
     PluginError,
     StorageError,
 )
-from plexor.events import Data, Guidance, Log, Progress, Result
+from plexor.events import Data, Guidance, Log, Progress, Result, audio, embedded_resource, image
 
 __version__ = "0.1.0"
 
@@ -67,5 +67,8 @@ __all__ = [
     "Result",
     "StorageError",
     "__version__",
+    "audio",
+    "embedded_resource",
     "hookimpl",
+    "image",
 ]

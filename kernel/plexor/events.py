@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Data", "Guidance", "Log", "Progress", "Result"]
+__all__ = ["Data", "Guidance", "Log", "Progress", "Result", "audio", "embedded_resource", "image"]
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
@@ -66,8 +66,40 @@ class Result:
     :param data: the JSON object placed in ``structuredContent``.
     :param text: the text content item; defaults to the JSON of ``data``.
     :param guidance: advice lines appended to the text.
+    :param content: more content blocks after the text item: :func:`image`, :func:`audio`,
+        :func:`embedded_resource`, or MCP content-block dicts.
     """
 
     data: dict[str, Any]
     text: str | None = None
     guidance: list[str] = field(default_factory=list)
+    content: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _b64(data: bytes | str) -> str:
+    import base64
+
+    return data if isinstance(data, str) else base64.b64encode(data).decode()
+
+
+def image(data: bytes | str, mime_type: str = "image/png") -> dict[str, Any]:
+    """An image content block (``data`` as bytes, or already base64)."""
+    return {"type": "image", "data": _b64(data), "mimeType": mime_type}
+
+
+def audio(data: bytes | str, mime_type: str = "audio/wav") -> dict[str, Any]:
+    """An audio content block (``data`` as bytes, or already base64)."""
+    return {"type": "audio", "data": _b64(data), "mimeType": mime_type}
+
+
+def embedded_resource(uri: str, *, text: str | None = None, blob: bytes | None = None,
+                      mime_type: str | None = None) -> dict[str, Any]:
+    """An embedded resource block carrying its text (or binary ``blob``)."""
+    resource: dict[str, Any] = {"uri": uri}
+    if mime_type:
+        resource["mimeType"] = mime_type
+    if blob is not None:
+        resource["blob"] = _b64(blob)
+    else:
+        resource["text"] = text or ""
+    return {"type": "resource", "resource": resource}

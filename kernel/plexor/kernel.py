@@ -163,6 +163,7 @@ class Outcome:
     is_error: bool
     meta: dict[str, Any]
     error: PlexorError | None = None
+    content: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -619,14 +620,14 @@ class Kernel(_Machine):
                 values[p] = ctx
             self._enter()
             try:
-                data, text, advice = await self._invoke(spec, values, ctx)
+                data, text, advice, extra = await self._invoke(spec, values, ctx)
             finally:
                 self._leave()
             meta = {"plexor/provenance": spec.provenance, "plexor/schemaHash": spec.schema_hash}
             if advice:
                 text = text + "\n\n" + "\n".join(f"Guidance: {a}" for a in advice)
             self.log.debug("tool_call", tool=spec.name, ms=round((time.perf_counter() - started) * 1000, 2))
-            return Outcome(data, text, False, meta)
+            return Outcome(data, text, False, meta, content=extra)
         except BaseException as exc:  # noqa: BLE001 - every failure becomes guidance
             import anyio
 
@@ -672,7 +673,9 @@ class Kernel(_Machine):
                 return PlexorError(f"{plugin}: {message}", f"{advice.strip()} (request id {request_id})")
         return default_guidance(exc, context)
 
-    async def _invoke(self, spec: ToolSpec, values: dict[str, Any], ctx: Context) -> tuple[dict[str, Any], str, list[str]]:
+    async def _invoke(
+        self, spec: ToolSpec, values: dict[str, Any], ctx: Context
+    ) -> tuple[dict[str, Any], str, list[str], list[dict[str, Any]]]:
         import anyio
 
         advice: list[str] = []
@@ -705,9 +708,11 @@ class Kernel(_Machine):
         else:
             value = spec.func(**values)
         text: str | None = None
+        extra: list[dict[str, Any]] = []
         if isinstance(value, Result):
             advice.extend(value.guidance)
             text = value.text
+            extra = _check_blocks(spec, value.content)
             value = value.data
         if not isinstance(value, (dict, list, str, int, float, bool, type(None))):
             value = _jsonable(value)  # a pydantic model or dataclass becomes its dict before any wrapping
@@ -731,7 +736,7 @@ class Kernel(_Machine):
             _check_output(spec, data)
         if text is None:
             text = dumped
-        return data, text, advice
+        return data, text, advice, extra
 
     # ---------------------------------------------------------------- resources
     def _find_resource(self, uri: str) -> tuple[Any, dict[str, Any]]:
@@ -871,6 +876,22 @@ def _env_number(environ: Mapping[str, str], name: str, default: Any, kind: type,
     if value is None or value < minimum:
         raise ConfigError(f"{name}={raw!r} is not a valid value", f"Set {name} to a number of at least {minimum}, or unset it.")
     return value
+
+
+_BLOCKS = {"text": ("text",), "image": ("data", "mimeType"), "audio": ("data", "mimeType"),
+           "resource": ("resource",), "resource_link": ("uri", "name")}
+
+
+def _check_blocks(spec: ToolSpec, blocks: list[Any]) -> list[dict[str, Any]]:
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind not in _BLOCKS or any(k not in block for k in _BLOCKS[kind]):
+            raise PluginError(
+                f"{spec.name} returned an invalid content block: {str(block)[:120]}",
+                f"This is a bug in the plugin {spec.plugin!r}: use plexor.image(), plexor.audio() or "
+                "plexor.embedded_resource(), or an MCP content-block dict.",
+            )
+    return list(blocks)
 
 
 def _finite(value: Any) -> Any:

@@ -63,6 +63,7 @@ class ToolSpec:
     _signature: Signature | None = None
     _schema_hash: str | None = None
     _output_validator: Any = None
+    declared_input_schema: dict[str, Any] | None = None
 
     @property
     def signature(self) -> Signature:
@@ -73,7 +74,8 @@ class ToolSpec:
         cheap and the handshake is not delayed by it.
         """
         if self._signature is None:
-            self._signature = analyse(self.func, output_schema=self.declared_output_schema)
+            self._signature = analyse(self.func, output_schema=self.declared_output_schema,
+                                      input_schema=self.declared_input_schema)
         return self._signature
 
     @property
@@ -225,6 +227,7 @@ class ToolRegistrar(_Registrar):
         ready_required: bool = True,
         blocking: bool | None = None,
         meta: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> Callable[..., Any]:
         """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
 
@@ -232,6 +235,8 @@ class ToolRegistrar(_Registrar):
         :param output_schema: JSON schema of the structured result; derived from the return type otherwise.
         :param ready_required: when False the tool also answers while the plugin is still warming up.
         :param blocking: run a sync function in a worker thread (default True for sync functions).
+        :param input_schema: a hand-written JSON Schema for the arguments, instead of the one derived
+            from the signature; it is enforced with jsonschema and the function may take ``**kwargs``.
         """
         method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
@@ -252,7 +257,8 @@ class ToolRegistrar(_Registrar):
                 f"tool {full!r} has unknown annotations {sorted(bad)}",
                 f"Use only {sorted(ANNOTATION_KEYS)}.",
             )
-        _check_parameters(func, full)
+        if input_schema is None:
+            _check_parameters(func, full)
         kind = _kind(func)
         self._registry.tools[full] = ToolSpec(
             name=full,
@@ -268,6 +274,7 @@ class ToolRegistrar(_Registrar):
             ready_required=ready_required,
             meta=dict(meta or {}),
             declared_output_schema=output_schema,
+            declared_input_schema=input_schema,
         )
         self._registry.namespaces[self.namespace] = self._plugin
         return func

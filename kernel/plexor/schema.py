@@ -104,10 +104,13 @@ class Signature:
     model: Any  # a pydantic model class, or None when the function takes no arguments
     output_schema: dict[str, Any] | None
     wraps_result: bool  # True when a non-object return value is placed under "result"
+    json_validator: Any = None  # for a hand-written input schema (jsonschema), instead of ``model``
 
     def validate(self, arguments: dict[str, Any] | None) -> dict[str, Any]:
         """Check ``arguments``; raise :class:`InvalidArgument` naming each bad one."""
         arguments = dict(arguments or {})
+        if self.json_validator is not None:
+            return self._validate_json(arguments)
         unknown = [k for k in arguments if k not in self.param_names]
         if unknown:
             parts = []
@@ -136,6 +139,16 @@ class Signature:
                     problems.append(f"argument {loc!r}: {err.get('msg')}, got {_short(given)}")
             raise InvalidArgument("; ".join(problems), _accepted(self), data={"errors": problems}) from None
         return {name: getattr(obj, name) for name in self.param_names}
+
+
+    def _validate_json(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        problems = []
+        for err in sorted(self.json_validator.iter_errors(arguments), key=lambda e: list(e.absolute_path)):
+            where = ".".join(str(p) for p in err.absolute_path)
+            problems.append(f"argument {where!r}: {err.message}" if where else err.message)
+        if problems:
+            raise InvalidArgument("; ".join(problems), _accepted(self), data={"errors": problems})
+        return arguments
 
 
 def _short(value: Any) -> str:
@@ -175,8 +188,19 @@ def _type_text(prop: dict[str, Any]) -> str:
     return "any value"
 
 
-def analyse(func: Callable[..., Any], *, output_schema: dict[str, Any] | None = None) -> Signature:
-    """Derive the input schema, validator and output schema of ``func``."""
+def analyse(
+    func: Callable[..., Any],
+    *,
+    output_schema: dict[str, Any] | None = None,
+    input_schema: dict[str, Any] | None = None,
+) -> Signature:
+    """Derive the input schema, validator and output schema of ``func``.
+
+    With ``input_schema`` (a hand-written JSON Schema), that schema is advertised
+    and enforced with jsonschema, and the arguments are passed as they came.
+    """
+    if input_schema is not None:
+        return _from_json_schema(func, input_schema, output_schema)
     import pydantic
 
     target = func
@@ -222,6 +246,30 @@ def analyse(func: Callable[..., Any], *, output_schema: dict[str, Any] | None = 
         output_schema = {"type": "object", "properties": {"result": output_schema}, "required": ["result"]}
         wraps = True
     return Signature(description, schema, tuple(context), tuple(names), model, output_schema, wraps)
+
+
+def _from_json_schema(func: Callable[..., Any], schema: dict[str, Any], output_schema: dict[str, Any] | None) -> Signature:
+    from jsonschema import validators
+
+    from plexor.errors import PluginError
+
+    if schema.get("type") != "object":
+        raise PluginError(f"the input schema of {getattr(func, '__name__', func)!r} must have type 'object'",
+                          'Start it with {"type": "object", "properties": {...}}.')
+    cls = validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except Exception as exc:  # noqa: BLE001 - jsonschema's SchemaError
+        raise PluginError(f"the input schema of {getattr(func, '__name__', func)!r} is not a valid JSON Schema: "
+                          f"{getattr(exc, 'message', exc)}", "Fix the schema.") from exc
+    description, _ = parse_docstring(inspect.getdoc(func))
+    context = tuple(n for n, p in inspect.signature(func).parameters.items() if _is_context(p.annotation))
+    wraps = False
+    if output_schema is not None and output_schema.get("type") != "object":
+        output_schema = {"type": "object", "properties": {"result": output_schema}, "required": ["result"]}
+        wraps = True
+    return Signature(description, schema, context, tuple(schema.get("properties", {})), None, output_schema, wraps,
+                     json_validator=cls(schema))
 
 
 def _output_schema(ret: Any) -> tuple[dict[str, Any] | None, bool]:

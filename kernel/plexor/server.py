@@ -197,7 +197,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             progress_token=_progress_token(params.meta),
         )
         return types.CallToolResult.model_validate({
-            "content": [{"type": "text", "text": outcome.text}],
+            "content": [{"type": "text", "text": outcome.text}, *outcome.content],
             "structuredContent": outcome.data,
             "isError": outcome.is_error,
             "_meta": outcome.meta,
