@@ -249,7 +249,28 @@ def tables(results: dict[tuple[str, str], dict[str, list[float]]], calls: int, r
         lines.append(f"| {LABEL[node]} | {case} | {us(b)} | {us(m['sdk'])} | {m['sdk'] / b:.2f}× "
                      f"| {us(m['plexor'])} | {m['plexor'] / b:.2f}× | {verdict(m['plexor'] / b)} "
                      f"| {us(m['plexor'] - m['sdk'])} |")
+    lines += [
+        "",
+        "(c) Fixed cost per call (median over the three node latencies of Plexor − bare request) and the node "
+        f"time per command from which a call is within {TARGET}× a bare request (`(t + cost) / t ≤ {TARGET}` "
+        f"⇔ `t ≥ {1 / (TARGET - 1):g} × cost`)",
+        "",
+        "| call | in process: cost (µs) | 1.2× from | MCP stdio: cost (µs) | 1.2× from | of which the bare SDK server's (µs) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for case in CASES:
+        rows = [m for (node, c), m in med.items() if c == case]
+        k = statistics.median(m["kernel"] - m["bare"] for m in rows)
+        p = statistics.median(m["plexor"] - m["bare"] for m in rows)
+        sdk = statistics.median(m["sdk"] - m["bare"] for m in rows)
+        lines.append(f"| {case} | {us(k)} | {need(k)} | {us(p)} | {need(p)} | {us(sdk)} |")
     return "\n".join(lines)
+
+
+def need(cost: float) -> str:
+    if cost <= 0:
+        return "any node"
+    return f"{cost / (TARGET - 1) * 1000:.1f} ms"
 
 
 def main() -> None:

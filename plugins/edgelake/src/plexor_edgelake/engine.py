@@ -182,8 +182,11 @@ def _plain_args(tool: ToolDef, args: Mapping[str, Any]) -> dict[str, Any]:
     out = {}
     for name, param in tool.params.items():
         value = args.get(name, param.default)
-        out[name] = _plain(value) if isinstance(value, list) or hasattr(value, "model_dump") else value
+        out[name] = value if type(value) in _SCALARS else _plain(value)
     return out
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 @dataclass
