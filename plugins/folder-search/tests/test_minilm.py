@@ -61,6 +61,7 @@ async def test_search_with_minilm_through_mcp(plexor, plexor_config, corpus):
         info = await wait_ready(client, timeout=240)
         assert info["model"]["setting"] == "minilm" and info["model"]["dim"] == 384
         assert info["model"]["name"].startswith("all-minilm-l6-v2")
+        assert info["search"]["fusion_weight"] == 0.7  # MiniLM's own weight, tuned on SciFact train
         assert info["folders"][0]["vectors"] == info["folders"][0]["chunks"] > 0
         r = await call(client, "folders_search_content", semantic_concepts="volcanic eruptions and molten rock")
         assert r["mode"] == "hybrid"

@@ -13,7 +13,8 @@ INSTALLED = ["folder-search"]
 async def test_search_by_meaning_and_exact_terms(plexor, plexor_config, corpus):
     plexor_config({"folder-search": {"folders": [str(corpus)]}})
     async with plexor.client(installed=INSTALLED) as client:
-        await wait_ready(client)
+        info = await wait_ready(client)
+        assert info["model"]["name"] == "wordllama-l2_supercat-256" and info["search"]["fusion_weight"] == 0.4
         r = await call(client, "folders_search_content", semantic_concepts="how often does the client try again after a failure")
         assert r["mode"] == "hybrid" and r["partial"] is False
         top = r["results"][0]
@@ -185,3 +186,14 @@ async def test_no_folders_configured_gives_guidance(plexor, plexor_config):
         assert r["folders"] == [] and "plexor folder-search add" in r["notes"][0]
         text = await error_text(client, "folders_search_content", semantic_concepts="x")
         assert "plexor folder-search add" in text
+
+
+async def test_fusion_weight_setting_overrides_the_models_own(plexor, plexor_config, corpus):
+    plexor_config({"folder-search": {"folders": [str(corpus)], "fusion_weight": 1.0}})
+    async with plexor.client(installed=INSTALLED) as client:
+        info = await wait_ready(client)
+        assert info["search"]["fusion_weight"] == 1.0
+        # Semantic only: the score is the min-max scaled cosine, so the nearest passage scores exactly 1.
+        r = await call(client, "folders_search_content", semantic_concepts="eruptions of molten rock")
+        assert r["results"][0]["path"] == "docs/page.html" and r["results"][0]["score"] == 1.0
+        assert [x["score"] for x in r["results"]] == sorted((x["score"] for x in r["results"]), reverse=True)

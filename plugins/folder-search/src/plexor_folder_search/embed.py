@@ -42,6 +42,9 @@ class Embedder:
     #: Leading dimensions that are an embedding by themselves (Matryoshka training), used for a coarse first pass
     #: over large indexes; ``None`` when the model has no such structure.
     coarse_dims: int | None = None
+    #: The fusion weight of the semantic score for this model, tuned on SciFact's *train* judgements
+    #: (bench/folder_search.py --tune); used unless the user sets ``fusion_weight``.
+    fusion_weight: float = 0.4
 
     def embed(self, texts: list[str]) -> Any:  # numpy array (n, dim) float32
         raise NotImplementedError
@@ -166,6 +169,7 @@ class MiniLMOnnxEmbedder(Embedder):
 
     dim = 384
     name = "all-minilm-l6-v2-onnx-int8"
+    fusion_weight = 0.7  # SciFact train optimum (see BENCH.md)
 
     def __init__(self, batch_size: int = 32) -> None:
         import numpy as np
@@ -188,6 +192,8 @@ class MiniLMOnnxEmbedder(Embedder):
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+        # No busy-waiting between runs: the server has other work for those cores (the keyword query, say).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(str(model_dir / "model.onnx"), sess_options=options,
                                              providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
@@ -226,6 +232,7 @@ class MiniLMTorchEmbedder(Embedder):
 
     dim = 384
     name = "all-minilm-l6-v2"
+    fusion_weight = 0.7  # the same model as the ONNX one
 
     def __init__(self, batch_size: int = 32) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")

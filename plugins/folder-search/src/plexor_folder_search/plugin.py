@@ -14,7 +14,8 @@ from plexor import Context, Data, NotReady, PlexorError, Progress, Result, hooki
 
 PLEXOR_NAMESPACE = "folders"
 NAME = "folder-search"
-# Tuned on SciFact's train judgements with bench/folder_search.py --tune (see BENCH.md).
+# wordllama's weight, tuned on SciFact's train judgements with bench/folder_search.py --tune (see BENCH.md);
+# each model carries its own (embed.Embedder.fusion_weight), used when the setting is left unset.
 FUSION_WEIGHT = 0.4
 
 RO = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
@@ -25,7 +26,9 @@ def plexor_add_config(config: Any) -> None:
     config.add("folders", list, [], help='folders to index: ["~/notes", {path = "~/work", name = "work"}]')
     config.add("model", str, "wordllama", help="embedding model: wordllama (default), minilm (extra [minilm]) or none",
                choices=["wordllama", "minilm", "none"])
-    config.add("fusion_weight", float, FUSION_WEIGHT, help="weight of the semantic score in hybrid ranking (0..1)")
+    config.add("fusion_weight", float, None,
+               help="weight of the semantic score in hybrid ranking (0..1); unset: the model's weight tuned on "
+                    "SciFact train (wordllama 0.4, minilm 0.7)")
     config.add("max_file_size", int, 10 * 1024 * 1024, help="files larger than this many bytes are skipped")
     config.add("exclude", list, [], help="extra gitignore-style patterns to skip in every folder")
     config.add("chunk_size", int, 1100, help="target chunk length in characters")

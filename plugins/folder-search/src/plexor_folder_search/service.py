@@ -104,7 +104,9 @@ class FolderService:
         self.on_progress = on_progress
         self.warnings: list[str] = []
         self.model_name = str(settings.get("model", "wordllama"))
-        self.weight = float(settings.get("fusion_weight", DEFAULT_WEIGHT) if settings.get("fusion_weight") is not None else DEFAULT_WEIGHT)
+        # None: the model's own weight (tuned per model on SciFact train), known once the model is loaded.
+        self._weight_setting = settings.get("fusion_weight")
+        self.weight = float(self._weight_setting) if self._weight_setting is not None else DEFAULT_WEIGHT
         self.embedder: Any = None
         self.embedder_error: tuple[str, str] | None = None
         self.folders: dict[str, FolderState] = {}
@@ -154,6 +156,8 @@ class FolderService:
 
         try:
             self.embedder = load_embedder(self.model_name)
+            if self.embedder is not None and self._weight_setting is None:
+                self.weight = float(getattr(self.embedder, "fusion_weight", DEFAULT_WEIGHT))
             if self.embedder is None:
                 self.embedder_error = ("the model is set to 'none'", 'set model = "wordllama" in [folder-search] for semantic search')
         except EmbedderUnavailable as exc:
