@@ -7,8 +7,9 @@ back 1 ms and 5 ms, emulating a real node's own work per command (parse the
 command, plan and run the SQL). Plexor is configured with the three as nodes
 ``fast``, ``ms1`` and ``ms5``.
 
-Contenders, interleaved in rounds so drift hits each alike; every time is per
-call, median of the rounds:
+Contenders, run in short alternating batches (10 per round, node and call) so
+a burst of load on a shared machine hits one batch of each and the median over
+batches drops it; every time is per call:
 
 * **bare request** (the anchor): a keep-alive ``http.client`` request from
   this process (send the command header, read the whole body) — the cheapest
@@ -47,6 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN = ROOT / "plugins" / "edgelake" / "tests" / "standin.py"
 TARGET = 1.2
+BATCHES = 10  # per round, node and call; contenders alternate batch by batch
 
 CASES = {
     "node_status": ("get status where format = json", None, {}),
@@ -88,7 +90,6 @@ class Bare:
         return body
 
     def timed(self, port: int, command: str, destination: str | None, n: int) -> float:
-        self.request(port, command, destination)
         started = time.perf_counter()
         for _ in range(n):
             self.request(port, command, destination)
@@ -165,12 +166,19 @@ async def run(ports: dict[str, int], calls: int, rounds: int) -> dict[tuple[str,
     def tool_args(node: str, args: dict[str, Any]) -> dict[str, Any]:
         return args if node == "fast" else {**args, "node": node}  # fast is the default node
 
+    def sdk_args(port: int, command: str, destination: str | None) -> dict[str, Any]:
+        return {"port": port, "command": command} | ({"destination": destination} if destination else {})
+
     async def timed_session(session: Any, name: str, args: dict[str, Any], n: int) -> float:
-        r = await session.call_tool(name, args)
-        assert not r.is_error, r
         started = time.perf_counter()
         for _ in range(n):
             await session.call_tool(name, args)
+        return (time.perf_counter() - started) / n
+
+    async def timed_calls(call: Any, n: int) -> float:
+        started = time.perf_counter()
+        for _ in range(n):
+            await call()
         return (time.perf_counter() - started) / n
 
     try:
@@ -180,29 +188,33 @@ async def run(ports: dict[str, int], calls: int, rounds: int) -> dict[tuple[str,
             await sdk.initialize()
             await plexor.list_tools()  # the client re-lists tools it has not seen; list once, as real clients do
             await sdk.list_tools()
+            for node, port in ports.items():  # warm every path once
+                for case, (command, destination, args) in CASES.items():
+                    bare.request(port, command, destination)
+                    outcome = await kernel.call_tool(f"edgelake_{case}", tool_args(node, args))
+                    assert not outcome.is_error, outcome.text
+                    for session, name, a in ((plexor, f"edgelake_{case}", tool_args(node, args)),
+                                             (sdk, "request", sdk_args(port, command, destination))):
+                        r = await session.call_tool(name, a)
+                        assert not r.is_error, r
             for _ in range(rounds):
                 for node, port in ports.items():
                     n = calls_for(LATENCIES[node], calls)
                     edge = engine.client.node(node)
                     for case, (command, destination, args) in CASES.items():
                         series = out[(node, case)]
-                        series["bare"].append(bare.timed(port, command, destination, n))
-                        await engine.client.send(edge, "GET", command, destination=destination)
-                        started = time.perf_counter()
-                        for _ in range(n):
-                            await engine.client.send(edge, "GET", command, destination=destination)
-                        series["client"].append((time.perf_counter() - started) / n)
                         tool, targs = f"edgelake_{case}", tool_args(node, args)
-                        outcome = await kernel.call_tool(tool, targs)
-                        assert not outcome.is_error, outcome.text
-                        started = time.perf_counter()
-                        for _ in range(n):
-                            await kernel.call_tool(tool, targs)
-                        series["kernel"].append((time.perf_counter() - started) / n)
-                        m = max(50, n // 4)
-                        sargs = {"port": port, "command": command} | ({"destination": destination} if destination else {})
-                        series["sdk"].append(await timed_session(sdk, "request", sargs, m))
-                        series["plexor"].append(await timed_session(plexor, tool, targs, m))
+                        sargs = sdk_args(port, command, destination)
+                        # Short batches, alternating contenders: a burst of load on the shared machine
+                        # hits one batch of each, and the median over batches drops it.
+                        b, mb = max(10, n // BATCHES), max(5, n // 4 // BATCHES)
+                        for _ in range(BATCHES):
+                            series["bare"].append(bare.timed(port, command, destination, b))
+                            series["client"].append(await timed_calls(
+                                lambda e=edge, c=command, d=destination: engine.client.send(e, "GET", c, destination=d), b))
+                            series["kernel"].append(await timed_calls(lambda t=tool, a=targs: kernel.call_tool(t, a), b))
+                            series["sdk"].append(await timed_session(sdk, "request", sargs, mb))
+                            series["plexor"].append(await timed_session(plexor, tool, targs, mb))
     finally:
         bare.close()
         await kernel.stop()
@@ -221,7 +233,8 @@ def tables(results: dict[tuple[str, str], dict[str, list[float]]], calls: int, r
     med = {key: {k: statistics.median(v) for k, v in series.items()} for key, series in results.items()}
     lines = [
         f"EdgeLake bench — {rounds} rounds, up to {calls} calls per contender and round (fewer at 1 and 5 ms: "
-        f"about 0.5 s of node time; MCP rows a quarter of that, at least 50), median of rounds, "
+        f"about 0.5 s of node time; MCP rows a quarter of that), in {BATCHES} alternating batches per round; "
+        f"median of the {rounds * BATCHES} batches, "
         f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
         f"{os.getloadavg()[0]:.1f} at the end; each stand-in node in its own process",
         "",
