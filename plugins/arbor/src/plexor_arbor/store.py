@@ -559,9 +559,11 @@ class Store:
         Python splits the strings and builds the node dicts in one pass. Each
         node's parent id is the id of the node before it. Rows that are not
         plain first children (a branch's position, an external node) come back
-        in a short list of their own and are patched afterwards. A text that
+        in a short list of their own and are patched afterwards. Equal metadata
+        strings are parsed once (each node still gets a dict of its own), and
+        no garbage collection runs while the node dicts are built. A text that
         contains the separator character is detected (the pieces no longer
-        add up) and read again row by row.
+        add up) and the path is read again row by row.
         """
         tid = self._tree_row(tree_id)[0]
         seq, nid = self._node_ref(tid, node_id)
@@ -589,8 +591,8 @@ class Store:
         if odd:
             entries = [item.split(":") for item in odd.split(",")]
             where = {i: k for k, i in enumerate(ids)} if len(entries) > 8 else None
-            for node_id, position, kind in entries:
-                node = out[ids.index(node_id) if where is None else where[node_id]]
+            for odd_id, position, kind in entries:
+                node = out[ids.index(odd_id) if where is None else where[odd_id]]
                 node["position"] = int(position)
                 if kind == "external":
                     node["data"] = {"type": "external", "handle": loads(node["data"]["content"])}
