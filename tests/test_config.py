@@ -101,3 +101,26 @@ async def test_hook_plexor_add_config(plexor):
     s = k.plugin("cfg").settings
     assert s.limit == 10 and s["ratio"] == 0.5
     assert s.data_dir == plexor.home / "data" / "cfg"
+
+
+async def test_reserved_and_duplicate_setting_names_fail_the_plugin(plexor):
+    reserved = make_plugin("res", plexor_add_config=lambda config: config.add("warnings", bool, False))
+
+    def twice(config):
+        config.add("level", int, 1)
+        config.add("level", int, 2)
+
+    async with plexor.kernel([("res", reserved), ("dup", make_plugin("dup", plexor_add_config=twice))]) as kernel:
+        assert "'warnings', which is reserved" in kernel.plugin("res").error
+        assert "declared twice" in kernel.plugin("dup").error
+
+
+def test_write_config_writes_valid_toml_for_any_text(plexor_home):
+    import tomllib
+
+    from plexor.testing import write_config
+
+    path = write_config(plexor_home, {"cfg": {"name": "Straße 🚲", "quote": 'say "hi"\n', "n": 3}})
+    assert tomllib.loads(path.read_text(encoding="utf-8")) == {"cfg": {"name": "Straße 🚲", "quote": 'say "hi"\n', "n": 3}}
+    with pytest.raises(ValueError, match="TOML has no null"):
+        write_config(plexor_home, {"cfg": {"nothing": None}})

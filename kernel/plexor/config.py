@@ -174,6 +174,9 @@ class Setting:
         )
 
 
+_RESERVED = frozenset({"plugin", "data_dir", "sources", "warnings", "get", "items", "keys", "values"})
+
+
 class ConfigSpec:
     """What ``plexor_add_config`` receives: the plugin declares its keys here."""
 
@@ -190,10 +193,16 @@ class ConfigSpec:
         choices: list[Any] | tuple[Any, ...] | None = None,
     ) -> None:
         """Declare ``key`` with its ``type`` (str, int, float, bool, list, dict, Path) and ``default``."""
+        from plexor.errors import PluginError
+
         if not key.replace("_", "").isalnum():
-            raise ValueError(f"setting name {key!r} must be letters, digits and underscores")
+            raise PluginError(f"plugin {self.plugin!r} declares a setting named {key!r}",
+                              "Setting names are letters, digits and underscores.")
+        if key in _RESERVED:
+            raise PluginError(f"plugin {self.plugin!r} declares a setting named {key!r}, which is reserved",
+                              f"Pick another name; {', '.join(sorted(_RESERVED))} are attributes of Settings.")
         if key in self.settings:
-            raise ValueError(f"setting {key!r} is declared twice by plugin {self.plugin!r}")
+            raise PluginError(f"setting {key!r} is declared twice by plugin {self.plugin!r}", "Declare each key once.")
         self.settings[key] = Setting(key, type, default, help, tuple(choices) if choices is not None else None)
 
 

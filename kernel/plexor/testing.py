@@ -52,6 +52,8 @@ def write_config(home: Path, tables: dict[str, dict[str, Any]]) -> Path:
 
 
 def _toml(value: Any, json: Any) -> str:
+    if value is None:
+        raise ValueError("TOML has no null: leave the key out to get its default")
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -59,8 +61,9 @@ def _toml(value: Any, json: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml(v, json) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml(v, json)}" for k, v in value.items()) + "}"
-    return json.dumps(str(value))
+        return "{" + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)} = {_toml(v, json)}" for k, v in value.items()) + "}"
+    # A JSON string without \u escapes for non-ASCII is a valid TOML basic string.
+    return json.dumps(str(value), ensure_ascii=False)
 
 
 class Harness:
