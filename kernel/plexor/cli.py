@@ -313,10 +313,6 @@ def plugins_cmd(as_json: bool) -> None:
     """List plugins: name, distribution, version, state (ready/failed/disabled), tools, error."""
     _quiet_logs()
     rows = _started(lambda k: [r.describe() for r in sorted(k.records.values(), key=lambda r: r.name)])
-    for row in rows:
-        if row["state"] == "stopped":  # it was ready until this command stopped it
-            row["state"] = "ready"
-            row["ready"] = True
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
