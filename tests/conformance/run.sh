@@ -11,10 +11,11 @@
 #      (default: <repo>/.cache/node22, a directory that ignores itself in git).
 #      Needs `npm` (any version) on PATH and the npm registry.
 #   2. Starts `python -m plexor serve --transport http` on a free 127.0.0.1 port,
-#      with an empty PLEXOR_HOME and ONLY the fixture plugin in
-#      tests/conformance/site (found through PYTHONPATH: a path-based entry
-#      point, nothing to install). The Python used is $PYTHON (default: python),
-#      which must be able to `import plexor`.
+#      with an empty PLEXOR_HOME and ONLY the two fixture plugins in
+#      tests/conformance/site: `conformance` (the test_* tools, resources and
+#      prompts) and `conformance-json` (json_schema_2020_12_tool), found through
+#      PYTHONPATH (path-based entry points, nothing to install). The Python
+#      used is $PYTHON (default: python), which must be able to `import plexor`.
 #   3. Runs  --spec-version 2025-11-25 --suite all   with baseline-2025-11-25.yml
 #      and      --requirements 2026-07-28            with baseline-2026-07-28.yml.
 #      The suite itself fails on a failure missing from the baseline and on a
@@ -65,7 +66,7 @@ cleanup() {
 trap cleanup EXIT
 
 env -u PLEXOR_TOKEN PYTHONPATH="$HERE/site${PYTHONPATH:+:$PYTHONPATH}" PLEXOR_HOME="$WORK/home" \
-    PLEXOR_PLUGINS=conformance PLEXOR_LOG_LEVEL=warning \
+    PLEXOR_PLUGINS=conformance,conformance-json PLEXOR_LOG_LEVEL=warning \
     "$PYTHON" -m plexor serve --transport http --host 127.0.0.1 --port "$PORT" > "$OUT/server.log" 2>&1 &
 SERVER_PID=$!
 URL="http://127.0.0.1:$PORT/mcp"

@@ -1,14 +1,16 @@
 """Test-only plugin: what the MCP conformance suite calls (namespace ``test``, scheme ``test://``).
 
 Loaded from ``tests/conformance/site`` on ``PYTHONPATH`` (a path-based entry
-point), never installed. Also gives the hardening tests a slow tool.
+point), never installed. Also gives the hardening tests a slow tool. Its sibling
+``json_schema.py`` (plugin ``conformance-json``) holds ``json_schema_2020_12_tool``.
 """
 
 from __future__ import annotations
 
 import anyio
 
-from plexor import Context, Result, hookimpl
+from plexor import Context, Result, audio, hookimpl, image
+from plexor import embedded_resource as embedded_resource_block
 from plexor.events import Log, Progress
 
 PLEXOR_NAMESPACE = "test"
@@ -198,34 +200,36 @@ async def elicitation_sep1330_enums(ctx: Context) -> Result:
 
 
 # -- content other than text ---------------------------------------------------
-# A kernel tool result is structuredContent plus one text item: these tools
-# exist so the suite reaches them, and fail its image/audio/resource checks
-# until the kernel can return such blocks (see tests/conformance/baseline-*.yml).
-# A prompt message may carry an MCP content block under "content".
+# Result(content=[...]) adds MCP content blocks after the text item; the data
+# stays in structuredContent. A prompt message may carry a content block under "content".
 
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 WAV_EMPTY = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA="
+EMBEDDED_URI = "test://embedded-resource"
+EMBEDDED_TEXT = "This is an embedded resource content."
 
 
-def image_content() -> dict:
-    """Return a 1x1 PNG (as base64 in structured content)."""
-    return {"type": "image", "data": PNG_1PX, "mimeType": "image/png"}
+def image_content() -> Result:
+    """Return a 1x1 PNG as an image content block."""
+    return Result({"mimeType": "image/png"}, text="A 1x1 PNG image.", content=[image(PNG_1PX, "image/png")])
 
 
-def audio_content() -> dict:
-    """Return a tiny WAV (as base64 in structured content)."""
-    return {"type": "audio", "data": WAV_EMPTY, "mimeType": "audio/wav"}
+def audio_content() -> Result:
+    """Return a tiny WAV as an audio content block."""
+    return Result({"mimeType": "audio/wav"}, text="A short WAV clip.", content=[audio(WAV_EMPTY, "audio/wav")])
 
 
-def embedded_resource() -> dict:
-    """Return an embedded text resource (as structured content)."""
-    return {"type": "resource", "resource": {"uri": "test://embedded-resource", "mimeType": "text/plain",
-                                             "text": "This is an embedded resource content."}}
+def embedded_resource() -> Result:
+    """Return an embedded text resource block."""
+    return Result({"uri": EMBEDDED_URI}, text=f"Embedded resource {EMBEDDED_URI}.",
+                  content=[embedded_resource_block(EMBEDDED_URI, text=EMBEDDED_TEXT, mime_type="text/plain")])
 
 
-def multiple_content_types() -> dict:
-    """Return text, an image and a resource (as structured content)."""
-    return {"text": "Multiple content types test:", "image": image_content(), "resource": embedded_resource()}
+def multiple_content_types() -> Result:
+    """Return a text, an image and an embedded resource block together."""
+    return Result({"items": ["text", "image", "resource"]}, text="Multiple content types test:",
+                  content=[image(PNG_1PX, "image/png"),
+                           embedded_resource_block(EMBEDDED_URI, text=EMBEDDED_TEXT, mime_type="text/plain")])
 
 
 def prompt_with_embedded_resource(resourceUri: str) -> list:  # noqa: N803 - the suite's argument name
