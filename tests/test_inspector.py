@@ -269,3 +269,33 @@ def test_unknown_resource_names_what_is_served(http_client):
     out = http_client.run("--method", "resources/read", "--uri", "nothing://here")
     assert out.returncode != 0
     assert "no resource matches 'nothing://here'" in out.stderr
+
+
+def test_plexor_connect_clients_share_one_daemon(inspector, tmp_path):
+    """docs/clients.md's recommended command, `plexor connect`: each launch relays to one shared daemon,
+    which also answers over HTTP with the token from its registry."""
+    from plexor.daemon import read_registry, stop_daemon
+
+    home = tmp_path / "home"
+    registry = home / "data" / "daemon.json"
+    variables = ["-e", f"PLEXOR_HOME={home}", "-e", "PLEXOR_LOG_LEVEL=warning"]
+    try:
+        pids = []
+        for _ in range(2):
+            out = inspector.run(*variables, "--method", "tools/call", "--tool-name", "plexor_health",
+                                "--", sys.executable, "-m", "plexor", "connect")
+            assert out.returncode == 0, f"{out.data}\n{out.stderr[-2000:]}"
+            pids.append(out.data["structuredContent"]["pid"])
+        info = read_registry(registry)
+        assert info is not None and pids == [info["pid"], info["pid"]]
+
+        health = inspector.run(info["url"], "--transport", "http", "--header", f"Authorization: Bearer {info['token']}",
+                               "--method", "tools/call", "--tool-name", "plexor_health")
+        assert health.returncode == 0 and health.data["structuredContent"]["pid"] == info["pid"]
+        refused = inspector.run(info["url"], "--transport", "http", "--method", "tools/list")
+        assert refused.returncode != 0  # 401 without the token: the Inspector falls back to OAuth, which it cannot do
+        assert "auth" in (json.dumps(refused.data) + refused.stderr).lower()
+    finally:
+        info = read_registry(registry)
+        if info is not None:
+            stop_daemon(info, wait=10)
