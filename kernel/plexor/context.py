@@ -27,6 +27,7 @@ class Context:
         session: Any = None,
         progress_token: Any = None,
         name: str = "",
+        close_sse_stream: Any = None,
     ) -> None:
         self.kernel = kernel
         self.plugin = plugin
@@ -34,6 +35,7 @@ class Context:
         self.name = name
         self._session = session
         self._progress_token = progress_token
+        self._close_sse_stream = close_sse_stream
 
     @property
     def settings(self) -> Settings:
@@ -63,6 +65,15 @@ class Context:
             await self._session.send_progress_notification(
                 self._progress_token, current, total, message, related_request_id=self.request_id
             )
+
+    async def close_stream(self) -> bool:
+        """Close this call's SSE stream now, on Streamable HTTP with resumability; the client
+        reconnects (``Last-Event-ID``) and receives the rest. Useful to free the connection during
+        a long call. Returns False (and does nothing) on transports without that ability."""
+        if self._close_sse_stream is None:
+            return False
+        await self._close_sse_stream()
+        return True
 
     async def log(self, level: str, message: str) -> None:
         """Send an MCP logging notification to the client, and log it locally too."""

@@ -604,6 +604,7 @@ class Kernel(_Machine):
         session: Any = None,
         request_id: Any = None,
         progress_token: Any = None,
+        close_sse_stream: Any = None,
     ) -> Outcome:
         """Run a tool and return its :class:`Outcome`; failures become error outcomes, never exceptions."""
         started = time.perf_counter()
@@ -615,7 +616,8 @@ class Kernel(_Machine):
             if arguments is not None and not isinstance(arguments, dict):
                 raise InvalidArgument("arguments must be a JSON object", "Pass named arguments, e.g. {\"key\": \"value\"}.")
             values = spec.signature.validate(arguments)
-            ctx = Context(self, rec, request_id=request_id, session=session, progress_token=progress_token, name=spec.name)
+            ctx = Context(self, rec, request_id=request_id, session=session, progress_token=progress_token, name=spec.name,
+                          close_sse_stream=close_sse_stream)
             for p in spec.signature.context_params:
                 values[p] = ctx
             self._enter()

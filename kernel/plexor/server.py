@@ -195,6 +195,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         outcome = await kernel.call_tool(
             params.name, params.arguments, session=ctx.session, request_id=ctx.request_id,
             progress_token=_progress_token(params.meta),
+            close_sse_stream=getattr(ctx, "close_sse_stream", None),
         )
         return types.CallToolResult.model_validate({
             "content": [{"type": "text", "text": outcome.text}, *outcome.content],

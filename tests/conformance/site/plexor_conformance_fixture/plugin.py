@@ -21,6 +21,7 @@ def plexor_register_tools(register, settings):
     register(simple_text)
     register(tool_with_progress)
     register(tool_with_logging)
+    register(reconnection)
     register(error_handling)
     register(slow)
     register(echo)
@@ -67,6 +68,14 @@ async def tool_with_progress(ctx: Context):
         yield Progress(step, 100, f"step {step}")
         await anyio.sleep(0.05)
     yield Result({"done": True}, text="Progress complete.")
+
+
+async def reconnection(ctx: Context) -> dict:
+    """Close this call's SSE stream mid-call, then answer; the client must reconnect to get it (SEP-1699)."""
+    await anyio.sleep(0.05)
+    await ctx.close_stream()
+    await anyio.sleep(0.2)
+    return {"reconnected": True}
 
 
 async def tool_with_logging(ctx: Context):
