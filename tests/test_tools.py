@@ -391,3 +391,12 @@ async def test_a_hand_written_input_schema_is_advertised_and_enforced(plexor):
         assert bad.is_error
         assert "argument 'degrees': 'hot' is not of type 'number'" in bad.content[0].text
         assert "argument 'unit': 'k' is not one of ['c', 'f']" in bad.content[0].text
+
+
+async def test_close_stream_is_a_no_op_without_a_resumable_http_stream(plexor):
+    async def long_call(ctx: Context) -> dict:
+        """Frees the connection if the transport can."""
+        return {"closed": await ctx.close_stream()}
+
+    async with plexor.client([("demo", tools_plugin("demo", long=long_call))]) as client:
+        assert (await client.call_tool("demo_long", {})).structured_content == {"closed": False}
