@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 from plexor.config import Settings
-
 from plexor_folder_search.service import FolderService
 
 SCIFACT = Path(os.environ.get("SCIFACT_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference" / "scifact"))

@@ -11,7 +11,6 @@ import anyio
 import click
 import pytest
 from click.testing import CliRunner
-
 from conftest import call, wait_ready
 
 INSTALLED = ["folder-search"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import call, error_text, wait_ready
 
 pytestmark = pytest.mark.anyio

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from plexor import InvalidArgument
 
+from plexor import InvalidArgument
 from plexor_folder_search import tokens
 from plexor_folder_search.chunking import chunk_text
 from plexor_folder_search.folders import resolve_inside
@@ -27,7 +27,7 @@ def test_chunks_are_exact_slices_with_true_line_ranges():
     starts = [c.text.splitlines()[0] for c in chunks]
     assert all(f"# Part {p}" in starts for p in range(4))
     # Overlap: consecutive chunks of one section share their boundary lines.
-    same = [(a, b) for a, b in zip(chunks, chunks[1:]) if a.heading == b.heading]
+    same = [(a, b) for a, b in zip(chunks, chunks[1:], strict=False) if a.heading == b.heading]
     assert same and all(b.start_char < a.end_char for a, b in same)
 
 

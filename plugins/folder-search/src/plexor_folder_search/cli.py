@@ -18,7 +18,6 @@ NAME = "folder-search"
 def cli_settings() -> Any:
     """This plugin's settings as the server would see them (config file, environment, defaults)."""
     from plexor.config import ConfigSpec, load_config_file, paths, resolve_settings
-
     from plexor_folder_search import plugin
 
     p = paths()
@@ -156,7 +155,7 @@ def index(folder: str | None, force: bool) -> None:
             bar: Any = None
             state = {"done": 0}
 
-            def progress(done: int, total: int, message: str, st: Any = st) -> None:
+            def progress(done: int, total: int, message: str, st: Any = st, state: dict[str, int] = state) -> None:
                 nonlocal bar
                 if bar is None and total:
                     bar = click.progressbar(length=total, label=f"{st.name}", file=sys.stderr, show_pos=True)

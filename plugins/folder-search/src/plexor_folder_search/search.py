@@ -22,8 +22,8 @@ from __future__ import annotations
 import collections
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 

@@ -10,12 +10,11 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from plexor import InvalidArgument, NotFound, PlexorError
-
 from plexor_folder_search import tokens
 from plexor_folder_search.folders import FolderSpec, load_folders, resolve_inside
 from plexor_folder_search.indexer import CACHE_DIRS, DEPENDENCY_DIRS, VCS_DIRS, Indexer, IndexOptions, ScanReport
@@ -603,7 +602,7 @@ class FolderService:
         outline = json.loads(row["outline"] or "[]")
         return {
             "folder": st.name, "path": clean, "kind": row["kind"], "size": row["size"], "modified": _iso(row["mtime_ns"]),
-            "indexed_at": datetime.datetime.fromtimestamp(row["indexed_at"], datetime.timezone.utc).isoformat(),
+            "indexed_at": datetime.datetime.fromtimestamp(row["indexed_at"], datetime.UTC).isoformat(),
             "chunks": row["chunk_count"], "characters": row["chars"], "title": row["title"],
             "headings": [h["title"] for h in outline][:50], "outline": outline[:200],
             "fingerprint": row["fingerprint"], **self._status(st),
@@ -715,7 +714,7 @@ def _dict_row(cursor: Any, row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def _iso(mtime_ns: int) -> str:
-    return datetime.datetime.fromtimestamp(mtime_ns / 1e9, datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.fromtimestamp(mtime_ns / 1e9, datetime.UTC).isoformat(timespec="seconds")
 
 
 _SKIP_PARTS = VCS_DIRS | DEPENDENCY_DIRS | CACHE_DIRS
