@@ -95,6 +95,6 @@ async def test_disabling_one_plugin_leaves_the_rest(plexor):
         names = {t.name for t in (await client.list_tools()).tools}
         assert not any(n.startswith("arbor_") for n in names)
         r = await client.call_tool("arbor_tree_create", {})
-        assert r.is_error and "not available" in r.content[0].text
+        assert r.is_error and "belongs to the plugin 'arbor', which is disabled" in r.content[0].text
         ok = await client.call_tool("keyboard_lookup_keycode", {"key_name": "a"})
         assert ok.structured_content["key"]["code"] == 0
