@@ -208,3 +208,35 @@ async def test_context_path_through_many_branches(plexor, backend):
         assert sum(n["data"]["type"] == "external" for n in path) == 3
         assert [n["parent"] for n in path[1:]] == [n["id"] for n in path[:-1]]
         assert store.path_ids(t, parent) == [n["id"] for n in path]
+
+
+async def test_paths_through_runs_and_interleaved_writes(plexor, backend):
+    # Nodes written in one go have consecutive keys (long runs, read a block at a time); nodes of two
+    # trees written turn about do not (every node a run of its own). Both read back exactly, in one query.
+    async with plexor.client(installed=["arbor"], env=backend) as client:
+        store = client.kernel.plugin("arbor").services["store"]
+        one, two = store.create_tree()["id"], store.create_tree()["id"]
+        for i in range(40):
+            store.create_node(one, content=f"one {i}", metadata={"role": "user"})
+            store.create_node(two, content=f"two {i}")
+        chain = store.append_chain(one, [(f"bulk {i}", {"role": "assistant"}) for i in range(1300)])
+        for i in range(5):
+            store.create_node(two, content=f"two again {i}")
+            last = store.create_node(one, content=f"one again {i}")
+        branch = store.create_node(one, content="from the middle", parent=chain["first"])
+        for tree, head in ((one, last["id"]), (two, store.head_id(two)), (one, chain["last"]), (one, branch["id"])):
+            statements: list[str] = []
+            if store.is_sqlite:
+                store.db.connection().set_trace_callback(statements.append)
+            try:
+                path = store.path(tree, head)
+                ids = store.path_ids(tree, head)
+            finally:
+                if store.is_sqlite:
+                    store.db.connection().set_trace_callback(None)
+            assert path == store._path_by_rows(tree, store._node_ref(tree, head)[0])
+            assert ids == [n["id"] for n in path] and path[-1]["id"] == head and path[0]["parent"] is None
+            if store.is_sqlite:  # no row-by-row fallback
+                assert sum("WITH RECURSIVE" in s for s in statements) == 2, statements
+        assert len(store.path(one, last["id"])) == 1 + 40 + 1300 + 5
+        assert [n["data"]["content"] for n in store.path(one, branch["id"])][-3:] == ["one 39", "bulk 0", "from the middle"]

@@ -45,26 +45,49 @@ _DEPTH = operator.itemgetter(7)
 _SEP = "\x1f"  # the unit separator: splits the per-column strings of a path
 _NODE_COLS = "n.seq, n.parent_seq, n.id, n.position, n.kind, n.role, n.content, n.handle, n.metadata, n.created_at"
 
-# The path root -> node as one row: the node count, then per column one string in walk order
-# (the node first, the root last): ids and timestamps joined by ",", metadata and text (or an
-# external node's handle; a text node's content is never NULL) by the unit separator, and
-# "id:position:kind" for every node that is not a plain first text child. Each step of the walk
-# adds exactly one row, and the aggregates read the walk's table in the order it was filled
-# (``Store.path`` checks that the first id is the node asked for). SQLite walks the integer keys
-# and joins the columns afterwards; PostgreSQL is faster carrying the columns through the walk
-# (one index lookup per node instead of two).
+# The path root -> node as one row: the node count, then per column one string: ids and timestamps
+# joined by ",", metadata and text (or an external node's handle; a text node's content is never
+# NULL) by the unit separator, "id:position:kind" for every node that is not a plain first text
+# child, and last the root's id (``Store.path`` checks that the path starts at the root and ends at
+# the node asked for).
+#
+# SQLite walks RUNS rather than single nodes. A node is nearly always created right after its
+# parent (a conversation, an import), so its key is its parent's key + 1; going down from a node,
+# every row whose parent is the row just below it is the next node of the path. Each step of the
+# recursive query finds, in one backward range scan of at most _RUN keys, the first row that breaks
+# that pattern (its parent is elsewhere, or it is a root): the rows from it up to the step's start
+# are all on the path, and the walk goes on from its parent (or, when the whole block chains, from
+# the row below the block). A path written in one go is then a handful of steps and one sequential
+# range read instead of a lookup per node; a path whose nodes are interleaved with other trees'
+# costs about what a walk node by node does. The runs are read lowest key first (a parent's key is
+# always below its children's), so the rows come root first.
+#
+# PostgreSQL walks node by node, carrying the columns through the walk (one index lookup per node
+# instead of two); each step adds exactly one row, so the aggregates read the node first, the root
+# last.
+_RUN = 512
 _PATH_ODD = "CASE WHEN n.position <> 0 OR n.handle IS NOT NULL THEN n.id || ':' || n.position || ':' || n.kind END"
 _PATH_AGGREGATES = (
     "COUNT(*), {agg}(n.id, ','), {agg}(n.created_at, ','), {agg}(COALESCE(n.metadata, ''), {sep}),"
     " {agg}(COALESCE(n.content, n.handle, ''), {sep}), {agg}(" + _PATH_ODD + ", ',')"
 )
-_PATH_SQL_SQLITE = (
-    "WITH RECURSIVE up(seq, parent_seq) AS ("
-    " SELECT seq, parent_seq FROM arbor_node WHERE seq = ?"
+_BREAK = ("(SELECT s.seq FROM arbor_node s WHERE s.seq BETWEEN {top} - {run} AND {top}"
+          " AND (s.parent_seq IS NULL OR s.parent_seq <> s.seq - 1) ORDER BY s.seq DESC LIMIT 1)")
+_NEXT_TOP = f"(CASE WHEN r.b IS NULL THEN r.top - {_RUN} - 1 ELSE p.parent_seq END)"
+_RUNS_SQLITE = (
+    # runs(top, b): a step starts at ``top``; ``b`` is the first break at or below it (NULL: none in the block).
+    "WITH RECURSIVE runs(top, b) AS ("
+    " SELECT ?1, " + _BREAK.format(top="?1", run=_RUN) +
     " UNION ALL"
-    " SELECT n.seq, n.parent_seq FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
-    " SELECT " + _PATH_AGGREGATES.format(agg="group_concat", sep="char(31)") +
-    " FROM up JOIN arbor_node n ON n.seq = up.seq"
+    " SELECT " + _NEXT_TOP + ", " + _BREAK.format(top=_NEXT_TOP, run=_RUN) +
+    " FROM runs r LEFT JOIN arbor_node p ON p.seq = r.b WHERE " + _NEXT_TOP + " IS NOT NULL)"
+)
+_RUNS_FROM = (" FROM (SELECT COALESCE(b, top - " + str(_RUN) + ") AS lo, top AS hi FROM runs ORDER BY top) r"
+              " JOIN arbor_node n ON n.seq BETWEEN r.lo AND r.hi")
+_ROOT_ID = "(SELECT id FROM arbor_node WHERE seq = {p})"
+_PATH_SQL_SQLITE = (
+    _RUNS_SQLITE + " SELECT " + _PATH_AGGREGATES.format(agg="group_concat", sep="char(31)") + ", "
+    + _ROOT_ID.format(p="?2") + _RUNS_FROM
 )
 _PATH_SQL_POSTGRES = (
     "WITH RECURSIVE up(parent_seq, id, created_at, metadata, kind, content, handle, position) AS ("
@@ -72,22 +95,18 @@ _PATH_SQL_POSTGRES = (
     " UNION ALL"
     " SELECT n.parent_seq, n.id, n.created_at, n.metadata, n.kind, n.content, n.handle, n.position"
     " FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
-    " SELECT " + _PATH_AGGREGATES.format(agg="string_agg", sep="chr(31)") + " FROM up n"
+    " SELECT " + _PATH_AGGREGATES.format(agg="string_agg", sep="chr(31)") + ", " + _ROOT_ID.format(p="?")
+    + " FROM up n"
 )
-_PATH_IDS_SQL_SQLITE = (
-    "WITH RECURSIVE up(seq, parent_seq) AS ("
-    " SELECT seq, parent_seq FROM arbor_node WHERE seq = ?"
-    " UNION ALL"
-    " SELECT n.seq, n.parent_seq FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
-    " SELECT group_concat(n.id, ',') FROM up JOIN arbor_node n ON n.seq = up.seq"
-)
+_PATH_IDS_SQL_SQLITE = _RUNS_SQLITE + " SELECT group_concat(n.id, ','), " + _ROOT_ID.format(p="?2") + _RUNS_FROM
 _PATH_IDS_SQL_POSTGRES = (
     "WITH RECURSIVE up(parent_seq, id) AS ("
     " SELECT parent_seq, id FROM arbor_node WHERE seq = ?"
     " UNION ALL"
     " SELECT n.parent_seq, n.id FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
-    " SELECT string_agg(id, ',') FROM up"
+    " SELECT string_agg(id, ','), " + _ROOT_ID.format(p="?") + " FROM up"
 )
+
 
 class TreeInactive(PlexorError):
     """The tree exists but is scheduled for deletion or archived, so it cannot change."""
@@ -565,20 +584,22 @@ class Store:
         contains the separator character is detected (the pieces no longer
         add up) and the path is read again row by row.
         """
-        tid = self._tree_row(tree_id)[0]
+        row = self._tree_row(tree_id)
+        tid = row[0]
         seq, nid = self._node_ref(tid, node_id)
-        count, ids, created, metas, bodies, odd = self._one(self._path_sql(), (seq,))
-        # Walk order is deepest first: split, check, then turn root first.
+        count, ids, created, metas, bodies, odd, root = self._one(
+            _PATH_SQL_SQLITE if self.is_sqlite else _PATH_SQL_POSTGRES, (seq, row[1]))
         ids = ids.split(",")
         created = created.split(",")
         metas = metas.split(_SEP)
         bodies = bodies.split(_SEP)
-        if not (len(ids) == len(created) == len(metas) == len(bodies) == count) or ids[0] != nid:
+        if not self.is_sqlite:  # PostgreSQL hands the walk's order back: the node first
+            ids.reverse()
+            created.reverse()
+            metas.reverse()
+            bodies.reverse()
+        if not (len(ids) == len(created) == len(metas) == len(bodies) == count) or ids[0] != root or ids[-1] != nid:
             return self._path_by_rows(tid, seq)
-        ids.reverse()
-        created.reverse()
-        metas.reverse()
-        bodies.reverse()
         loads = json.loads
         parsed = {m: loads(m) for m in set(metas) if m}
         parsed[""] = {}
@@ -597,9 +618,6 @@ class Store:
                 if kind == "external":
                     node["data"] = {"type": "external", "handle": loads(node["data"]["content"])}
         return out
-
-    def _path_sql(self) -> str:
-        return _PATH_SQL_SQLITE if self.is_sqlite else _PATH_SQL_POSTGRES
 
     def _path_by_rows(self, tid: str, seq: int) -> list[dict[str, Any]]:
         """The same path, one row per node: the rare fallback of :meth:`path` (and how paths were read before)."""
@@ -634,10 +652,14 @@ class Store:
 
     def path_ids(self, tree_id: str, node_id: str) -> list[str]:
         """The ids from the root to ``node_id``, from ONE recursive query returning them as one string."""
-        tid = self._tree_row(tree_id)[0]
+        row = self._tree_row(tree_id)
+        tid = row[0]
         seq, nid = self._node_ref(tid, node_id)
-        ids = self._one(_PATH_IDS_SQL_SQLITE if self.is_sqlite else _PATH_IDS_SQL_POSTGRES, (seq,))[0].split(",")
-        if ids[0] != nid:  # not in walk order: read them again, explicitly ordered
+        joined, root = self._one(_PATH_IDS_SQL_SQLITE if self.is_sqlite else _PATH_IDS_SQL_POSTGRES, (seq, row[1]))
+        ids = joined.split(",")
+        if not self.is_sqlite:
+            ids.reverse()
+        if ids[0] != root or ids[-1] != nid:  # not in path order: read them again, explicitly ordered
             rows = self._all(
                 "WITH RECURSIVE up(seq, parent_seq, depth) AS ("
                 " SELECT seq, parent_seq, 0 FROM arbor_node WHERE seq = ?"
@@ -645,7 +667,6 @@ class Store:
                 " SELECT n.seq, n.parent_seq, up.depth + 1 FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
                 " SELECT n.id FROM up JOIN arbor_node n ON n.seq = up.seq ORDER BY up.depth DESC", (seq,))
             return [r[0] for r in rows]
-        ids.reverse()
         return ids
 
     def handles(self, tree_id: str, node_id: str) -> list[dict[str, Any]]:
