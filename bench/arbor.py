@@ -12,7 +12,11 @@ Side by side in one run, for each backend:
 * the context path (root → node, full nodes) of a node at depth 10,000:
   p50 over 30 reads; target ≤ 20 ms. Beside it, interleaved read for read,
   the same path read one row per node (the plugin's fallback, and how
-  paths were read before), so the gain shows even on a busy machine;
+  paths were read before), so the gain shows even on a busy machine. The
+  conversation was appended in one go, so its keys are consecutive (what
+  the SQLite walk reads a block at a time); the worst case, a conversation
+  whose every node was written between two nodes of another tree, is
+  measured too;
 * rendering a 10,000-node tree (100 conversations of 100 messages with
   branches, mixed-length and multi-byte text, roles): p50 of 10; target ≤ 200 ms;
 * for information: the same path as ids only (``arbor_node_get_path``), which
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import random
 import sqlite3
@@ -203,6 +208,53 @@ def bench_path(backend: Backend, tree_id: str, depth: int, reps: int = 30) -> tu
     return statistics.median(times), statistics.median(row_times), statistics.median(cpu_times), len(nodes) - 1
 
 
+def interleaved_trees(backend: Backend, depth: int) -> tuple[str, str]:
+    """Two conversations of ``depth`` messages written turn about, so no node's key follows its
+    parent's: the worst case for the SQLite path walk, which then moves one node per step.
+    Returns (tree id, id of its node at ``depth``). Rows go in directly, in one transaction."""
+    from plexor_arbor.store import iso_now, uuid4_batch
+
+    store = backend.store
+    a, b = store.create_tree({"bench": "interleaved"}), store.create_tree({"bench": "interleaved"})
+    with store._write():
+        first = store._reserve(2 * depth)
+        seqs = {a["id"]: store._node_ref(a["id"], a["root"])[0], b["id"]: store._node_ref(b["id"], b["root"])[0]}
+        rows = []
+        now = iso_now()
+        ids = uuid4_batch(2 * depth)
+        roles = ("user", "assistant")
+        for i in range(2 * depth):
+            tree = (a, b)[i % 2]["id"]
+            seq = first + i
+            meta = json.dumps({"role": roles[(i // 2) % 2]}, separators=(",", ":"))
+            rows.append((seq, seqs[tree], ids[i], tree, 0, "text", roles[(i // 2) % 2],
+                         f"message {i // 2}: " + "lorem ipsum " * (i % 7), meta, now))
+            seqs[tree] = seq
+        store._insert_many("arbor_node", "seq, parent_seq, id, tree_id, position, kind, role, content, metadata, "
+                           "created_at", rows)
+    store._after_bulk(len(rows))
+    return a["id"], rows[-2][2]
+
+
+def bench_path_interleaved(backend: Backend, depth: int, reps: int = 30) -> tuple[float, float]:
+    """p50 of ``Store.path`` and of the row-per-node read, interleaved, on the worst-case layout."""
+    tree_id, node_id = interleaved_trees(backend, depth)
+    store = backend.store
+    seq = store._node_ref(tree_id, node_id)[0]
+    times, row_times = [], []
+    nodes: list[Any] = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        nodes = store.path(tree_id, node_id)
+        times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        by_rows = store._path_by_rows(tree_id, seq)
+        row_times.append(time.perf_counter() - started)
+    if by_rows != nodes or len(nodes) != depth + 1:
+        raise SystemExit("the two path reads disagree on the interleaved tree")
+    return statistics.median(times), statistics.median(row_times)
+
+
 # ------------------------------------------------------------------- render
 def render_document(n: int = 10_000, conversations: int = 100, seed: int = 7) -> dict[str, Any]:
     """An export document: ``conversations`` threads under the root, branching now and then."""
@@ -296,6 +348,7 @@ async def run_backend(name: str, url: str | None, nodes: int, repeat: int) -> di
                     b, tree_id, min(10_000, nodes))
                 out["path_ids_p50"] = bench_path_ids(b, tree_id, min(10_000, nodes))
                 out["render_p50"], out["render_nodes"], out["render_chars"] = bench_render(b)
+                out["path_mixed_p50"], out["path_mixed_rows_p50"] = bench_path_interleaved(b, min(10_000, nodes))
                 out["single_per_s"] = bench_single(b)
                 tree_for_paths = tree_id
         if schema:
@@ -371,6 +424,9 @@ def main() -> None:
         if r["backend"] == "sqlite":
             print(f"| {r['backend']} | context path, depth {r['path_depth']:,}: CPU time of the calling thread (p50) | "
                   f"{r['path_cpu_p50'] * 1000:.1f} ms | — | — | (info) |")
+        print(f"| {r['backend']} | context path, depth {r['path_depth']:,}, two trees written turn about (p50) | "
+              f"{r['path_mixed_p50'] * 1000:.1f} ms | {r['path_mixed_rows_p50'] * 1000:.1f} ms (one row per node) | "
+              f"{r['path_mixed_p50'] / r['path_mixed_rows_p50']:.2f}x | (worst case) |")
         print(f"| {r['backend']} | path ids only, depth {r['path_depth']:,} (p50) | {r['path_ids_p50'] * 1000:.1f} ms | "
               "— | — | (info) |")
         print(f"| {r['backend']} | render {r['render_nodes']:,}-node tree (p50) | {r['render_p50'] * 1000:.1f} ms | "
