@@ -92,7 +92,7 @@ class VectorIndex:
     picks ``4 k`` candidates, which are then rescored with the full vectors.
     """
 
-    COARSE_MIN_ROWS = 100_000
+    COARSE_MIN_ROWS = 20_000
 
     def __init__(self, dim: int, coarse_dims: int | None = None) -> None:
         import numpy as np
