@@ -607,7 +607,6 @@ class Kernel(_Machine):
         close_sse_stream: Any = None,
     ) -> Outcome:
         """Run a tool and return its :class:`Outcome`; failures become error outcomes, never exceptions."""
-        started = time.perf_counter()
         spec: ToolSpec | None = None
         try:
             spec = self.resolve_tool(name)
@@ -628,7 +627,6 @@ class Kernel(_Machine):
             meta = {"plexor/provenance": spec.provenance, "plexor/schemaHash": spec.schema_hash}
             if advice:
                 text = text + "\n\n" + "\n".join(f"Guidance: {a}" for a in advice)
-            self.log.debug("tool_call", tool=spec.name, ms=round((time.perf_counter() - started) * 1000, 2))
             return Outcome(data, text, False, meta, content=extra)
         except BaseException as exc:  # noqa: BLE001 - every failure becomes guidance
             import anyio

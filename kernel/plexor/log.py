@@ -80,7 +80,9 @@ class _LazyLogger:
                     configure()
                 _apply(_wanted["level"])
             self._real = structlog.get_logger(self._name)
-        return getattr(self._real, attr)
+        value = getattr(self._real, attr)
+        self.__dict__[attr] = value  # later calls skip this lookup
+        return value
 
 
 class _StderrLogger:
