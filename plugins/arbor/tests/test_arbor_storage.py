@@ -240,3 +240,22 @@ async def test_paths_through_runs_and_interleaved_writes(plexor, backend):
                 assert sum("WITH RECURSIVE" in s for s in statements) == 2, statements
         assert len(store.path(one, last["id"])) == 1 + 40 + 1300 + 5
         assert [n["data"]["content"] for n in store.path(one, branch["id"])][-3:] == ["one 39", "bulk 0", "from the middle"]
+
+
+async def test_paths_do_not_depend_on_unspecified_row_order(plexor):
+    # SQLite can be told to return unordered rows backwards; paths must come back the same anyway.
+    async with plexor.client(installed=["arbor"], env={"PLEXOR_ARBOR_SWEEP_INTERVAL": "0"}) as client:
+        store = client.kernel.plugin("arbor").services["store"]
+        tree = store.create_tree()["id"]
+        chain = store.append_chain(tree, [(f"m{i}", {"role": "user"}) for i in range(1200)])
+        branch = store.create_node(tree, content="branch", parent=chain["first"])
+        expected = {node: store.path(tree, node) for node in (chain["last"], branch["id"])}
+        conn = store.db.connection()
+        conn.execute("PRAGMA reverse_unordered_selects = 1")
+        try:
+            for node, path in expected.items():
+                assert store.path(tree, node) == path
+                assert store.path_ids(tree, node) == [n["id"] for n in path]
+        finally:
+            conn.execute("PRAGMA reverse_unordered_selects = 0")
+        assert len(expected[chain["last"]]) == 1201 and expected[branch["id"]][-1]["data"]["content"] == "branch"
