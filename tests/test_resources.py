@@ -151,3 +151,16 @@ async def test_completion_functions_can_ask_for_the_context(plexor):
         ref = ResourceTemplateReference(type="ref/resource", uri="ctxnotes://note/{note_id}")
         result = await client.complete(ref, {"name": "note_id", "value": "al"})
         assert result.completion.values == ["alpha", "alps"]
+
+
+async def test_completion_is_capped_at_100_with_has_more(plexor):
+    from mcp_types import ResourceTemplateReference
+
+    def templates(register, settings):
+        register("many://item/{item_id}", lambda item_id: {}, complete={"item_id": lambda prefix: [f"{prefix}{i:03d}" for i in range(250)]})
+
+    async with plexor.client([("many", make_plugin("many", plexor_register_resource_templates=templates))]) as client:
+        ref = ResourceTemplateReference(type="ref/resource", uri="many://item/{item_id}")
+        result = await client.complete(ref, {"name": "item_id", "value": "x"})
+        assert len(result.completion.values) == 100 and result.completion.has_more is True
+        assert result.completion.values[0] == "x000"

@@ -846,11 +846,17 @@ class Kernel(_Machine):
             messages = [m if isinstance(m, dict) else {"role": "user", "text": str(m)} for m in value]
         return spec.description, messages
 
-    async def complete(self, ref_uri: str, argument: str, value: str) -> list[str]:
-        """Completions for a template variable (``completion/complete``)."""
+    async def complete(self, ref_uri: str, argument: str, value: str) -> tuple[list[str], bool]:
+        """Completions for a template variable (``completion/complete``): ``(values, has_more)``.
+
+        At most 100 values are returned; ``has_more`` says the function offered more.
+        A sync function runs in a worker thread, like readers and tools.
+        """
+        import anyio
+
         tmpl = self.registry.templates.get(ref_uri)
         if tmpl is None or argument not in tmpl.complete:
-            return []
+            return [], False
         func = tmpl.complete[argument]
         kwargs = {}
         for pname, param in inspect.signature(func).parameters.items():
@@ -858,11 +864,13 @@ class Kernel(_Machine):
             if ann is Context or (isinstance(ann, str) and ann.split(".")[-1] == "Context"):
                 kwargs[pname] = Context(self, self.records[tmpl.plugin], name=ref_uri)
         if tmpl.ready_required and self.records[tmpl.plugin].state != State.READY:
-            return []
-        result = func(value, **kwargs)
-        if inspect.isawaitable(result):
-            result = await result
-        return [str(v) for v in list(result)[:100]]
+            return [], False
+        if inspect.iscoroutinefunction(func):
+            result = await func(value, **kwargs)
+        else:
+            result = await anyio.to_thread.run_sync(lambda: list(func(value, **kwargs)))
+        values = [str(v) for v in list(result)[:101]]
+        return values[:100], len(values) > 100
 
 
 def _env_number(environ: Mapping[str, str], name: str, default: Any, kind: type, minimum: float) -> Any:

@@ -264,12 +264,13 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         ref = params.ref
         uri = getattr(ref, "uri", None)
         values: list[str] = []
+        more = False
         if uri is not None:
             try:
-                values = await kernel.complete(str(uri), params.argument.name, params.argument.value)
+                values, more = await kernel.complete(str(uri), params.argument.name, params.argument.value)
             except Exception as exc:  # noqa: BLE001 - completion is best effort
                 kernel.log.debug("completion_failed", error=str(exc))
-        return types.CompleteResult(completion=types.Completion(values=values, has_more=False))
+        return types.CompleteResult(completion=types.Completion(values=values, has_more=more))
 
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         # Acknowledged for 2025-era clients; no per-resource updates are sent yet (list-changed is).
