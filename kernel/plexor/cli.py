@@ -21,7 +21,10 @@ __all__ = ["main", "run_kernel"]
 ENV_HELP = (
     "Environment: PLEXOR_HOME=DIR keeps config, data and logs under DIR; PLEXOR_PLUGINS=a,b loads only "
     "those plugins (empty: none); PLEXOR_DISABLE=a,b blocks plugins; PLEXOR_<PLUGIN>_<KEY> overrides a "
-    "setting; PLEXOR_TOKEN sets the HTTP bearer token; PLEXOR_LOG_LEVEL sets the log level (stderr)."
+    "setting; PLEXOR_TOKEN sets the HTTP bearer token; PLEXOR_LOG_LEVEL sets the log level (stderr); "
+    "PLEXOR_SEPARATOR (_ or -) joins namespace and method in tool names; PLEXOR_START_WAIT (seconds, "
+    "default 15) bounds how long a call waits for its plugin to start; PLEXOR_PAGE_SIZE (default 100) "
+    "sizes list pages."
 )
 
 CORE_COMMANDS = ("serve", "connect", "plugins", "tools", "call", "paths")
