@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -140,6 +141,17 @@ def test_sigterm_lets_the_in_flight_call_finish(plexor_home, site_dir):
     assert '"event": "signal"' in err and '"event": "kernel_stopped"' in err
 
 
+@contextlib.contextmanager
+def _http_server(home, *args, site=None):
+    """`plexor serve` on a free port: yields (process, port), and stops it afterwards."""
+    proc, port = _start_http(home, *args, site=site)
+    try:
+        yield proc, port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
 def _start_http(home, *args, site=None):
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve", "--port", str(port), *args],
@@ -159,23 +171,18 @@ async def test_streamable_http_stateful_and_stateless(plexor_home):
     from mcp import Client
 
     for extra in ((), ("--stateless",)):
-        proc, port = _start_http(plexor_home, "--transport", "http", *extra)
-        try:
+        with _http_server(plexor_home, "--transport", "http", *extra) as (proc, port):
             for mode in ("legacy", "auto"):
                 async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
                     r = await client.call_tool("plexor_health", {})
                     assert r.structured_content["kernel"]["state"] == "ready"
                     assert r.structured_content["pid"] == proc.pid
-        finally:
-            proc.terminate()
-            proc.wait(timeout=15)
 
 
 async def test_http_refuses_a_foreign_origin(plexor_home):
     import httpx
 
-    proc, port = _start_http(plexor_home, "--transport", "http")
-    try:
+    with _http_server(plexor_home, "--transport", "http") as (_proc, port):
         body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         async with httpx.AsyncClient() as http:
@@ -185,23 +192,16 @@ async def test_http_refuses_a_foreign_origin(plexor_home):
             bad_host = await http.post(f"http://127.0.0.1:{port}/mcp", json=body,
                                        headers={**headers, "Host": "evil.example"})
             assert bad_host.status_code == 421
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 async def test_legacy_sse_transport(plexor_home):
     from mcp import Client
     from mcp.client.sse import sse_client
 
-    proc, port = _start_http(plexor_home, "--transport", "sse")
-    try:
+    with _http_server(plexor_home, "--transport", "sse") as (_proc, port):
         async with Client(sse_client(f"http://127.0.0.1:{port}/sse"), mode="legacy") as client:
             r = await client.call_tool("plexor_health", {})
             assert r.structured_content["kernel"]["state"] == "ready"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 async def test_stdin_eof_stops_the_server_cleanly(plexor_home):
