@@ -23,7 +23,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from plexor.config import ConfigSpec, Paths, Settings, load_config_file, paths, resolve_settings
@@ -40,6 +39,7 @@ from plexor.registry import (
     ToolRegistrar,
     ToolSpec,
 )
+from plexor.schema import context_params
 
 __all__ = ["BUILTIN", "Kernel", "Outcome", "PluginRecord", "State"]
 
@@ -764,11 +764,8 @@ class Kernel(_Machine):
         rec = self.records[spec.plugin]
         await self._gate(rec, spec.ready_required)
         ctx = Context(self, rec, request_id=request_id, session=session, name=uri)
-        sig = inspect.signature(spec.reader)
-        for pname, param in sig.parameters.items():
-            ann = param.annotation
-            if ann is Context or (isinstance(ann, str) and ann.split(".")[-1] == "Context"):
-                variables[pname] = ctx
+        for pname in context_params(spec.reader):
+            variables[pname] = ctx
         self._enter()
         try:
             if spec.kind == "async":
@@ -800,10 +797,7 @@ class Kernel(_Machine):
             if rec.state != State.READY:
                 continue
             try:
-                ctx = Context(self, rec, name="resources/list")
-                wants_ctx = any(p.annotation is Context or str(p.annotation).endswith("Context")
-                                for p in inspect.signature(lister).parameters.values())
-                args = (ctx,) if wants_ctx else ()
+                args = (Context(self, rec, name="resources/list"),) if context_params(lister) else ()
                 if inspect.iscoroutinefunction(lister):
                     items = await lister(*args)
                 else:
@@ -858,11 +852,7 @@ class Kernel(_Machine):
         if tmpl is None or argument not in tmpl.complete:
             return [], False
         func = tmpl.complete[argument]
-        kwargs = {}
-        for pname, param in inspect.signature(func).parameters.items():
-            ann = param.annotation
-            if ann is Context or (isinstance(ann, str) and ann.split(".")[-1] == "Context"):
-                kwargs[pname] = Context(self, self.records[tmpl.plugin], name=ref_uri)
+        kwargs = {p: Context(self, self.records[tmpl.plugin], name=ref_uri) for p in context_params(func)}
         if tmpl.ready_required and self.records[tmpl.plugin].state != State.READY:
             return [], False
         if inspect.iscoroutinefunction(func):
@@ -958,6 +948,3 @@ def _version() -> str:
 
     return __version__
 
-
-def data_path(kernel: Kernel, plugin: str) -> Path:
-    return kernel.paths.plugin_data_dir(plugin)

@@ -83,6 +83,11 @@ def _is_context(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, Context)
 
 
+def context_params(func: Callable[..., Any]) -> tuple[str, ...]:
+    """Names of ``func``'s parameters annotated :class:`plexor.Context` (the kernel fills them in)."""
+    return tuple(name for name, p in inspect.signature(func).parameters.items() if _is_context(p.annotation))
+
+
 def _strip_titles(node: Any) -> Any:
     # pydantic puts a "title" on every property; models read descriptions, so
     # the titles only cost tokens.
@@ -263,7 +268,7 @@ def _from_json_schema(func: Callable[..., Any], schema: dict[str, Any], output_s
         raise PluginError(f"the input schema of {getattr(func, '__name__', func)!r} is not a valid JSON Schema: "
                           f"{getattr(exc, 'message', exc)}", "Fix the schema.") from exc
     description, _ = parse_docstring(inspect.getdoc(func))
-    context = tuple(n for n, p in inspect.signature(func).parameters.items() if _is_context(p.annotation))
+    context = context_params(func)
     wraps = False
     if output_schema is not None and output_schema.get("type") != "object":
         output_schema = {"type": "object", "properties": {"result": output_schema}, "required": ["result"]}

@@ -18,6 +18,7 @@ import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 
+from plexor import __version__
 from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
 from plexor.kernel import Kernel
 
@@ -289,7 +290,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         warnings.simplefilter("ignore")
         server = PlexorServer(
             "plexor",
-            version=_version(),
+            version=__version__,
             title="Plexor",
             description="An MCP server whose tools come from plugins.",
             instructions=(
@@ -362,8 +363,3 @@ def _progress_token(meta: Any) -> Any:
         return meta.get("progressToken", meta.get("progress_token"))
     return getattr(meta, "progress_token", None)
 
-
-def _version() -> str:
-    from plexor import __version__
-
-    return __version__
