@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from plexor.asking import AskError, Elicit, ListRoots, Sample
 from plexor.context import Context
 from plexor.errors import (
     ConfigError,
@@ -53,11 +54,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'plexor' has no attribute {name!r}")
 
 __all__ = [
+    "AskError",
     "ConfigError",
     "Context",
     "Data",
+    "Elicit",
     "Guidance",
     "InvalidArgument",
+    "ListRoots",
     "Log",
     "NotFound",
     "NotReady",
@@ -65,6 +69,7 @@ __all__ = [
     "PluginError",
     "Progress",
     "Result",
+    "Sample",
     "StorageError",
     "__version__",
     "audio",

@@ -28,6 +28,7 @@ class Context:
         progress_token: Any = None,
         name: str = "",
         close_sse_stream: Any = None,
+        exchange: Any = None,
     ) -> None:
         self.kernel = kernel
         self.plugin = plugin
@@ -36,6 +37,7 @@ class Context:
         self._session = session
         self._progress_token = progress_token
         self._close_sse_stream = close_sse_stream
+        self._exchange = exchange
 
     @property
     def settings(self) -> Settings:
@@ -52,6 +54,69 @@ class Context:
     def database(self) -> Any:
         """The plugin's peewee database (``None`` when it registered no models)."""
         return self.plugin.database
+
+    # -- asking the client (see plexor.asking) ---------------------------------
+    @property
+    def exchange(self) -> Any:
+        if self._exchange is None:
+            from plexor.asking import Exchange
+
+            self._exchange = Exchange(session=self._session, request_id=self.request_id)
+        return self._exchange
+
+    async def ask(self, **questions: Any) -> dict[str, dict[str, Any]]:
+        """Ask the client one or more questions and return the answers, keyed like the arguments.
+
+        Each value is :class:`plexor.Elicit`, :class:`plexor.Sample` or
+        :class:`plexor.ListRoots`. On 2026-07-28 clients this may end the round
+        (the function runs again, with the answers, when the client retries);
+        on older clients each question is sent and awaited. Keep the keys
+        stable between runs: they name the questions. Raises
+        :class:`plexor.asking.AskError` when the client lacks the capability
+        or answers something malformed.
+        """
+        return await self.exchange.ask(questions)
+
+    async def elicit(self, message: str, schema: Any, *, key: str | None = None) -> dict[str, Any]:
+        """Ask the user to fill in a form; returns ``{"action", "content"?}`` (see :class:`plexor.Elicit`)."""
+        from plexor.asking import Elicit, default_key
+
+        question = Elicit(message, schema)
+        return (await self.exchange.ask({key or default_key(question): question}))[key or default_key(question)]
+
+    async def sample(self, prompt: Any, *, key: str | None = None, **options: Any) -> dict[str, Any]:
+        """Ask the client's model; returns the ``CreateMessageResult`` dict (see :class:`plexor.Sample`)."""
+        from plexor.asking import Sample, default_key
+
+        question = Sample(prompt, **options)
+        name = key or default_key(question)
+        return (await self.exchange.ask({name: question}))[name]
+
+    async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
+        """The client's roots, ``[{"uri", "name"?}, ...]``."""
+        from plexor.asking import ListRoots
+
+        return list((await self.exchange.ask({key or "roots": ListRoots()}))[key or "roots"].get("roots", []))
+
+    def can_ask(self, what: str) -> bool:
+        """Whether the client declared ``"elicitation"``, ``"sampling"`` or ``"roots"`` for this request."""
+        return bool(self.exchange.can_ask(what))
+
+    @property
+    def round(self) -> int:
+        """1 on the first run of this call; 2, 3... when a 2026-07-28 client retries with answers."""
+        return int(self.exchange.round)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """A JSON-able dict carried from one round of this call to the next (sealed in ``requestState``).
+
+        Write what the next run needs (e.g. an id minted in round 1); it comes
+        back unchanged and unforgeable. Empty on the first round and on clients
+        older than 2026-07-28, which never re-run a call.
+        """
+        state: dict[str, Any] = self.exchange.state
+        return state
 
     async def progress(self, current: float, total: float | None = None, message: str | None = None) -> None:
         """Send an MCP progress notification (a no-op when the client asked for none)."""

@@ -605,8 +605,14 @@ class Kernel(_Machine):
         request_id: Any = None,
         progress_token: Any = None,
         close_sse_stream: Any = None,
+        exchange: Any = None,
     ) -> Outcome:
-        """Run a tool and return its :class:`Outcome`; failures become error outcomes, never exceptions."""
+        """Run a tool and return its :class:`Outcome`; failures become error outcomes, never exceptions.
+
+        Two exceptions escape on purpose, for the server to answer: :class:`plexor.asking.InputRequired`
+        (the tool asked the client something; 2026-07-28 clients get an ``InputRequiredResult``) and,
+        on 2026-07-28 exchanges, :class:`plexor.asking.AskError` (a JSON-RPC error by the spec).
+        """
         spec: ToolSpec | None = None
         try:
             spec = self.resolve_tool(name)
@@ -616,7 +622,7 @@ class Kernel(_Machine):
                 raise InvalidArgument("arguments must be a JSON object", "Pass named arguments, e.g. {\"key\": \"value\"}.")
             values = spec.signature.validate(arguments)
             ctx = Context(self, rec, request_id=request_id, session=session, progress_token=progress_token, name=spec.name,
-                          close_sse_stream=close_sse_stream)
+                          close_sse_stream=close_sse_stream, exchange=exchange)
             for p in spec.signature.context_params:
                 values[p] = ctx
             self._enter()
@@ -632,6 +638,8 @@ class Kernel(_Machine):
             import anyio
 
             if isinstance(exc, anyio.get_cancelled_exc_class()) or isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            if _escapes(exc, exchange):
                 raise
             return self._error_outcome(exc, spec, name, arguments, request_id)
 
@@ -756,14 +764,16 @@ class Kernel(_Machine):
         schemes = ", ".join(f"{s}://" for s in sorted(self.registry.schemes)) or "none"
         raise NotFound(f"no resource matches {uri!r} (unknown scheme {scheme!r})", f"Known schemes: {schemes}. Call resources/list or resources/templates/list.")
 
-    async def read_resource(self, uri: str, *, session: Any = None, request_id: Any = None) -> list[dict[str, Any]]:
+    async def read_resource(
+        self, uri: str, *, session: Any = None, request_id: Any = None, exchange: Any = None
+    ) -> list[dict[str, Any]]:
         """Read ``uri``; returns ``[{"uri", "mime_type", "text"|"blob"}]``. Raises :class:`PlexorError` subclasses."""
         import anyio
 
         spec, variables = self._find_resource(uri)
         rec = self.records[spec.plugin]
         await self._gate(rec, spec.ready_required)
-        ctx = Context(self, rec, request_id=request_id, session=session, name=uri)
+        ctx = Context(self, rec, request_id=request_id, session=session, name=uri, exchange=exchange)
         for pname in context_params(spec.reader):
             variables[pname] = ctx
         self._enter()
@@ -809,7 +819,10 @@ class Kernel(_Machine):
         return out
 
     # ------------------------------------------------------------------ prompts
-    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None) -> tuple[str, list[dict[str, Any]]]:
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, *, session: Any = None, request_id: Any = None,
+        exchange: Any = None,
+    ) -> tuple[str, list[dict[str, Any]]]:
         """Render a prompt: ``(description, [{"role", "text"}])``."""
         import anyio
 
@@ -824,7 +837,7 @@ class Kernel(_Machine):
         await self._gate(rec, True)
         values = spec.signature.validate(arguments)
         for p in spec.signature.context_params:
-            values[p] = Context(self, rec, name=name)
+            values[p] = Context(self, rec, name=name, session=session, request_id=request_id, exchange=exchange)
         try:
             if spec.kind == "async":
                 value = await spec.func(**values)
@@ -937,6 +950,15 @@ def _annotation_text(annotation: Any) -> str:
     if isinstance(annotation, str):
         return annotation
     return getattr(annotation, "__qualname__", None) and f"{annotation.__module__}.{annotation.__qualname__}" or repr(annotation)
+
+
+def _escapes(exc: BaseException, exchange: Any) -> bool:
+    """Whether ``exc`` must leave call_tool for the server to answer (see its docstring)."""
+    from plexor.asking import AskError, InputRequired
+
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:  # asked inside a task group
+        exc = exc.exceptions[0]
+    return isinstance(exc, InputRequired) or (isinstance(exc, AskError) and exchange is not None and exchange.modern)
 
 
 def _short_id() -> str:

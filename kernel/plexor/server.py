@@ -2,14 +2,19 @@
 
 The SDK owns the wire: JSON-RPC framing, the 2025-11-25 ``initialize``
 handshake and the 2026-07-28 stateless era with ``server/discover``. This
-module only maps registrations to handlers and adds one middleware that
-keeps every failure a guidance message and never a traceback.
+module only maps registrations to handlers and adds two middlewares: one
+keeps every failure a guidance message and never a traceback, the other (the
+SDK's ``RequestStateBoundary``) encrypts and verifies the ``requestState`` of
+multi-round requests (SEP-2322, see :mod:`plexor.asking`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
+import os
+import secrets
 import time
 import weakref
 from typing import Any
@@ -19,6 +24,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 
 from plexor import __version__
+from plexor.asking import AskError, Exchange, InputRequired
 from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
 from plexor.kernel import Kernel
 
@@ -26,6 +32,10 @@ __all__ = ["RESOURCE_NOT_FOUND", "build_server"]
 
 RESOURCE_NOT_FOUND = -32002
 SERVER_NOT_READY = -32000
+# Methods whose result may be an InputRequiredResult (SEP-2322).
+ASKING_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
+# How long a requestState stays valid: long enough for a person to fill in a form.
+REQUEST_STATE_TTL = 3600.0
 
 
 class PlexorServer(Server[Any]):
@@ -192,12 +202,16 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         items, nxt = _page(tool_models(), params.cursor if params else None, max(size, 500))
         return types.ListToolsResult(tools=items, next_cursor=nxt)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        outcome = await kernel.call_tool(
-            params.name, params.arguments, session=ctx.session, request_id=ctx.request_id,
-            progress_token=_progress_token(params.meta),
-            close_sse_stream=getattr(ctx, "close_sse_stream", None),
-        )
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+        exchange = _exchange(ctx)
+        try:
+            outcome = await kernel.call_tool(
+                params.name, params.arguments, session=ctx.session, request_id=ctx.request_id,
+                progress_token=_progress_token(params.meta),
+                close_sse_stream=getattr(ctx, "close_sse_stream", None), exchange=exchange,
+            )
+        except BaseException as exc:
+            return _asked(exc, exchange)
         return types.CallToolResult.model_validate({
             "content": [{"type": "text", "text": outcome.text}, *outcome.content],
             "structuredContent": outcome.data,
@@ -221,9 +235,12 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         items, nxt = _page(all_t, params.cursor if params else None, size)
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=nxt)
 
-    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+        exchange = _exchange(ctx)
         try:
-            contents = await kernel.read_resource(str(params.uri), session=ctx.session, request_id=ctx.request_id)
+            contents = await kernel.read_resource(str(params.uri), session=ctx.session, request_id=ctx.request_id, exchange=exchange)
+        except (InputRequired, AskError, BaseExceptionGroup) as exc:
+            return _asked(exc, exchange)
         except NotFound as err:
             if _stateless_era(ctx):  # SEP-2164: -32602 with data.uri from 2026-07-28 on
                 raise MCPError(types.INVALID_PARAMS, err.render(), {**(err.payload() or {}), "uri": str(params.uri)}) from None
@@ -247,9 +264,13 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         items, nxt = _page(all_p, params.cursor if params else None, size)
         return types.ListPromptsResult(prompts=items, next_cursor=nxt)
 
-    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
+        exchange = _exchange(ctx)
         try:
-            description, messages = await kernel.get_prompt(params.name, dict(params.arguments or {}))
+            description, messages = await kernel.get_prompt(
+                params.name, dict(params.arguments or {}), session=ctx.session, request_id=ctx.request_id, exchange=exchange)
+        except (InputRequired, AskError, BaseExceptionGroup) as exc:
+            return _asked(exc, exchange)
         except PlexorError as err:
             if isinstance(err, NotFound):  # an unknown prompt name is invalid params in MCP
                 raise MCPError(types.INVALID_PARAMS, err.render(), err.payload()) from None
@@ -330,12 +351,16 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             connection = getattr(ctx.session, "_connection", None)
             if connection is not None:
                 sessions.add(connection)
+        if ctx.method in ASKING_METHODS and ctx.params and "inputResponses" in ctx.params and _stateless_era(ctx):
+            _check_input_responses(ctx.params["inputResponses"])
         started = time.perf_counter()
         try:
             return await call_next(ctx)
         except PlexorError as err:
             raise _protocol_error(err) from None
-        except MCPError:
+        except MCPError as err:
+            if isinstance(err.error.data, dict) and err.error.data.get("reason") == "invalid_request_state":
+                raise MCPError(err.error.code, err.error.message + ": " + _BAD_STATE, err.error.data) from None
             raise
         except Exception as exc:
             name = type(exc).__name__
@@ -348,7 +373,102 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
                 kernel.log.debug("request", method=ctx.method, ms=round((time.perf_counter() - started) * 1000, 2))
 
     server.middleware.append(guidance_middleware)
+    from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+
+    # Inside the guidance middleware, so a refused requestState gets its advice appended.
+    security = RequestStateSecurity(keys=[_state_key(kernel)], ttl=REQUEST_STATE_TTL)
+    server.middleware.append(RequestStateBoundary(security, default_audience="plexor"))
     return server
+
+
+_BAD_STATE = (
+    "this requestState was not issued by this server for this exact request (same tool or prompt "
+    "name or resource URI, same arguments), was altered, or is more than an hour old. Send the "
+    "request again without requestState and inputResponses to start over."
+)
+
+
+def _state_key(kernel: Kernel) -> bytes:
+    """The secret that seals requestState, shared by every process using this data directory.
+
+    Kept in ``<data>/request-state.key`` (mode 0600), made on first use; so
+    ``--workers`` processes, the daemon and a restarted server all accept each
+    other's state. Falls back to a key held in memory when the data directory
+    cannot be written (state then dies with the process).
+    """
+    path = kernel.paths.data_dir / "request-state.key"
+    try:
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as exc:
+        kernel.log.warning("request_state_key_unreadable", path=str(path), error=str(exc),
+                           hint="delete the file to have a new key made; using a per-process key")
+        return os.urandom(32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(tmp, path)  # atomic, and never replaces a key another process made first
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError) as exc:
+        kernel.log.warning("request_state_key_not_saved", path=str(path), error=str(exc),
+                           hint="multi-round requests will not survive a restart or span --workers")
+        return os.urandom(32)
+
+
+def _exchange(ctx: Any) -> Exchange:
+    """What ``ctx.ask`` needs for this request: the era, the client's capabilities, the answers so far."""
+    modern = _stateless_era(ctx)
+    raw = ctx.params or {}
+    resumed = None
+    if modern and raw.get("requestState") is not None:
+        try:  # the boundary has verified and decrypted it: plaintext this server minted
+            resumed = json.loads(raw["requestState"])
+        except (TypeError, ValueError):
+            raise MCPError(types.INVALID_PARAMS, "Invalid or expired requestState: " + _BAD_STATE) from None
+    return Exchange(
+        modern=modern, capabilities=lambda: _capabilities(ctx.session),
+        responses=raw.get("inputResponses") if modern else None, resumed=resumed,
+        session=ctx.session, request_id=ctx.request_id,
+    )
+
+
+def _capabilities(session: Any) -> dict[str, Any]:
+    caps = getattr(session, "client_capabilities", None)
+    return caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps is not None else {}
+
+
+def _asked(exc: BaseException, exchange: Exchange) -> Any:
+    """Answer a call that asked the client something (or could not); re-raise anything else."""
+    inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 else exc
+    if isinstance(inner, InputRequired):
+        return types.InputRequiredResult.model_validate(
+            {"resultType": "input_required", "inputRequests": inner.requests, "requestState": exchange.carry()})
+    if isinstance(inner, AskError):
+        raise MCPError(inner.rpc_code, inner.render(), {**inner.data, "guidance": inner.guidance}) from None
+    raise exc
+
+
+def _check_input_responses(value: Any) -> None:
+    if not isinstance(value, dict):
+        raise MCPError(types.INVALID_PARAMS, (
+            f"inputResponses must be an object mapping each input request key to its answer, not {json.dumps(value)[:40]}: "
+            "leave it out on a first request, and on a retry send the answers under the keys of the inputRequests you were given."),
+            {"field": "inputResponses"})
+    for key, answer in value.items():
+        if not isinstance(answer, dict):
+            raise MCPError(types.INVALID_PARAMS, (
+                f"inputResponses[{key!r}] must be an object (an ElicitResult, CreateMessageResult or ListRootsResult), "
+                f"not {json.dumps(answer)[:40]}: answer the input request with that key with the result its method defines."),
+                {"field": "inputResponses", "key": key})
 
 
 def _stateless_era(ctx: Any) -> bool:

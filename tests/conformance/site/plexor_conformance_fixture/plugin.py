@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import anyio
 
-from plexor import Context, Result, audio, hookimpl, image
+from plexor import Context, Elicit, ListRoots, Result, Sample, audio, hookimpl, image
 from plexor import embedded_resource as embedded_resource_block
 from plexor.events import Log, Progress
 
@@ -33,6 +33,16 @@ def plexor_register_tools(register, settings):
     register(elicitation)
     register(elicitation_sep1034_defaults)
     register(elicitation_sep1330_enums)
+    # multi-round requests (SEP-2322, 2026-07-28)
+    register(input_required_result_elicitation)
+    register(input_required_result_sampling)
+    register(input_required_result_list_roots)
+    register(input_required_result_request_state)
+    register(input_required_result_multiple_inputs)
+    register(input_required_result_multi_round)
+    register(input_required_result_tampered_state)
+    register(input_required_result_capabilities)
+    register(missing_capability)
 
 
 @hookimpl
@@ -55,6 +65,7 @@ def plexor_register_prompts(register, settings):
     register(prompt_with_arguments)
     register(prompt_with_embedded_resource)
     register(prompt_with_image)
+    register(input_required_result_prompt)
 
 
 def simple_text() -> Result:
@@ -139,15 +150,8 @@ def prompt_with_arguments(arg1: str, arg2: str) -> str:
 
 
 # -- server-to-client requests ------------------------------------------------
-# The kernel's Context has no public sampling/elicitation API yet; the fixture
-# reaches the SDK session it wraps (reported to the kernel owner).
-
-
-def _session(ctx: Context):
-    session = getattr(ctx, "_session", None)
-    if session is None:
-        raise RuntimeError("no client session: call this tool over MCP")
-    return session
+# ctx.sample / ctx.elicit send the request mid-call on 2025-11-25 sessions and
+# end the round with an InputRequiredResult on 2026-07-28 (see plexor.asking).
 
 
 async def sampling(ctx: Context, prompt: str) -> Result:
@@ -155,21 +159,18 @@ async def sampling(ctx: Context, prompt: str) -> Result:
 
     :param prompt: the text to send.
     """
-    import mcp_types as types
-
-    reply = await _session(ctx).create_message(
-        [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))],
-        max_tokens=100, related_request_id=ctx.request_id,
-    )
-    content = reply.content
-    text = getattr(content, "text", None) or str(content)
+    reply = await ctx.sample(prompt, max_tokens=100)
+    content = reply["content"]
+    text = content.get("text") if isinstance(content, dict) else None
+    text = text or str(content)
     return Result({"response": text}, text=f"LLM response: {text}")
 
 
 async def _elicit(ctx: Context, message: str, schema: dict) -> Result:
-    reply = await _session(ctx).elicit_form(message, schema, related_request_id=ctx.request_id)
-    return Result({"action": reply.action, "content": reply.content},
-                  text=f"Elicitation completed: action={reply.action}, content={reply.content}")
+    reply = await ctx.elicit(message, schema)
+    action, content = reply["action"], reply.get("content")
+    return Result({"action": action, "content": content},
+                  text=f"Elicitation completed: action={action}, content={content}")
 
 
 async def elicitation(ctx: Context, message: str) -> Result:
@@ -206,6 +207,98 @@ async def elicitation_sep1330_enums(ctx: Context) -> Result:
         "titledMulti": {"type": "array", "description": "Select multiple options with titles", "items": {"anyOf": [
             {"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"},
             {"const": "value3", "title": "Third Choice"}]}}}})
+
+
+# -- multi-round requests (SEP-2322) -------------------------------------------
+
+NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+async def input_required_result_elicitation(ctx: Context) -> Result:
+    """Ask the user's name, then greet them."""
+    got = await ctx.ask(user_name=Elicit("What is your name?", NAME_FORM))
+    name = (got["user_name"].get("content") or {}).get("name", "stranger")
+    return Result({"name": name}, text=f"Hello, {name}!")
+
+
+async def input_required_result_sampling(ctx: Context) -> Result:
+    """Ask the client's model a question and return its answer."""
+    got = await ctx.ask(capital_question=Sample("What is the capital of France?", max_tokens=100))
+    text = got["capital_question"]["content"].get("text", "")
+    return Result({"answer": text}, text=f"The model said: {text}")
+
+
+async def input_required_result_list_roots(ctx: Context) -> Result:
+    """List the client's roots."""
+    got = await ctx.ask(client_roots=ListRoots())
+    uris = [r["uri"] for r in got["client_roots"]["roots"]]
+    return Result({"roots": uris}, text="Client roots: " + ", ".join(uris))
+
+
+async def input_required_result_request_state(ctx: Context) -> Result:
+    """Confirm, carrying a value minted in round 1 through requestState."""
+    if ctx.round == 1:
+        ctx.state["minted"] = "round-1"
+    got = await ctx.ask(confirm=Elicit("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}))
+    ok = ctx.state.get("minted") == "round-1"
+    return Result({"confirmed": got["confirm"].get("content"), "state": ok},
+                  text=("state-ok" if ok else "state-missing") + f": confirmed in round {ctx.round}")
+
+
+async def input_required_result_multiple_inputs(ctx: Context) -> Result:
+    """Ask for a name, a greeting and the roots in one round."""
+    got = await ctx.ask(
+        user_name=Elicit("What is your name?", NAME_FORM),
+        greeting=Sample("Generate a greeting", max_tokens=50),
+        client_roots=ListRoots(),
+    )
+    name = (got["user_name"].get("content") or {}).get("name")
+    return Result({"name": name, "greeting": got["greeting"]["content"].get("text"),
+                   "roots": [r["uri"] for r in got["client_roots"]["roots"]]}, text=f"All three answers received for {name}.")
+
+
+async def input_required_result_multi_round(ctx: Context) -> Result:
+    """Ask two questions, one round each."""
+    first = await ctx.ask(step1=Elicit("Step 1: What is your name?", NAME_FORM))
+    second = await ctx.ask(step2=Elicit("Step 2: What is your favorite color?",
+                                        {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}))
+    name = first["step1"]["content"]["name"]
+    color = second["step2"]["content"]["color"]
+    return Result({"name": name, "color": color}, text=f"{name} likes {color} (round {ctx.round}).")
+
+
+async def input_required_result_tampered_state(ctx: Context) -> Result:
+    """Ask for confirmation; the requestState is sealed, so an altered one is refused."""
+    ctx.state["issued"] = True
+    got = await ctx.ask(confirm=Elicit("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}))
+    return Result({"confirmed": got["confirm"].get("content")}, text="Confirmed.")
+
+
+async def input_required_result_capabilities(ctx: Context) -> Result:
+    """Ask only what the client declared it can answer."""
+    questions: dict = {}
+    if ctx.can_ask("elicitation"):
+        questions["user_name"] = Elicit("What is your name?", NAME_FORM)
+    if ctx.can_ask("sampling"):
+        questions["summary"] = Sample("Summarise the day in one line.", max_tokens=30)
+    if ctx.can_ask("roots"):
+        questions["client_roots"] = ListRoots()
+    got = await ctx.ask(**questions) if questions else {}
+    return Result({"asked": sorted(got)}, text="Asked: " + (", ".join(sorted(got)) or "nothing"))
+
+
+async def missing_capability(ctx: Context) -> Result:
+    """Needs sampling; a client that did not declare it gets -32021."""
+    got = await ctx.ask(probe=Sample("Say OK.", max_tokens=5))
+    return Result({"reply": got["probe"]["content"].get("text")}, text="Sampled.")
+
+
+async def input_required_result_prompt(ctx: Context) -> list:
+    """A prompt that asks the user for context first."""
+    got = await ctx.ask(user_context=Elicit("What context should the prompt use?",
+                                            {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}))
+    context = (got["user_context"].get("content") or {}).get("context", "")
+    return [{"role": "user", "text": f"Use this context: {context}"}]
 
 
 # -- content other than text ---------------------------------------------------

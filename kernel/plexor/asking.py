@@ -1,0 +1,367 @@
+"""Asking the client in the middle of a call: elicitation, sampling and roots.
+
+A tool, resource reader or prompt that needs something only the client has (an
+answer from the user, a completion from the client's model, the client's roots)
+asks through its :class:`~plexor.Context`::
+
+    async def book(ctx: Context, city: str) -> str:
+        got = await ctx.ask(
+            who=Elicit("Who is travelling?", {"name": str}),
+            pitch=Sample(f"One sentence selling {city}.", max_tokens=60),
+        )
+        return f"{got['who']['content']['name']}: {got['pitch']['content']['text']}"
+
+How the question travels depends on the protocol the client speaks, and the
+plugin never sees the difference:
+
+* **2026-07-28 and later** (SEP-2322, multi-round requests): the call ends with
+  an ``InputRequiredResult`` listing every unanswered question; the client
+  answers and sends the *same* request again with ``inputResponses`` and the
+  ``requestState`` it was given. The function runs again from the top; this
+  time ``ctx.ask`` returns the answers. Answers given in earlier rounds, the
+  round number and :attr:`Context.state` ride in ``requestState``, which the
+  server encrypts and binds to the request (see :mod:`plexor.server`), so a
+  client cannot forge or alter them.
+* **2025-11-25 and earlier**: each question is sent as a server-to-client
+  request while the call waits, and ``ctx.ask`` returns when the client answers.
+
+A function that asks must therefore be safe to run again up to the point where
+it asks (do side effects after the answers are in). Only ``async`` functions can
+ask. This module imports nothing but the standard library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from plexor.errors import PlexorError
+
+__all__ = ["AskError", "Elicit", "InputRequired", "ListRoots", "Sample"]
+
+# JSON-RPC codes these failures map to on the wire (2026-07-28 era).
+INVALID_PARAMS = -32602
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+
+_PRIMITIVES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+class Elicit:
+    """Ask the user to fill in a form (``elicitation/create``).
+
+    :param message: the question, shown to the user.
+    :param schema: a JSON Schema object with flat properties of primitive types
+        (what MCP allows in a form), or the shorthand ``{"name": str, "age": int}``
+        (every field required).
+
+    The answer is ``{"action": "accept" | "decline" | "cancel", "content": {...}}``;
+    ``content`` is present when accepted, and is checked against ``schema``.
+    """
+
+    capability = "elicitation"
+    method = "elicitation/create"
+
+    def __init__(self, message: str, schema: Mapping[str, Any]) -> None:
+        if not isinstance(message, str) or not message.strip():
+            raise PlexorError("Elicit needs a non-empty message", "Pass the question to show the user, e.g. Elicit(\"Your name?\", {\"name\": str}).")
+        self.message = message
+        self.schema = _form_schema(schema)
+
+    def wire(self) -> dict[str, Any]:
+        return {"method": self.method, "params": {"message": self.message, "requestedSchema": self.schema}}
+
+
+class Sample:
+    """Ask the client's language model for a completion (``sampling/createMessage``).
+
+    :param prompt: the user message text, or a list of MCP sampling messages
+        (``{"role": "user", "content": {"type": "text", "text": "..."}}``).
+    :param max_tokens: the most tokens the client may generate.
+    :param system: an optional system prompt.
+    :param temperature: optional sampling temperature.
+    :param stop: optional stop sequences.
+
+    The answer is a ``CreateMessageResult``: ``{"role", "content", "model", "stopReason"}``;
+    for a text reply, ``answer["content"]["text"]``.
+    """
+
+    capability = "sampling"
+    method = "sampling/createMessage"
+
+    def __init__(
+        self,
+        prompt: str | Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int = 512,
+        system: str | None = None,
+        temperature: float | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> None:
+        if isinstance(prompt, str):
+            messages: list[dict[str, Any]] = [{"role": "user", "content": {"type": "text", "text": prompt}}]
+        elif isinstance(prompt, Sequence) and prompt and all(isinstance(m, Mapping) and "role" in m and "content" in m for m in prompt):
+            messages = [dict(m) for m in prompt]
+        else:
+            raise PlexorError("Sample needs a prompt string or a non-empty list of messages with role and content",
+                              "Pass Sample(\"text\") or Sample([{\"role\": \"user\", \"content\": {\"type\": \"text\", \"text\": \"...\"}}]).")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise PlexorError(f"Sample max_tokens must be a positive integer, not {max_tokens!r}", "Pass e.g. max_tokens=256.")
+        params: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens}
+        if system is not None:
+            params["systemPrompt"] = system
+        if temperature is not None:
+            params["temperature"] = temperature
+        if stop:
+            params["stopSequences"] = list(stop)
+        self.params = params
+
+    def wire(self) -> dict[str, Any]:
+        return {"method": self.method, "params": self.params}
+
+
+class ListRoots:
+    """Ask the client for its roots (``roots/list``); the answer is ``{"roots": [{"uri", "name"?}, ...]}``."""
+
+    capability = "roots"
+    method = "roots/list"
+
+    def wire(self) -> dict[str, Any]:
+        return {"method": self.method, "params": {}}
+
+
+Question = Elicit | Sample | ListRoots
+
+
+def default_key(question: Question) -> str:
+    """A key that names the same question the same way in every round."""
+    digest = hashlib.sha256(json.dumps(question.wire(), sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+    return f"{question.method.split('/')[0]}-{digest[:12]}"
+
+
+class InputRequired(BaseException):
+    """Raised by ``ctx.ask`` to end this round with an ``InputRequiredResult``.
+
+    A :class:`BaseException`, like cancellation, so that a plugin's own
+    ``except Exception`` around its work cannot swallow it. The kernel turns it
+    into the result; plugins never raise or catch it.
+    """
+
+    def __init__(self, requests: dict[str, dict[str, Any]]) -> None:
+        super().__init__(", ".join(requests))
+        self.requests = requests
+
+
+class AskError(PlexorError):
+    """A question could not be asked or its answer was unusable.
+
+    On 2026-07-28 it becomes a JSON-RPC error (``rpc_code``): -32021 when the
+    client did not declare the capability, -32602 for a malformed answer.
+    Before that it becomes an ``isError`` tool result with the same guidance.
+    """
+
+    code = "ask_failed"
+
+    def __init__(self, message: str, guidance: str, *, rpc_code: int, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message, guidance, data=data)
+        self.rpc_code = rpc_code
+
+
+def capability_of(caps: Mapping[str, Any] | None, question: Question) -> bool:
+    """Whether client capabilities ``caps`` (wire shape) cover ``question``."""
+    if not caps:
+        return False
+    have = caps.get(question.capability)
+    if have is None:
+        return False
+    if isinstance(question, Elicit):
+        # A bare ``elicitation: {}`` predates modes and means form support; url-only does not.
+        return not isinstance(have, Mapping) or have.get("form") is not None or have.get("url") is None
+    return True
+
+
+def missing_capability(key: str, question: Question) -> AskError:
+    required = {"elicitation": {"elicitation": {"form": {}}}, "sampling": {"sampling": {}}, "roots": {"roots": {}}}[question.capability]
+    return AskError(
+        f"the client did not declare the {question.capability} capability, which this call needs to ask {key!r} ({question.method})",
+        f"Use a client that supports {question.capability} and declares it in its capabilities, or call a tool that does not need it.",
+        rpc_code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        data={"requiredCapabilities": required},
+    )
+
+
+def check_answer(key: str, question: Question, answer: Any) -> dict[str, Any]:
+    """Validate a client's answer to ``question``; returns it as a plain dict or raises :class:`AskError`."""
+    expected = {
+        "elicitation/create": 'an ElicitResult: {"action": "accept" | "decline" | "cancel", "content": {...}}',
+        "sampling/createMessage": 'a CreateMessageResult: {"role": "assistant", "content": {...}, "model": "..."}',
+        "roots/list": 'a ListRootsResult: {"roots": [{"uri": "file:///..."}]}',
+    }[question.method]
+
+    def bad(why: str) -> AskError:
+        return AskError(
+            f"inputResponses[{key!r}] is not a valid answer to {question.method}: {why}",
+            f"Answer with {expected}, under the same key as the input request.",
+            rpc_code=INVALID_PARAMS, data={"key": key, "method": question.method},
+        )
+
+    if not isinstance(answer, Mapping):
+        raise bad(f"expected an object, got {json.dumps(answer)[:60]}")
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    model: Any = {"elicitation/create": types.ElicitResult, "sampling/createMessage": types.CreateMessageResult,
+                  "roots/list": types.ListRootsResult}[question.method]
+    try:
+        parsed = model.model_validate(dict(answer))
+    except ValidationError as exc:
+        if question.method != "sampling/createMessage":
+            raise bad(_first_error(exc)) from None
+        try:  # array content: the tool-use arm of the sampling result
+            parsed = types.CreateMessageResultWithTools.model_validate(dict(answer))
+        except ValidationError:
+            raise bad(_first_error(exc)) from None
+    out: dict[str, Any] = parsed.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if isinstance(question, Elicit) and out.get("action") == "accept":
+        import jsonschema
+
+        try:
+            jsonschema.validate(out.get("content") or {}, question.schema)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "content"
+            raise bad(f"the accepted content does not match the requested schema at {where}: {exc.message}") from None
+    return out
+
+
+def _first_error(exc: Any) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ())) or "the answer"
+    return f"{where}: {err.get('msg', 'invalid')}"
+
+
+def _form_schema(schema: Any) -> dict[str, Any]:
+    if not isinstance(schema, Mapping) or not schema:
+        raise PlexorError("Elicit needs a schema: a JSON Schema object or {field: type}",
+                          "Pass e.g. {\"name\": str, \"age\": int} or {\"type\": \"object\", \"properties\": {...}}.")
+    if schema.get("type") == "object" and isinstance(schema.get("properties"), Mapping):
+        out = json.loads(json.dumps(schema))
+    else:
+        props: dict[str, Any] = {}
+        for field, kind in schema.items():
+            if kind not in _PRIMITIVES:
+                raise PlexorError(f"Elicit field {field!r} has type {kind!r}; forms hold only str, int, float and bool",
+                                  "Use one of those types in the shorthand, or pass a full JSON Schema object.")
+            props[str(field)] = {"type": _PRIMITIVES[kind]}
+        out = {"type": "object", "properties": props, "required": list(props)}
+    for field, prop in out["properties"].items():
+        kind = prop.get("type") if isinstance(prop, Mapping) else None
+        if kind not in ("string", "integer", "number", "boolean", "array"):
+            raise PlexorError(f"Elicit field {field!r} must be a string, number, integer, boolean or enum array, not {kind!r}",
+                              "MCP forms are flat: give each property a primitive type.")
+    return out
+
+
+class Exchange:
+    """One request's channel back to the client: the era, the capabilities and the answers so far.
+
+    Built by the server for every tools/call, resources/read and prompts/get;
+    ``Exchange()`` (no client) is what direct kernel calls get.
+    """
+
+    def __init__(
+        self,
+        *,
+        modern: bool = False,
+        capabilities: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
+        responses: Mapping[str, Any] | None = None,
+        resumed: Mapping[str, Any] | None = None,
+        session: Any = None,
+        request_id: Any = None,
+    ) -> None:
+        self.modern = modern
+        self._capabilities = capabilities
+        self.responses = dict(responses or {})
+        resumed = resumed or {}
+        self.answers: dict[str, Any] = dict(resumed.get("answers") or {})
+        self.state: dict[str, Any] = dict(resumed.get("state") or {})
+        self.round: int = int(resumed.get("round") or 1)
+        self.session = session
+        self.request_id = request_id
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """The client's declared capabilities (wire shape), read on first use."""
+        caps = self._capabilities
+        if callable(caps):
+            caps = self._capabilities = dict(caps() or {})
+        return dict(caps or {})
+
+    def can_ask(self, what: str) -> bool:
+        probe = {"elicitation": Elicit("?", {"x": str}), "sampling": Sample("?"), "roots": ListRoots()}.get(what)
+        if probe is None:
+            raise PlexorError(f"unknown capability {what!r}", "Ask about 'elicitation', 'sampling' or 'roots'.")
+        if not self.modern and self.session is None:
+            return False
+        return capability_of(self.capabilities, probe)
+
+    async def ask(self, questions: Mapping[str, Question]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        pending: dict[str, Question] = {}
+        for key, question in questions.items():
+            if not isinstance(question, (Elicit, Sample, ListRoots)):
+                raise PlexorError(f"ctx.ask({key}=...) got {type(question).__name__}", "Pass Elicit(...), Sample(...) or ListRoots().")
+            if key in self.answers:  # answered in an earlier round (sealed in requestState)
+                out[key] = self.answers[key]
+            elif self.modern and key in self.responses:
+                out[key] = self.answers[key] = check_answer(key, question, self.responses[key])
+            else:
+                pending[key] = question
+        if not pending:
+            return out
+        if not self.modern and self.session is None:
+            raise PlexorError("this call has no MCP client to ask", "Call it through an MCP client (plexor serve); direct kernel calls cannot ask questions.")
+        for key, question in pending.items():
+            if not capability_of(self.capabilities, question):
+                raise missing_capability(key, question)
+        if self.modern:
+            raise InputRequired({key: q.wire() for key, q in pending.items()})
+        for key, question in pending.items():
+            out[key] = self.answers[key] = await self._send(key, question)
+        return out
+
+    def carry(self) -> str:
+        """The plaintext ``requestState`` for the next round (sealed by the server)."""
+        return json.dumps({"v": 1, "round": self.round + 1, "answers": self.answers, "state": self.state},
+                          ensure_ascii=True, separators=(",", ":"))
+
+    async def _send(self, key: str, question: Question) -> dict[str, Any]:
+        import warnings
+
+        from mcp.shared.exceptions import MCPDeprecationWarning
+
+        session = self.session
+        try:
+            with warnings.catch_warnings():  # sampling and roots are deprecated in 2026-07-28, still the way for 2025 clients
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                reply = await self._request(session, question)
+        except Exception as exc:  # noqa: BLE001 - a client error or a transport without a back channel
+            detail = getattr(getattr(exc, "error", None), "message", None) or str(exc) or type(exc).__name__
+            raise PlexorError(f"the client did not answer {key!r} ({question.method}): {detail}",
+                              "Retry; if it keeps failing, the client may not support this request on this transport "
+                              "(stateless HTTP on 2025-11-25 has no channel for it).") from None
+        return check_answer(key, question, reply.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+    async def _request(self, session: Any, question: Question) -> Any:
+        import mcp_types as types
+
+        if isinstance(question, Elicit):
+            return await session.elicit_form(question.message, question.schema, related_request_id=self.request_id)
+        if isinstance(question, Sample):
+            p = question.params
+            return await session.create_message(
+                [types.SamplingMessage.model_validate(m) for m in p["messages"]], max_tokens=p["maxTokens"],
+                system_prompt=p.get("systemPrompt"), temperature=p.get("temperature"),
+                stop_sequences=p.get("stopSequences"), related_request_id=self.request_id,
+            )
+        return await session.list_roots()
