@@ -102,7 +102,7 @@ class Sample:
         if isinstance(prompt, str):
             messages: list[dict[str, Any]] = [{"role": "user", "content": {"type": "text", "text": prompt}}]
         elif isinstance(prompt, Sequence) and prompt and all(isinstance(m, Mapping) and "role" in m and "content" in m for m in prompt):
-            messages = [dict(m) for m in prompt]
+            messages = [dict(m) for m in prompt if isinstance(m, Mapping)]
         else:
             raise PlexorError("Sample needs a prompt string or a non-empty list of messages with role and content",
                               "Pass Sample(\"text\") or Sample([{\"role\": \"user\", \"content\": {\"type\": \"text\", \"text\": \"...\"}}]).")
@@ -298,7 +298,8 @@ class Exchange:
         return dict(caps or {})
 
     def can_ask(self, what: str) -> bool:
-        probe = {"elicitation": Elicit("?", {"x": str}), "sampling": Sample("?"), "roots": ListRoots()}.get(what)
+        probes: dict[str, Question] = {"elicitation": Elicit("?", {"x": str}), "sampling": Sample("?"), "roots": ListRoots()}
+        probe = probes.get(what)
         if probe is None:
             raise PlexorError(f"unknown capability {what!r}", "Ask about 'elicitation', 'sampling' or 'roots'.")
         if not self.modern and self.session is None:

@@ -458,17 +458,31 @@ def _asked(exc: BaseException, exchange: Exchange) -> Any:
 
 
 def _check_input_responses(value: Any) -> None:
+    """Refuse malformed ``inputResponses`` with advice, before the SDK's terse params error."""
     if not isinstance(value, dict):
         raise MCPError(types.INVALID_PARAMS, (
             f"inputResponses must be an object mapping each input request key to its answer, not {json.dumps(value)[:40]}: "
             "leave it out on a first request, and on a retry send the answers under the keys of the inputRequests you were given."),
             {"field": "inputResponses"})
+    from pydantic import TypeAdapter, ValidationError
+
+    if not _RESPONSE_ADAPTER:
+        _RESPONSE_ADAPTER.append(TypeAdapter(types.InputResponse))
     for key, answer in value.items():
-        if not isinstance(answer, dict):
+        try:
+            if not isinstance(answer, dict):
+                raise ValueError(f"not an object but {json.dumps(answer)[:40]}")
+            _RESPONSE_ADAPTER[0].validate_python(answer)
+        except (ValueError, ValidationError) as exc:
+            why = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else "it matches none of the answer shapes"
             raise MCPError(types.INVALID_PARAMS, (
-                f"inputResponses[{key!r}] must be an object (an ElicitResult, CreateMessageResult or ListRootsResult), "
-                f"not {json.dumps(answer)[:40]}: answer the input request with that key with the result its method defines."),
-                {"field": "inputResponses", "key": key})
+                f"inputResponses[{key!r}] is not a valid answer ({why}): expected an ElicitResult "
+                '{"action": "accept" | "decline" | "cancel", "content": {...}}, a CreateMessageResult or a ListRootsResult. '
+                "Answer under the same key as the input request, with the result its method defines."),
+                {"field": "inputResponses", "key": key}) from None
+
+
+_RESPONSE_ADAPTER: list[Any] = []
 
 
 def _stateless_era(ctx: Any) -> bool:
@@ -482,4 +496,3 @@ def _progress_token(meta: Any) -> Any:
     if isinstance(meta, dict):
         return meta.get("progressToken", meta.get("progress_token"))
     return getattr(meta, "progress_token", None)
-

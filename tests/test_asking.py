@@ -1,0 +1,378 @@
+"""Asking the client mid-call (ctx.ask / elicit / sample / list_roots).
+
+On 2026-07-28 the kernel answers with an InputRequiredResult and resumes when
+the client retries (SEP-2322); on 2025-11-25 it sends the requests mid-call.
+Everything here goes through a real SDK Client (in memory, or HTTP against
+`plexor serve`), with the SDK's own retry driver on the client side.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+from typing import Any, Literal
+
+import httpx
+import mcp_types as types
+import pytest
+from conformance.serving import serve_http
+from mcp.shared.exceptions import MCPError
+
+from plexor import AskError, Context, Elicit, ListRoots, PlexorError, Sample, hookimpl
+
+pytestmark = pytest.mark.anyio
+
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+class Asker:
+    """A plugin whose tools, resource and prompt ask the client things."""
+
+    PLEXOR_NAMESPACE = "ask"
+
+    def __init__(self) -> None:
+        self.runs: list[int] = []
+
+    @hookimpl
+    def plexor_register_tools(self, register, settings):
+        runs = self.runs
+
+        async def trio(ctx: Context, city: str = "Paris") -> dict:
+            """Ask three things in one round."""
+            runs.append(ctx.round)
+            got = await ctx.ask(who=Elicit("Who?", {"name": str}), pitch=Sample(f"Sell {city}", max_tokens=20),
+                                roots=ListRoots())
+            return {"name": got["who"]["content"]["name"], "pitch": got["pitch"]["content"]["text"],
+                    "roots": [r["uri"] for r in got["roots"]["roots"]], "round": ctx.round}
+
+        async def two_steps(ctx: Context) -> dict:
+            """Ask twice, one question a round, keeping a value minted in round 1."""
+            if ctx.round == 1:
+                ctx.state["ticket"] = 41
+            first = await ctx.elicit("Name?", NAME, key="step1")
+            ctx.state["ticket"] += 1
+            second = await ctx.elicit("Colour?", {"colour": str}, key="step2")
+            return {"name": first["content"]["name"], "colour": second["content"]["colour"],
+                    "ticket": ctx.state["ticket"], "round": ctx.round}
+
+        async def polite(ctx: Context) -> dict:
+            """Elicit, and report what the user did."""
+            got = await ctx.elicit("Name?", NAME)
+            return {"action": got["action"], "content": got.get("content")}
+
+        async def capable(ctx: Context) -> dict:
+            """Say what this client can be asked."""
+            return {what: ctx.can_ask(what) for what in ("elicitation", "sampling", "roots")}
+
+        async def roots(ctx: Context) -> dict:
+            """Return the client's roots."""
+            return {"roots": [r["uri"] for r in await ctx.list_roots()]}
+
+        async def grouped(ctx: Context) -> dict:
+            """Ask from inside a task group."""
+            import anyio
+
+            out: dict = {}
+
+            async def child() -> None:
+                out.update(await ctx.sample("inside", max_tokens=5))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(child)
+            return {"text": out["content"]["text"]}
+
+        async def swallow(ctx: Context) -> dict:
+            """A tool that (wrongly) catches Exception around the question."""
+            try:
+                got = await ctx.elicit("Name?", NAME)
+            except Exception as exc:  # noqa: BLE001 - the point of the test
+                return {"swallowed": type(exc).__name__}
+            return {"name": got["content"]["name"]}
+
+        for func in (trio, two_steps, polite, capable, roots, grouped, swallow):
+            register(func)
+
+    @hookimpl
+    def plexor_register_resources(self, register, settings):
+        async def secret(ctx: Context) -> str:
+            got = await ctx.elicit("Password?", {"password": str})
+            return "opened" if got["content"]["password"] == "sesame" else "refused"
+
+        register("ask://secret", secret, name="secret", mime_type="text/plain")
+
+    @hookimpl
+    def plexor_register_prompts(self, register, settings):
+        async def brief(ctx: Context, topic: str) -> str:
+            """A prompt that asks the user for the audience first.
+
+            :param topic: what to brief on.
+            """
+            got = await ctx.elicit("Audience?", {"audience": str})
+            return f"Brief {got['content']['audience']} on {topic}."
+
+        register(brief)
+
+
+class Answers:
+    """Client callbacks that record each question and answer it."""
+
+    def __init__(self, name: str = "Ann", action: str = "accept", content: dict | None = None) -> None:
+        self.asked: list[str] = []
+        self.name, self.action, self.content = name, action, content
+
+    async def elicit(self, context, params):
+        self.asked.append(params.message)
+        if self.action != "accept":
+            return types.ElicitResult(action=self.action)
+        props = params.requested_schema["properties"]
+        content = self.content or {k: {"name": self.name, "colour": "teal", "color": "teal", "password": "sesame",
+                                       "audience": "interns"}[k] for k in props}
+        return types.ElicitResult(action="accept", content=content)
+
+    async def sample(self, context, params):
+        self.asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="Lovely."), model="m")
+
+    async def roots(self, context):
+        self.asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
+
+    def callbacks(self) -> dict:
+        return {"elicitation_callback": self.elicit, "sampling_callback": self.sample, "list_roots_callback": self.roots}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_one_call_asks_three_things_in_both_eras(plexor, mode):
+    plugin, answers = Asker(), Answers()
+    async with plexor.client([("ask", plugin)], mode=mode, **answers.callbacks()) as client:
+        r = await client.call_tool("ask_trio", {"city": "Lyon"})
+        version = client.protocol_version
+    assert not r.is_error, r.content
+    assert r.structured_content["name"] == "Ann" and r.structured_content["pitch"] == "Lovely."
+    assert r.structured_content["roots"] == ["file:///work"]
+    assert sorted(answers.asked) == sorted(["Who?", "Sell Lyon", "roots"])  # each asked exactly once
+    if mode == "auto":  # 2026-07-28: one InputRequiredResult round, then the rerun with the answers
+        assert version == "2026-07-28"
+        assert plugin.runs == [1, 2] and r.structured_content["round"] == 2
+    else:  # 2025-11-25: asked mid-call, the tool runs once
+        assert plugin.runs == [1] and r.structured_content["round"] == 1
+
+
+async def test_multi_round_keeps_earlier_answers_and_state(plexor):
+    answers = Answers()
+    async with plexor.client([("ask", Asker())], mode="auto", **answers.callbacks()) as client:
+        r = await client.call_tool("ask_two_steps", {})
+    # The body re-runs each round and sees what the round before left: 41, +1 in round 2, +1 in round 3.
+    assert r.structured_content == {"name": "Ann", "colour": "teal", "ticket": 43, "round": 3}
+    assert answers.asked == ["Name?", "Colour?"]  # step1 was not asked again in round 3
+
+
+async def test_request_state_is_sealed_and_bound_to_the_request(plexor):
+    async with plexor.client([("ask", Asker())], mode="auto", **Answers().callbacks()) as client:
+        first = await client.session.call_tool("ask_two_steps", {}, allow_input_required=True)
+        assert first.result_type == "input_required" and list(first.input_requests) == ["step1"]
+        state = first.request_state
+        assert "ticket" not in state and "41" not in state  # encrypted, not merely signed
+        answer = {"step1": types.ElicitResult(action="accept", content={"name": "Bo"})}
+        second = await client.session.call_tool("ask_two_steps", {}, input_responses=answer, request_state=state,
+                                                allow_input_required=True)
+        assert list(second.input_requests) == ["step2"] and second.request_state != state
+        tampered = state[:-4] + ("AAAA" if not state.endswith("AAAA") else "BBBB")
+        for name, args, token in (("ask_two_steps", {}, tampered), ("ask_trio", {}, state),
+                                  ("ask_trio", {"city": "Nice"}, state)):
+            with pytest.raises(MCPError) as err:
+                await client.session.call_tool(name, args, input_responses=answer, request_state=token, allow_input_required=True)
+            assert err.value.error.code == types.INVALID_PARAMS
+            assert "Invalid or expired requestState" in err.value.error.message
+            assert "without requestState and inputResponses to start over" in err.value.error.message
+
+
+async def test_a_missing_answer_is_asked_again_and_extra_answers_are_ignored(plexor):
+    async with plexor.client([("ask", Asker())], mode="auto", **Answers().callbacks()) as client:
+        wrong = {"nobody": types.ElicitResult(action="accept", content={"x": 1})}
+        again = await client.session.call_tool("ask_polite", {}, input_responses=wrong, allow_input_required=True)
+        assert again.result_type == "input_required" and len(again.input_requests) == 1
+        key = next(iter(again.input_requests))
+        extra = {key: types.ElicitResult(action="accept", content={"name": "Cy"}), **wrong}
+        done = await client.session.call_tool("ask_polite", {}, input_responses=extra, request_state=again.request_state)
+        assert done.structured_content == {"action": "accept", "content": {"name": "Cy"}}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_declined_and_cancelled_answers_reach_the_tool(plexor, mode):
+    for action in ("decline", "cancel"):
+        answers = Answers(action=action)
+        async with plexor.client([("ask", Asker())], mode=mode, **answers.callbacks()) as client:
+            r = await client.call_tool("ask_polite", {})
+        assert r.structured_content == {"action": action, "content": None}
+
+
+async def test_answers_are_checked_against_the_question(plexor):
+    async with plexor.client([("ask", Asker())], mode="auto", **Answers().callbacks()) as client:
+        first = await client.session.call_tool("ask_polite", {}, allow_input_required=True)
+        key = next(iter(first.input_requests))
+        cases = [
+            ({"action": "accept", "content": {"name": 7}}, "does not match the requested schema at name"),
+            ({"action": "accept", "content": {}}, "'name' is a required property"),
+            ({"action": "maybe"}, "expected an ElicitResult"),
+            ({"roots": []}, "action"),
+        ]
+        for answer, expected in cases:
+            with pytest.raises(MCPError) as err:
+                await _raw_call(client, "ask_polite", {key: answer}, first.request_state)
+            assert err.value.error.code == types.INVALID_PARAMS
+            assert f"inputResponses[{key!r}]" in err.value.error.message and expected in err.value.error.message
+            assert "under the same key as the input request" in err.value.error.message
+
+
+class _UncheckedCall(types.Request[dict[str, Any], Literal["tools/call"]]):
+    """A tools/call whose params the client does not validate: answers a typed model would refuse."""
+
+    method: Literal["tools/call"] = "tools/call"
+    params: dict[str, Any]
+
+
+async def _raw_call(client, name, responses, state):
+    params = {"name": name, "arguments": {}, "inputResponses": responses, "requestState": state}
+    return await client.session.send_request(_UncheckedCall(params=params), types.CallToolResult)
+
+
+async def test_a_client_without_the_capability_gets_minus_32021_or_guidance(plexor):
+    async with plexor.client([("ask", Asker())], mode="auto") as client:  # no callbacks: nothing declared
+        r = await client.call_tool("ask_capable", {})
+        assert r.structured_content == {"elicitation": False, "sampling": False, "roots": False}
+        with pytest.raises(MCPError) as err:
+            await client.call_tool("ask_trio", {})
+        assert err.value.error.code == -32021
+        assert err.value.error.data["requiredCapabilities"] in ({"elicitation": {"form": {}}}, {"sampling": {}}, {"roots": {}})
+        assert "did not declare" in err.value.error.message and "Use a client that supports" in err.value.error.message
+    async with plexor.client([("ask", Asker())], mode="legacy") as client:  # 2025: a tool error with the same advice
+        r = await client.call_tool("ask_polite", {})
+        assert r.is_error and "did not declare the elicitation capability" in r.content[0].text
+    async with plexor.client([("ask", Asker())], mode="auto", **Answers().callbacks()) as client:
+        r = await client.call_tool("ask_capable", {})
+        assert r.structured_content == {"elicitation": True, "sampling": True, "roots": True}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_resources_and_prompts_can_ask_too(plexor, mode):
+    answers = Answers()
+    async with plexor.client([("ask", Asker())], mode=mode, **answers.callbacks()) as client:
+        read = await client.read_resource("ask://secret")
+        assert read.contents[0].text == "opened"
+        prompt = await client.get_prompt("ask_brief", {"topic": "MCP"})
+        assert prompt.messages[0].content.text == "Brief interns on MCP."
+        assert (await client.call_tool("ask_roots", {})).structured_content == {"roots": ["file:///work"]}
+    assert answers.asked == ["Password?", "Audience?", "roots"]
+
+
+async def test_asking_inside_a_task_group_or_a_broad_except_still_works(plexor):
+    async with plexor.client([("ask", Asker())], mode="auto", **Answers().callbacks()) as client:
+        assert (await client.call_tool("ask_grouped", {})).structured_content == {"text": "Lovely."}
+        # InputRequired is a BaseException: `except Exception` in a tool cannot swallow the round.
+        assert (await client.call_tool("ask_swallow", {})).structured_content == {"name": "Ann"}
+
+
+async def test_a_direct_kernel_call_cannot_ask_and_says_so(plexor):
+    async with plexor.kernel([("ask", Asker())]) as kernel:
+        outcome = await kernel.call_tool("ask_polite", {})
+    assert outcome.is_error and "no MCP client to ask" in outcome.text
+
+
+def test_questions_are_checked_when_made():
+    assert Elicit("Age?", {"age": int, "ok": bool}).schema == {
+        "type": "object", "properties": {"age": {"type": "integer"}, "ok": {"type": "boolean"}}, "required": ["age", "ok"]}
+    for bad, words in [(lambda: Elicit("", {"a": str}), "non-empty message"),
+                       (lambda: Elicit("Q?", {"a": list}), "forms hold only"),
+                       (lambda: Elicit("Q?", {"type": "object", "properties": {"a": {"type": "object"}}}), "must be a string"),
+                       (lambda: Sample([]), "prompt string or a non-empty list"),
+                       (lambda: Sample("x", max_tokens=0), "positive integer")]:
+        with pytest.raises(PlexorError) as err:
+            bad()
+        assert words in str(err.value) and err.value.guidance
+    assert issubclass(AskError, PlexorError)
+
+
+# ---------------------------------------------------------------- over HTTP, on the wire
+
+def _modern(served, method, params, caps=None, name=None):
+    """One raw 2026-07-28 request (stateless: the envelope rides in _meta)."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "plexor-tests", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": caps if caps is not None else {"elicitation": {}, "sampling": {}}}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+    if name:
+        headers["Mcp-Name"] = name
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    resp = httpx.post(served.url, json=body, headers=headers, timeout=30)
+    text = resp.text
+    if resp.headers.get("content-type", "").startswith("text/event-stream"):
+        text = [line[5:] for line in text.splitlines() if line.startswith("data:") and line[5:].strip()][-1]
+    return resp.status_code, json.loads(text)
+
+
+def test_http_missing_capability_is_400_and_protocol_errors_are_json_rpc_errors(tmp_path):
+    with serve_http(tmp_path) as served:
+        status, reply = _modern(served, "tools/call", {"name": "test_missing_capability", "arguments": {}}, caps={},
+                                name="test_missing_capability")
+        assert status == 400 and reply["error"]["code"] == -32021
+        assert reply["error"]["data"]["requiredCapabilities"] == {"sampling": {}}
+        call = {"name": "test_input_required_result_elicitation", "arguments": {}}
+        for bad, words in (({"inputResponses": None}, "inputResponses must be an object"),
+                           ({"inputResponses": {"user_name": 12345}}, "inputResponses['user_name'] is not a valid answer (not an object")):
+            status, reply = _modern(served, "tools/call", {**call, **bad}, name=call["name"])
+            assert reply["error"]["code"] == -32602 and words in reply["error"]["message"], reply
+        status, reply = _modern(served, "tools/call", call, name=call["name"])
+        assert status == 200 and reply["result"]["resultType"] == "input_required"
+        assert reply["result"]["inputRequests"]["user_name"]["method"] == "elicitation/create"
+
+
+async def test_request_state_survives_a_restart_and_spans_workers(tmp_path):
+    from mcp import Client
+
+    call = {"name": "test_input_required_result_request_state", "arguments": {}}
+    with serve_http(tmp_path) as served:
+        _, first = _modern(served, "tools/call", call, name=call["name"])
+    key = tmp_path / "data" / "request-state.key"
+    assert key.exists() and stat.S_IMODE(key.stat().st_mode) == 0o600
+    state = first["result"]["requestState"]
+    retry = {**call, "requestState": state, "inputResponses": {"confirm": {"action": "accept", "content": {"ok": True}}}}
+    with serve_http(tmp_path) as served:  # a new process, the same data directory: the same key
+        _, done = _modern(served, "tools/call", retry, name=call["name"])
+        assert "state-ok" in done["result"]["content"][0]["text"], done
+    with serve_http(tmp_path / "elsewhere") as served:  # another data directory: another key
+        status, refused = _modern(served, "tools/call", retry, name=call["name"])
+        assert refused["error"]["code"] == -32602 and "Invalid or expired requestState" in refused["error"]["message"]
+    answers = Answers()
+    with serve_http(tmp_path, "--stateless", "--workers", "2") as served:
+        async with Client(served.url, mode="auto", **answers.callbacks()) as client:
+            for _ in range(8):  # rounds land on either worker; every one must be accepted
+                r = await client.call_tool("test_input_required_result_multi_round", {})
+                assert not r.is_error and "likes teal" in r.content[0].text, r
+    assert len(answers.asked) == 16
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_documented_example_runs_as_written(plexor, mode):
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "authoring.md").read_text(encoding="utf-8")
+    section = doc.split("## Asking the client", 1)[1].split("\n## ", 1)[0]
+    (example,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    space: dict[str, Any] = {}
+    exec(compile(example, "docs/authoring.md", "exec"), space)  # noqa: S102 - our own documentation
+
+    class Trips:
+        PLEXOR_NAMESPACE = "trips"
+
+        @hookimpl
+        def plexor_register_tools(self, register, settings):
+            register(space["plan_trip"])
+
+    answers = Answers(content={"name": "Dee", "adults": 2})
+    async with plexor.client([("trips", Trips())], mode=mode, **answers.callbacks()) as client:
+        r = await client.call_tool("trips_plan_trip", {"city": "Oslo"})
+    assert r.structured_content == {"traveller": "Dee", "pitch": "Lovely."}
+    assert sorted(answers.asked) == ["One sentence selling Oslo.", "Who is travelling?"]  # once each
