@@ -126,8 +126,9 @@ class Answers:
         if self.action != "accept":
             return types.ElicitResult(action=self.action)
         props = params.requested_schema["properties"]
-        content = self.content or {k: {"name": self.name, "colour": "teal", "color": "teal", "password": "sesame",
-                                       "audience": "interns"}[k] for k in props}
+        known = {"name": self.name, "colour": "teal", "color": "teal", "password": "sesame", "context": "interns",
+                 "audience": "interns", "ok": True}
+        content = self.content or {k: known[k] for k in props}
         return types.ElicitResult(action="accept", content=content)
 
     async def sample(self, context, params):

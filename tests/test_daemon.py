@@ -12,6 +12,7 @@ import time
 import anyio
 import pytest
 from conformance.serving import fixture_env
+from mcp.shared.exceptions import MCPError
 
 from plexor.daemon import _alive, daemon_health, read_registry, stop_daemon, write_registry
 
@@ -32,11 +33,11 @@ def _registry(home):
     return read_registry(home / "data" / "daemon.json")
 
 
-def _connect(home):
+def _connect(home, mode="legacy", **callbacks):
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect"], env=fixture_env(home))
-    return Client(params, mode="legacy")
+    return Client(params, mode=mode, **callbacks)
 
 
 def test_serve_daemon_starts_once_and_writes_the_registry(home):
@@ -124,3 +125,30 @@ def test_connect_reports_a_daemon_that_cannot_start(tmp_path):
                        env=fixture_env(home), capture_output=True, text=True, timeout=90)
     assert r.returncode == 1
     assert "daemon" in r.stderr and "daemon.log" in r.stderr
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_tool_that_asks_the_client_works_through_connect(home, mode):
+    from test_asking import Answers
+
+    answers = Answers(name="Eve")
+    async with _connect(home, mode, **answers.callbacks()) as client:
+        r = await client.call_tool("test_input_required_result_multiple_inputs", {})
+        assert not r.is_error, r.content
+        assert r.structured_content == {"name": "Eve", "greeting": "Lovely.", "roots": ["file:///work"]}
+        two = await client.call_tool("test_input_required_result_multi_round", {})
+        assert "Eve likes teal (round 3)" in two.content[0].text
+        prompt = await client.get_prompt("test_input_required_result_prompt", {})
+        assert prompt.messages[0].content.text == "Use this context: interns"
+    assert sorted(answers.asked) == sorted(["What is your name?", "Generate a greeting", "roots", "Step 1: What is your name?",
+                                            "Step 2: What is your favorite color?", "What context should the prompt use?"])
+
+
+async def test_connect_tells_a_client_without_the_capability(home):
+    async with _connect(home) as client:  # declares nothing
+        r = await client.call_tool("test_input_required_result_elicitation", {})
+        assert r.is_error and "did not declare the elicitation capability" in r.content[0].text
+    async with _connect(home, "auto") as client:
+        with pytest.raises(MCPError) as err:
+            await client.call_tool("test_input_required_result_elicitation", {})
+        assert err.value.error.code == -32021

@@ -181,14 +181,28 @@ def capability_of(caps: Mapping[str, Any] | None, question: Question) -> bool:
     return True
 
 
-def missing_capability(key: str, question: Question) -> AskError:
-    required = {"elicitation": {"elicitation": {"form": {}}}, "sampling": {"sampling": {}}, "roots": {"roots": {}}}[question.capability]
+CAPABILITY_OF_METHOD = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+
+
+def missing_capability(key: str, method: str) -> AskError:
+    """The error for asking ``key`` (an ``method`` request) of a client that did not declare its capability."""
+    capability = CAPABILITY_OF_METHOD.get(method, method)
+    required = {"elicitation": {"elicitation": {"form": {}}}, "sampling": {"sampling": {}}, "roots": {"roots": {}}}.get(
+        capability, {capability: {}})
     return AskError(
-        f"the client did not declare the {question.capability} capability, which this call needs to ask {key!r} ({question.method})",
-        f"Use a client that supports {question.capability} and declares it in its capabilities, or call a tool that does not need it.",
+        f"the client did not declare the {capability} capability, which this call needs to ask {key!r} ({method})",
+        f"Use a client that supports {capability} and declares it in its capabilities, or call a tool that does not need it.",
         rpc_code=MISSING_REQUIRED_CLIENT_CAPABILITY,
         data={"requiredCapabilities": required},
     )
+
+
+def can_answer(caps: Mapping[str, Any] | None, method: str) -> bool:
+    """Whether client capabilities ``caps`` (wire shape) cover an input request of ``method``."""
+    probes: dict[str, Question] = {"elicitation/create": Elicit("?", {"x": str}), "sampling/createMessage": Sample("?"),
+                                   "roots/list": ListRoots()}
+    probe = probes.get(method)
+    return probe is not None and capability_of(caps, probe)
 
 
 def check_answer(key: str, question: Question, answer: Any) -> dict[str, Any]:
@@ -262,6 +276,26 @@ def _form_schema(schema: Any) -> dict[str, Any]:
     return out
 
 
+def question_from_wire(request: Mapping[str, Any]) -> Question:
+    """Rebuild a question from an ``InputRequiredResult`` input request (what ``plexor connect`` relays)."""
+    method, params = request.get("method"), dict(request.get("params") or {})
+    if method == "elicitation/create":
+        return Elicit(str(params.get("message") or "?"), params.get("requestedSchema") or {})
+    if method == "sampling/createMessage":
+        question = Sample(params.get("messages") or [], max_tokens=int(params.get("maxTokens") or 512))
+        question.params = params  # keep every field the server sent
+        return question
+    if method == "roots/list":
+        return ListRoots()
+    raise PlexorError(f"the server asked for {method!r}, which Plexor cannot relay", "Upgrade plexor on both sides.")
+
+
+def client_capabilities(session: Any) -> dict[str, Any]:
+    """The capabilities an SDK server session's client declared, in wire shape ({} when unknown)."""
+    caps = getattr(session, "client_capabilities", None)
+    return caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps is not None else {}
+
+
 class Exchange:
     """One request's channel back to the client: the era, the capabilities and the answers so far.
 
@@ -298,13 +332,12 @@ class Exchange:
         return dict(caps or {})
 
     def can_ask(self, what: str) -> bool:
-        probes: dict[str, Question] = {"elicitation": Elicit("?", {"x": str}), "sampling": Sample("?"), "roots": ListRoots()}
-        probe = probes.get(what)
-        if probe is None:
+        method = {v: k for k, v in CAPABILITY_OF_METHOD.items()}.get(what)
+        if method is None:
             raise PlexorError(f"unknown capability {what!r}", "Ask about 'elicitation', 'sampling' or 'roots'.")
         if not self.modern and self.session is None:
             return False
-        return capability_of(self.capabilities, probe)
+        return can_answer(self.capabilities, method)
 
     async def ask(self, questions: Mapping[str, Question]) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -324,7 +357,7 @@ class Exchange:
             raise PlexorError("this call has no MCP client to ask", "Call it through an MCP client (plexor serve); direct kernel calls cannot ask questions.")
         for key, question in pending.items():
             if not capability_of(self.capabilities, question):
-                raise missing_capability(key, question)
+                raise missing_capability(key, question.method)
         if self.modern:
             raise InputRequired({key: q.wire() for key, q in pending.items()})
         for key, question in pending.items():

@@ -13,6 +13,12 @@ the daemon through the SDK's ``Client``. It starts the daemon when none answers
 and waits until ``/healthz`` says ready; when the connection drops it checks
 the daemon, restarts it if it is gone, reconnects and retries the request
 once. A daemon of another Plexor version is stopped and replaced.
+
+A tool that asks the client something (``ctx.ask``) works through the relay
+too: the relay speaks 2026-07-28 to the daemon, which answers with an
+``InputRequiredResult``. A 2026-07-28 client gets it as is and retries through
+the relay; for an older client the relay asks each question itself (as a
+server-to-client request on stdio) and retries upstream with the answers.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ __all__ = ["DaemonError", "daemon_health", "ensure_daemon", "read_registry", "re
            "start_daemon", "stop_daemon", "write_registry"]
 
 REGISTRY = "daemon.json"
+# Rounds of InputRequiredResult the relay resolves for a pre-2026 client before giving up.
+MAX_ASK_ROUNDS = 10
 
 
 class DaemonError(RuntimeError):
@@ -220,7 +228,12 @@ class _Upstream:
         close = anyio.Event()
         try:
             http = create_mcp_http_client(headers={"Authorization": f"Bearer {info['token']}"})
-            async with http, Client(streamable_http_client(info["url"], http_client=http), mode="legacy") as client:
+            # 2026-07-28 upstream: a tool that asks answers with InputRequiredResult, which the relay
+            # passes on or resolves (see relay_asking). The callbacks only declare the capabilities;
+            # on this protocol the daemon never sends requests mid-call.
+            async with http, Client(streamable_http_client(info["url"], http_client=http), mode="2026-07-28",
+                                    elicitation_callback=_never, sampling_callback=_never,
+                                    list_roots_callback=_never_roots, cache=None) as client:
                 self.client, self.info, self._close = client, info, close
                 ready.set()
                 await close.wait()
@@ -279,6 +292,75 @@ class _Upstream:
             self._close.set()
 
 
+async def _never(context: Any, params: Any) -> Any:
+    import mcp_types as types
+
+    return types.ErrorData(code=types.INTERNAL_ERROR, message="plexor connect answers questions through InputRequiredResult")
+
+
+async def _never_roots(context: Any) -> Any:
+    return await _never(context, None)
+
+
+async def relay_asking(ctx: Any, params: Any, send: Any, *, tool: bool) -> Any:
+    """Send ``send(client, input_responses, request_state)`` upstream, resolving questions for old clients.
+
+    A 2026-07-28 client receives the upstream ``InputRequiredResult`` unchanged (after a check that
+    it declared what is asked). For an older client the relay asks each question over its own
+    stdio session, like the kernel does, and retries upstream with the answers.
+    """
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    from plexor.asking import (
+        AskError,
+        Exchange,
+        can_answer,
+        client_capabilities,
+        missing_capability,
+        question_from_wire,
+    )
+    from plexor.errors import PlexorError
+
+    modern = (getattr(ctx, "protocol_version", None) or "") >= "2026-07-28"
+    responses, state = params.input_responses, params.request_state
+    result = await send(responses, state)
+    rounds = 0
+    try:
+        while isinstance(result, types.InputRequiredResult):
+            wire = {k: r.model_dump(by_alias=True, mode="json", exclude_none=True) for k, r in (result.input_requests or {}).items()}
+            if modern:
+                caps = client_capabilities(ctx.session)
+                for key, request in wire.items():
+                    if not can_answer(caps, request["method"]):
+                        raise missing_capability(key, request["method"])
+                return result
+            rounds += 1
+            if rounds > MAX_ASK_ROUNDS:
+                raise PlexorError(f"the call asked more than {MAX_ASK_ROUNDS} rounds of questions",
+                                  "Answer fewer follow-ups, or use a 2026-07-28 client, which drives the rounds itself.")
+            exchange = Exchange(capabilities=lambda: client_capabilities(ctx.session), session=ctx.session,
+                                request_id=ctx.request_id)
+            answers = await exchange.ask({k: question_from_wire(r) for k, r in wire.items()})
+            typed = {k: _typed_answer(types, v) for k, v in answers.items()}
+            result = await send(typed, result.request_state)
+    except AskError as err:
+        if modern or not tool:
+            raise MCPError(err.rpc_code, err.render(), {**err.data, "guidance": err.guidance}) from None
+        return types.CallToolResult(content=[types.TextContent(type="text", text=err.render())], is_error=True)
+    except PlexorError as err:
+        if not tool:
+            raise MCPError(types.INTERNAL_ERROR, err.render()) from None
+        return types.CallToolResult(content=[types.TextContent(type="text", text=err.render())], is_error=True)
+    return result
+
+
+def _typed_answer(types: Any, answer: dict[str, Any]) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(types.InputResponse).validate_python(answer)
+
+
 async def run_connect(environ: dict[str, str] | None = None) -> None:
     """Serve MCP on stdin/stdout, relaying every request to the shared daemon."""
     import anyio
@@ -301,7 +383,12 @@ async def run_connect(environ: dict[str, str] | None = None) -> None:
             with contextlib.suppress(Exception):
                 await ctx.session.report_progress(progress, total, message)
 
-        return await up.request(lambda c: c.call_tool(params.name, params.arguments, progress_callback=relay_progress))
+        async def send(responses: Any, state: Any) -> Any:
+            return await up.request(lambda c: c.session.call_tool(
+                params.name, params.arguments, progress_callback=relay_progress, input_responses=responses,
+                request_state=state, allow_input_required=True))
+
+        return await relay_asking(ctx, params, send, tool=True)
 
     async def list_resources(ctx: Any, params: Any) -> Any:
         return await up.request(lambda c: c.list_resources(cursor=params.cursor if params else None))
@@ -310,13 +397,22 @@ async def run_connect(environ: dict[str, str] | None = None) -> None:
         return await up.request(lambda c: c.list_resource_templates(cursor=params.cursor if params else None))
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
-        return await up.request(lambda c: c.read_resource(str(params.uri)))
+        async def send(responses: Any, state: Any) -> Any:
+            return await up.request(lambda c: c.session.read_resource(
+                str(params.uri), input_responses=responses, request_state=state, allow_input_required=True))
+
+        return await relay_asking(ctx, params, send, tool=False)
 
     async def list_prompts(ctx: Any, params: Any) -> Any:
         return await up.request(lambda c: c.list_prompts(cursor=params.cursor if params else None))
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
-        return await up.request(lambda c: c.get_prompt(params.name, dict(params.arguments or {})))
+        async def send(responses: Any, state: Any) -> Any:
+            return await up.request(lambda c: c.session.get_prompt(
+                params.name, dict(params.arguments or {}), input_responses=responses, request_state=state,
+                allow_input_required=True))
+
+        return await relay_asking(ctx, params, send, tool=False)
 
     async def complete(ctx: Any, params: types.CompleteRequestParams) -> Any:
         return await up.request(lambda c: c.complete(params.ref, {"name": params.argument.name, "value": params.argument.value}))

@@ -24,7 +24,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 
 from plexor import __version__
-from plexor.asking import AskError, Exchange, InputRequired
+from plexor.asking import AskError, Exchange, InputRequired, client_capabilities
 from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
 from plexor.kernel import Kernel
 
@@ -435,15 +435,10 @@ def _exchange(ctx: Any) -> Exchange:
         except (TypeError, ValueError):
             raise MCPError(types.INVALID_PARAMS, "Invalid or expired requestState: " + _BAD_STATE) from None
     return Exchange(
-        modern=modern, capabilities=lambda: _capabilities(ctx.session),
+        modern=modern, capabilities=lambda: client_capabilities(ctx.session),
         responses=raw.get("inputResponses") if modern else None, resumed=resumed,
         session=ctx.session, request_id=ctx.request_id,
     )
-
-
-def _capabilities(session: Any) -> dict[str, Any]:
-    caps = getattr(session, "client_capabilities", None)
-    return caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps is not None else {}
 
 
 def _asked(exc: BaseException, exchange: Exchange) -> Any:
