@@ -8,15 +8,13 @@ Everything here goes through a real SDK Client (in memory, or HTTP against
 
 from __future__ import annotations
 
-import json
 import re
 import stat
 from typing import Any, Literal
 
-import httpx
 import mcp_types as types
 import pytest
-from conformance.serving import serve_http
+from conformance.serving import modern_post, serve_http
 from mcp.shared.exceptions import MCPError
 
 from plexor import AskError, Context, Elicit, ListRoots, PlexorError, Sample, hookimpl
@@ -297,35 +295,18 @@ def test_questions_are_checked_when_made():
 
 # ---------------------------------------------------------------- over HTTP, on the wire
 
-def _modern(served, method, params, caps=None, name=None):
-    """One raw 2026-07-28 request (stateless: the envelope rides in _meta)."""
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "plexor-tests", "version": "0"},
-            "io.modelcontextprotocol/clientCapabilities": caps if caps is not None else {"elicitation": {}, "sampling": {}}}
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
-    if name:
-        headers["Mcp-Name"] = name
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
-    resp = httpx.post(served.url, json=body, headers=headers, timeout=30)
-    text = resp.text
-    if resp.headers.get("content-type", "").startswith("text/event-stream"):
-        text = [line[5:] for line in text.splitlines() if line.startswith("data:") and line[5:].strip()][-1]
-    return resp.status_code, json.loads(text)
-
-
 def test_http_missing_capability_is_400_and_protocol_errors_are_json_rpc_errors(tmp_path):
     with serve_http(tmp_path) as served:
-        status, reply = _modern(served, "tools/call", {"name": "test_missing_capability", "arguments": {}}, caps={},
+        status, reply = modern_post(served, "tools/call", {"name": "test_missing_capability", "arguments": {}}, caps={},
                                 name="test_missing_capability")
         assert status == 400 and reply["error"]["code"] == -32021
         assert reply["error"]["data"]["requiredCapabilities"] == {"sampling": {}}
         call = {"name": "test_input_required_result_elicitation", "arguments": {}}
         for bad, words in (({"inputResponses": None}, "inputResponses must be an object"),
                            ({"inputResponses": {"user_name": 12345}}, "inputResponses['user_name'] is not a valid answer (not an object")):
-            status, reply = _modern(served, "tools/call", {**call, **bad}, name=call["name"])
+            status, reply = modern_post(served, "tools/call", {**call, **bad}, name=call["name"])
             assert reply["error"]["code"] == -32602 and words in reply["error"]["message"], reply
-        status, reply = _modern(served, "tools/call", call, name=call["name"])
+        status, reply = modern_post(served, "tools/call", call, name=call["name"])
         assert status == 200 and reply["result"]["resultType"] == "input_required"
         assert reply["result"]["inputRequests"]["user_name"]["method"] == "elicitation/create"
 
@@ -335,16 +316,16 @@ async def test_request_state_survives_a_restart_and_spans_workers(tmp_path):
 
     call = {"name": "test_input_required_result_request_state", "arguments": {}}
     with serve_http(tmp_path) as served:
-        _, first = _modern(served, "tools/call", call, name=call["name"])
+        _, first = modern_post(served, "tools/call", call, name=call["name"])
     key = tmp_path / "data" / "request-state.key"
     assert key.exists() and stat.S_IMODE(key.stat().st_mode) == 0o600
     state = first["result"]["requestState"]
     retry = {**call, "requestState": state, "inputResponses": {"confirm": {"action": "accept", "content": {"ok": True}}}}
     with serve_http(tmp_path) as served:  # a new process, the same data directory: the same key
-        _, done = _modern(served, "tools/call", retry, name=call["name"])
+        _, done = modern_post(served, "tools/call", retry, name=call["name"])
         assert "state-ok" in done["result"]["content"][0]["text"], done
     with serve_http(tmp_path / "elsewhere") as served:  # another data directory: another key
-        status, refused = _modern(served, "tools/call", retry, name=call["name"])
+        status, refused = modern_post(served, "tools/call", retry, name=call["name"])
         assert refused["error"]["code"] == -32602 and "Invalid or expired requestState" in refused["error"]["message"]
     answers = Answers()
     with serve_http(tmp_path, "--stateless", "--workers", "2") as served:

@@ -17,7 +17,7 @@ import time
 
 import httpx
 import pytest
-from conformance.serving import INIT, MCP_HEADERS, fixture_env, healthz, serve_http
+from conformance.serving import INIT, MCP_HEADERS, fixture_env, healthz, modern_post, serve_http
 
 from plexor.transports import is_loopback
 
@@ -112,6 +112,15 @@ def test_body_over_the_limit_gets_413(tmp_path):
         assert _post(served, small).status_code == 200
         big = {**INIT, "params": {**INIT["params"], "clientInfo": {"name": "x" * 4096, "version": "0"}}}
         assert _post(served, big).status_code == 413
+
+
+def test_mcp_header_values_are_compared_without_surrounding_whitespace(tmp_path):
+    call = {"name": "test_echo", "arguments": {"text": "hi"}}
+    with serve_http(tmp_path) as served:
+        status, reply = modern_post(served, "tools/call", call, headers={"Mcp-Name": "  test_echo \t"})
+        assert status == 200 and reply["result"]["structuredContent"] == {"text": "hi"}, reply
+        status, reply = modern_post(served, "tools/call", call, headers={"Mcp-Name": " test_other "})
+        assert status == 400 and reply["error"]["code"] == -32020  # still compared, after trimming
 
 
 async def test_a_call_over_the_request_timeout_is_cancelled_with_guidance(tmp_path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Literal, TypedDict
+from typing import Annotated, Literal, TypedDict
 
 import anyio
 import pydantic
@@ -11,7 +11,7 @@ import pytest
 from conftest import make_plugin, tools_plugin
 from mcp_types import PaginatedRequestParams
 
-from plexor import Context, Data, Guidance, Log, NotFound, Progress, Result
+from plexor import Context, Data, Guidance, Header, Log, NotFound, Progress, Result
 
 pytestmark = pytest.mark.anyio
 
@@ -400,3 +400,40 @@ async def test_close_stream_is_a_no_op_without_a_resumable_http_stream(plexor):
 
     async with plexor.client([("demo", tools_plugin("demo", long=long_call))]) as client:
         assert (await client.call_tool("demo_long", {})).structured_content == {"closed": False}
+
+
+async def test_a_parameter_can_be_mirrored_into_an_http_header(plexor_home):
+    from conformance.serving import modern_post, serve_http
+    from mcp import Client
+
+    from plexor import PluginError
+    from plexor.schema import analyse
+
+    def route(region: Annotated[str, Header("Region")], n: int = 1) -> dict:
+        """Route."""
+        return {"region": region}
+
+    schema = analyse(route).input_schema
+    assert schema["properties"]["region"]["x-mcp-header"] == "Region" and "x-mcp-header" not in schema["properties"]["n"]
+    for bad in ("", "Bad Name", "-x"):
+        with pytest.raises(PluginError):
+            Header(bad)
+
+    def nested(where: Annotated[dict, Header("Where")]) -> dict:
+        """Not a primitive."""
+        return where
+
+    with pytest.raises(PluginError, match="not a string, number, integer or boolean"):
+        analyse(nested)
+    call = {"name": "test_header_echo", "arguments": {"region": "eu-west"}}
+    with serve_http(plexor_home) as served:
+        async with Client(served.url, mode="auto") as client:  # the SDK client mirrors the header itself
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert tools["test_header_echo"].input_schema["properties"]["region"]["x-mcp-header"] == "Region"
+            r = await client.call_tool("test_header_echo", {"region": "eu-west"})
+            assert r.structured_content == {"region": "eu-west"}
+        status, ok = modern_post(served, "tools/call", call, name=call["name"], headers={"Mcp-Param-Region": "eu-west"})
+        assert status == 200 and ok["result"]["structuredContent"] == {"region": "eu-west"}
+        for headers in ({"Mcp-Param-Region": "us-east"}, {}):  # disagreeing, or missing while the body has it
+            status, refused = modern_post(served, "tools/call", call, name=call["name"], headers=headers)
+            assert status == 400 and refused["error"]["code"] == -32020, refused

@@ -32,6 +32,7 @@ from plexor.errors import (
     StorageError,
 )
 from plexor.events import Data, Guidance, Log, Progress, Result, audio, embedded_resource, image
+from plexor.params import Header
 
 __version__ = "0.1.0"
 
@@ -60,6 +61,7 @@ __all__ = [
     "Data",
     "Elicit",
     "Guidance",
+    "Header",
     "InvalidArgument",
     "ListRoots",
     "Log",

@@ -244,6 +244,7 @@ def analyse(
         schema = _strip_titles(model.model_json_schema())
         schema.pop("additionalProperties", None)
         schema.setdefault("properties", {})
+        _mark_headers(func, hints, names, schema)
     wraps = False
     if output_schema is None:
         output_schema, wraps = _output_schema(hints.get("return", inspect.Parameter.empty))
@@ -251,6 +252,28 @@ def analyse(
         output_schema = {"type": "object", "properties": {"result": output_schema}, "required": ["result"]}
         wraps = True
     return Signature(description, schema, tuple(context), tuple(names), model, output_schema, wraps)
+
+
+def _mark_headers(func: Callable[..., Any], hints: dict[str, Any], names: list[str], schema: dict[str, Any]) -> None:
+    """Add ``x-mcp-header`` to parameters annotated ``Annotated[T, plexor.Header(name)]``."""
+    from plexor.params import Header
+
+    seen: dict[str, str] = {}
+    for name in names:
+        ann = hints.get(name)
+        for meta in getattr(ann, "__metadata__", ()):
+            if not isinstance(meta, Header):
+                continue
+            prop = schema["properties"][name]
+            if prop.get("type") not in ("string", "number", "integer", "boolean"):
+                raise PluginError(f"{getattr(func, '__qualname__', func)!r}: parameter {name!r} is mirrored into a header "
+                                  f"but is not a string, number, integer or boolean",
+                                  "Use Header(...) only on parameters of a primitive type (Optional is not allowed either).")
+            if meta.name.lower() in seen:
+                raise PluginError(f"{getattr(func, '__qualname__', func)!r}: parameters {seen[meta.name.lower()]!r} and "
+                                  f"{name!r} both use the header Mcp-Param-{meta.name}", "Give each parameter its own header name.")
+            seen[meta.name.lower()] = name
+            prop["x-mcp-header"] = meta.name
 
 
 def _from_json_schema(func: Callable[..., Any], schema: dict[str, Any], output_schema: dict[str, Any] | None) -> Signature:

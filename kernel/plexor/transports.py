@@ -265,6 +265,24 @@ class _BearerAuth:
         await self.app(scope, receive, send)
 
 
+class _TrimMcpHeaders:
+    """ASGI middleware: drop leading/trailing whitespace from ``Mcp-*`` header values.
+
+    RFC 9110 section 5.5 excludes that whitespace from a field value, but the HTTP parser may keep
+    it, and the SDK compares ``Mcp-Name`` with the body byte for byte (SEP-2243).
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = scope.get("headers") or []
+            if any(v != v.strip(b" \t") for k, v in headers if k.startswith(b"mcp-")):
+                scope = {**scope, "headers": [(k, v.strip(b" \t") if k.startswith(b"mcp-") else v) for k, v in headers]}
+        await self.app(scope, receive, send)
+
+
 def _security(opts: HttpOptions) -> Any:
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -336,7 +354,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
             finally:
                 await stopped()
 
-        app = Starlette(routes=[
+        app: Any = Starlette(routes=[
             Route("/healthz", healthz),
             Route("/sse", handle_sse, methods=["GET"]),
             Mount("/messages/", app=sse.handle_post_message),
@@ -365,7 +383,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
                 await stopped()
 
         inner.router.lifespan_context = http_lifespan
-        app = inner
+        app = _TrimMcpHeaders(inner)
     if opts.token:
         return _BearerAuth(app, opts.token, open_paths=())
     return app

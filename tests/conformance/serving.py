@@ -108,3 +108,32 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "plexor-tests", "version": "0"}}}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "MCP-Protocol-Version": "2025-11-25"}
+
+
+def modern_post(served: Served, method: str, params: dict[str, Any], caps: dict[str, Any] | None = None,
+                name: str | None = None, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    """One raw 2026-07-28 request (stateless: the envelope rides in ``_meta``); returns (status, reply).
+
+    Sent with http.client, which passes header values as given (httpx refuses surrounding spaces).
+    """
+    import http.client
+
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "plexor-tests", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": caps if caps is not None else {"elicitation": {}, "sampling": {}}}
+    sent = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+            "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+    if name:
+        sent["Mcp-Name"] = name
+    sent.update(headers or {})
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+    try:
+        conn.request("POST", "/mcp", body=json.dumps(body), headers=sent)
+        resp = conn.getresponse()
+        status, kind, text = resp.status, resp.getheader("content-type") or "", resp.read().decode()
+    finally:
+        conn.close()
+    if kind.startswith("text/event-stream"):
+        text = [line[5:] for line in text.splitlines() if line.startswith("data:") and line[5:].strip()][-1]
+    return status, json.loads(text)

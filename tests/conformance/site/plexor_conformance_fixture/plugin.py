@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import anyio
 
-from plexor import Context, Elicit, ListRoots, Result, Sample, audio, hookimpl, image
+from typing import Annotated
+
+from plexor import Context, Elicit, Header, ListRoots, Result, Sample, audio, hookimpl, image
 from plexor import embedded_resource as embedded_resource_block
 from plexor.events import Log, Progress
 
@@ -43,6 +45,8 @@ def plexor_register_tools(register, settings):
     register(input_required_result_tampered_state)
     register(input_required_result_capabilities)
     register(missing_capability)
+    # a parameter mirrored into an HTTP header (SEP-2243)
+    register(header_echo)
 
 
 @hookimpl
@@ -299,6 +303,14 @@ async def input_required_result_prompt(ctx: Context) -> list:
                                             {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}))
     context = (got["user_context"].get("content") or {}).get("context", "")
     return [{"role": "user", "text": f"Use this context: {context}"}]
+
+
+def header_echo(region: Annotated[str, Header("Region")]) -> dict:
+    """Echo ``region``, which 2026-07-28 clients also send as the Mcp-Param-Region header.
+
+    :param region: any text; routed on by proxies.
+    """
+    return {"region": region}
 
 
 # -- content other than text ---------------------------------------------------
