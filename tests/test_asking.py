@@ -88,7 +88,12 @@ class Asker:
                 return {"swallowed": type(exc).__name__}
             return {"name": got["content"]["name"]}
 
-        for func in (trio, two_steps, polite, capable, roots, grouped, swallow):
+        async def hoard(ctx: Context) -> dict:
+            """Puts something that is not JSON in ctx.state."""
+            ctx.state["when"] = object()
+            return await ctx.elicit("Name?", NAME)
+
+        for func in (trio, two_steps, polite, capable, roots, grouped, swallow, hoard):
             register(func)
 
     @hookimpl
@@ -271,6 +276,13 @@ async def test_asking_inside_a_task_group_or_a_broad_except_still_works(plexor):
         assert (await client.call_tool("ask_grouped", {})).structured_content == {"text": "Lovely."}
         # InputRequired is a BaseException: `except Exception` in a tool cannot swallow the round.
         assert (await client.call_tool("ask_swallow", {})).structured_content == {"name": "Ann"}
+
+
+async def test_state_that_is_not_json_is_refused_with_guidance(plexor):
+    async with plexor.client([("ask", Asker())], mode="auto", **Answers().callbacks()) as client:
+        r = await client.call_tool("ask_hoard", {})
+    assert r.is_error and "ctx.state cannot be carried to the next round" in r.content[0].text
+    assert "Keep only JSON values in ctx.state" in r.content[0].text
 
 
 async def test_a_direct_kernel_call_cannot_ask_and_says_so(plexor):

@@ -366,8 +366,13 @@ class Exchange:
 
     def carry(self) -> str:
         """The plaintext ``requestState`` for the next round (sealed by the server)."""
-        return json.dumps({"v": 1, "round": self.round + 1, "answers": self.answers, "state": self.state},
-                          ensure_ascii=True, separators=(",", ":"))
+        try:
+            return json.dumps({"v": 1, "round": self.round + 1, "answers": self.answers, "state": self.state},
+                              ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise PlexorError(f"ctx.state cannot be carried to the next round: {exc}",
+                              "Keep only JSON values in ctx.state (str, int, float, bool, None, lists and dicts of them); "
+                              "store anything else yourself and keep its id there.") from None
 
     async def _send(self, key: str, question: Question) -> dict[str, Any]:
         import warnings

@@ -211,7 +211,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
                 close_sse_stream=getattr(ctx, "close_sse_stream", None), exchange=exchange,
             )
         except BaseException as exc:
-            return _asked(exc, exchange)
+            return _asked(exc, exchange, tool=True)
         return types.CallToolResult.model_validate({
             "content": [{"type": "text", "text": outcome.text}, *outcome.content],
             "structuredContent": outcome.data,
@@ -441,12 +441,19 @@ def _exchange(ctx: Any) -> Exchange:
     )
 
 
-def _asked(exc: BaseException, exchange: Exchange) -> Any:
+def _asked(exc: BaseException, exchange: Exchange, *, tool: bool = False) -> Any:
     """Answer a call that asked the client something (or could not); re-raise anything else."""
     inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 else exc
     if isinstance(inner, InputRequired):
+        try:
+            state = exchange.carry()
+        except PlexorError as err:  # ctx.state held something that is not JSON
+            if tool:
+                return types.CallToolResult(content=[types.TextContent(type="text", text=err.render())],
+                                            structured_content={"error": err.payload()}, is_error=True)
+            raise MCPError(types.INTERNAL_ERROR, err.render(), err.payload()) from None
         return types.InputRequiredResult.model_validate(
-            {"resultType": "input_required", "inputRequests": inner.requests, "requestState": exchange.carry()})
+            {"resultType": "input_required", "inputRequests": inner.requests, "requestState": state})
     if isinstance(inner, AskError):
         raise MCPError(inner.rpc_code, inner.render(), {**inner.data, "guidance": inner.guidance}) from None
     raise exc
