@@ -7,9 +7,9 @@ point), never installed. Also gives the hardening tests a slow tool. Its sibling
 
 from __future__ import annotations
 
-import anyio
-
 from typing import Annotated
+
+import anyio
 
 from plexor import Context, Elicit, Header, ListRoots, Result, Sample, audio, hookimpl, image
 from plexor import embedded_resource as embedded_resource_block
