@@ -105,10 +105,11 @@ class Boot:
     plugins waits for loading to finish.
     """
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, *, on_started: Any = None) -> None:
         import anyio
 
         self.kernel = kernel
+        self.on_started = on_started
         self.loaded = anyio.Event()
         self._tg: Any = None
         self._begun = False
@@ -144,6 +145,8 @@ class Boot:
             self.loaded.set()
         if self.kernel.state == State.LOADING:
             await self.kernel.start()
+            if self.on_started is not None:
+                self.on_started()
 
 
 def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None) -> PlexorServer:
@@ -212,12 +215,15 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             )
         except BaseException as exc:
             return _asked(exc, exchange, tool=True)
-        return types.CallToolResult.model_validate({
-            "content": [{"type": "text", "text": outcome.text}, *outcome.content],
-            "structuredContent": outcome.data,
-            "isError": outcome.is_error,
-            "_meta": outcome.meta,
-        })
+        if outcome.content:  # image, audio or resource blocks: validated from their wire dicts
+            return types.CallToolResult.model_validate({
+                "content": [{"type": "text", "text": outcome.text}, *outcome.content],
+                "structuredContent": outcome.data,
+                "isError": outcome.is_error,
+                "_meta": outcome.meta,
+            })
+        return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.text)],
+                                    structured_content=outcome.data, is_error=outcome.is_error, _meta=outcome.meta)
 
     async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         found = await kernel.list_resources()
