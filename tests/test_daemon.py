@@ -148,7 +148,23 @@ async def test_connect_tells_a_client_without_the_capability(home):
     async with _connect(home) as client:  # declares nothing
         r = await client.call_tool("test_input_required_result_elicitation", {})
         assert r.is_error and "did not declare the elicitation capability" in r.content[0].text
+        assert r.content[0].text.count("Use a client that supports elicitation") == 1
     async with _connect(home, "auto") as client:
         with pytest.raises(MCPError) as err:
             await client.call_tool("test_input_required_result_elicitation", {})
         assert err.value.error.code == -32021
+        assert err.value.error.data["requiredCapabilities"] == {"elicitation": {"form": {}}}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_daemon_sees_what_the_end_client_can_answer(home, mode):
+    from test_asking import Answers
+
+    answers = Answers()
+    sampling_only = {"sampling_callback": answers.sample}
+    async with _connect(home, mode, **sampling_only) as client:
+        # The tool asks only what the client declared: through the relay, that is the end client's set.
+        r = await client.call_tool("test_input_required_result_capabilities", {})
+        assert r.structured_content == {"asked": ["summary"]}, r.content
+        assert (await client.call_tool("test_echo", {"text": "x"})).structured_content == {"text": "x"}
+    assert answers.asked == ["Summarise the day in one line."]

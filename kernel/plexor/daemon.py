@@ -15,8 +15,8 @@ the daemon, restarts it if it is gone, reconnects and retries the request
 once. A daemon of another Plexor version is stopped and replaced.
 
 A tool that asks the client something (``ctx.ask``) works through the relay
-too: the relay speaks 2026-07-28 to the daemon, which answers with an
-``InputRequiredResult``. A 2026-07-28 client gets it as is and retries through
+too: the relay speaks 2026-07-28 to the daemon, declaring the end client's
+capabilities, and the daemon answers with an ``InputRequiredResult``. A 2026-07-28 client gets it as is and retries through
 the relay; for an older client the relay asks each question itself (as a
 server-to-client request on stdio) and retries upstream with the answers.
 """
@@ -207,34 +207,46 @@ def ensure_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0,
 
 # ------------------------------------------------------------------ connect
 class _Upstream:
-    """One SDK ``Client`` to the daemon, owned by a background task; reconnects on demand."""
+    """SDK ``Client``s to the daemon, each owned by a background task; reconnects on demand.
+
+    One client per set of client capabilities the relay has to declare upstream: the daemon must
+    see what the *end* client can answer (``ctx.can_ask``), and the SDK client stamps its
+    capabilities on every request it sends. A relay serves one end client, so in practice that is
+    one client for asking requests and one (declaring nothing) for the rest. On 2026-07-28 a client
+    costs no handshake, only a connection.
+    """
 
     def __init__(self, environ: dict[str, str], log: Any) -> None:
         self.environ = environ
         self.log = log
-        self.client: Any = None
+        self.clients: dict[frozenset[str], tuple[Any, Any]] = {}
         self.info: dict[str, Any] | None = None
-        self._close: Any = None
         self._lock: Any = None
         self._tg: Any = None
         self.generation = 0
 
-    async def _own(self, info: dict[str, Any], ready: Any, outcome: dict[str, Any]) -> None:
+    async def _own(self, info: dict[str, Any], caps: frozenset[str], ready: Any, outcome: dict[str, Any]) -> None:
         import anyio
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         close = anyio.Event()
+        # 2026-07-28 upstream: a tool that asks answers with InputRequiredResult, which the relay
+        # passes on or resolves (see relay_asking). The callbacks only declare the capabilities;
+        # on this protocol the daemon never sends requests mid-call.
+        callbacks: dict[str, Any] = {}
+        if "elicitation" in caps:
+            callbacks["elicitation_callback"] = _never
+        if "sampling" in caps:
+            callbacks["sampling_callback"] = _never
+        if "roots" in caps:
+            callbacks["list_roots_callback"] = _never_roots
         try:
             http = create_mcp_http_client(headers={"Authorization": f"Bearer {info['token']}"})
-            # 2026-07-28 upstream: a tool that asks answers with InputRequiredResult, which the relay
-            # passes on or resolves (see relay_asking). The callbacks only declare the capabilities;
-            # on this protocol the daemon never sends requests mid-call.
             async with http, Client(streamable_http_client(info["url"], http_client=http), mode="2026-07-28",
-                                    elicitation_callback=_never, sampling_callback=_never,
-                                    list_roots_callback=_never_roots, cache=None) as client:
-                self.client, self.info, self._close = client, info, close
+                                    cache=None, **callbacks) as client:
+                self.clients[caps] = (client, close)
                 ready.set()
                 await close.wait()
         except Exception as exc:  # noqa: BLE001 - reported to the waiting request, or (once closed) dropped
@@ -244,36 +256,39 @@ class _Upstream:
             else:
                 self.log.debug("connect_upstream_closed", error=f"{type(exc).__name__}: {exc}")
         finally:
-            if self._close is close:
-                self.client = None
+            if self.clients.get(caps, (None, None))[1] is close:
+                del self.clients[caps]
 
-    async def connect(self, *, restart: bool = False) -> Any:
+    async def connect(self, caps: frozenset[str] = frozenset(), *, restart: bool = False) -> Any:
         import anyio
 
         async with self._lock:
-            if self.client is not None and not restart:
-                return self.client
-            if self._close is not None:
-                self._close.set()
-                self._close = None
-                self.client = None
-            info = await anyio.to_thread.run_sync(lambda: ensure_daemon(self.environ, log=self.log))
+            if restart:
+                self.close()
+                self.clients.clear()
+                self.info = None
+            if caps in self.clients:
+                return self.clients[caps][0]
+            if self.info is None:
+                self.info = await anyio.to_thread.run_sync(lambda: ensure_daemon(self.environ, log=self.log))
+                self.generation += 1
+                self.log.info("connect_upstream", url=self.info["url"], pid=self.info["pid"], generation=self.generation)
+            info = self.info
             ready = anyio.Event()
             outcome: dict[str, Any] = {}
-            self._tg.start_soon(self._own, info, ready, outcome)
+            self._tg.start_soon(self._own, info, caps, ready, outcome)
             await ready.wait()
             if "error" in outcome:
+                self.info = None  # check (and if need be restart) the daemon next time
                 raise DaemonError(f"cannot reach the Plexor daemon at {info['url']}: {outcome['error']}")
-            self.generation += 1
-            self.log.info("connect_upstream", url=info["url"], pid=info["pid"], generation=self.generation)
-            return self.client
+            return self.clients[caps][0]
 
-    async def request(self, op: Any) -> Any:
+    async def request(self, op: Any, caps: frozenset[str] = frozenset()) -> Any:
         """Run ``op(client)``; on a broken connection restart/reconnect and run it once more."""
         import mcp_types as types
         from mcp.shared.exceptions import MCPError
 
-        client = await self.connect()
+        client = await self.connect(caps)
         generation = self.generation
         try:
             return await op(client)
@@ -284,12 +299,20 @@ class _Upstream:
         except Exception as exc:  # noqa: BLE001 - transport errors (httpx2, closed streams)
             failure = exc
         self.log.warning("connect_upstream_lost", error=f"{type(failure).__name__}: {failure}", action="reconnect and retry once")
-        client = await self.connect(restart=self.generation == generation)
+        client = await self.connect(caps, restart=self.generation == generation)
         return await op(client)
 
     def close(self) -> None:
-        if self._close is not None:
-            self._close.set()
+        for _client, close in list(self.clients.values()):
+            close.set()
+
+
+def _asking_caps(ctx: Any) -> frozenset[str]:
+    """What the end client can be asked, to declare upstream for this request."""
+    from plexor.asking import CAPABILITY_OF_METHOD, can_answer, client_capabilities
+
+    caps = client_capabilities(ctx.session)
+    return frozenset(name for method, name in CAPABILITY_OF_METHOD.items() if can_answer(caps, method))
 
 
 async def _never(context: Any, params: Any) -> Any:
@@ -313,6 +336,7 @@ async def relay_asking(ctx: Any, params: Any, send: Any, *, tool: bool) -> Any:
     from mcp.shared.exceptions import MCPError
 
     from plexor.asking import (
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
         AskError,
         Exchange,
         can_answer,
@@ -324,9 +348,16 @@ async def relay_asking(ctx: Any, params: Any, send: Any, *, tool: bool) -> Any:
 
     modern = (getattr(ctx, "protocol_version", None) or "") >= "2026-07-28"
     responses, state = params.input_responses, params.request_state
-    result = await send(responses, state)
     rounds = 0
     try:
+        try:
+            result = await send(responses, state)
+        except MCPError as exc:  # the daemon says the end client lacks a capability: as `plexor serve` would
+            if exc.error.code != MISSING_REQUIRED_CLIENT_CAPABILITY:
+                raise
+            data = exc.error.data if isinstance(exc.error.data, dict) else {}
+            raise AskError(exc.error.message.split("\n", 1)[0], str(data.get("guidance") or ""), rpc_code=exc.error.code,
+                           data={k: v for k, v in data.items() if k != "guidance"}) from None
         while isinstance(result, types.InputRequiredResult):
             wire = {k: r.model_dump(by_alias=True, mode="json", exclude_none=True) for k, r in (result.input_requests or {}).items()}
             if modern:
@@ -386,7 +417,7 @@ async def run_connect(environ: dict[str, str] | None = None) -> None:
         async def send(responses: Any, state: Any) -> Any:
             return await up.request(lambda c: c.session.call_tool(
                 params.name, params.arguments, progress_callback=relay_progress, input_responses=responses,
-                request_state=state, allow_input_required=True))
+                request_state=state, allow_input_required=True), _asking_caps(ctx))
 
         return await relay_asking(ctx, params, send, tool=True)
 
@@ -399,7 +430,8 @@ async def run_connect(environ: dict[str, str] | None = None) -> None:
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         async def send(responses: Any, state: Any) -> Any:
             return await up.request(lambda c: c.session.read_resource(
-                str(params.uri), input_responses=responses, request_state=state, allow_input_required=True))
+                str(params.uri), input_responses=responses, request_state=state, allow_input_required=True),
+                _asking_caps(ctx))
 
         return await relay_asking(ctx, params, send, tool=False)
 
@@ -410,7 +442,7 @@ async def run_connect(environ: dict[str, str] | None = None) -> None:
         async def send(responses: Any, state: Any) -> Any:
             return await up.request(lambda c: c.session.get_prompt(
                 params.name, dict(params.arguments or {}), input_responses=responses, request_state=state,
-                allow_input_required=True))
+                allow_input_required=True), _asking_caps(ctx))
 
         return await relay_asking(ctx, params, send, tool=False)
 
