@@ -5,37 +5,22 @@ Runs in `tox -e all`, where every plugin is installed; elsewhere it is skipped w
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
-import anyio
 import pytest
+from interop.support import missing, wait_indexed, write_notes
 
-PLUGINS = {"arbor": "plexor_arbor", "keyboard": "plexor_keyboard", "folder-search": "plexor_folder_search",
-           "edgelake": "plexor_edgelake"}
-missing = [name for name, module in PLUGINS.items() if importlib.util.find_spec(module) is None]
+PLUGINS = ("arbor", "keyboard", "folder-search", "edgelake")
+absent = missing(*PLUGINS)
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(bool(missing), reason=f"needs every plugin installed (tox -e all); missing: {missing}"),
+    pytest.mark.skipif(bool(absent), reason=f"needs every plugin installed (tox -e all); missing: {absent}"),
 ]
 
 
 @pytest.fixture
 def corpus(tmp_path):
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    (folder / "kettle.md").write_text("# Tea\n\nBoil the kettle, then steep green tea for two minutes.\n")
-    (folder / "bikes.md").write_text("# Bicycles\n\nPump the tyres before a long ride.\n")
-    return folder
-
-
-async def _wait_indexed(client, seconds: float = 30):
-    with anyio.fail_after(seconds):
-        while True:
-            info = (await client.call_tool("folders_get_server_info", {})).structured_content
-            if info["state"] == "ready" and info["totals"]["documents"] >= 2:
-                return info
-            await anyio.sleep(0.1)
+    return write_notes(tmp_path / "notes")
 
 
 async def test_every_plugin_answers_over_stdio(plexor, corpus):
@@ -64,7 +49,7 @@ async def test_every_plugin_answers_over_stdio(plexor, corpus):
         down = await client.call_tool("edgelake_list_databases", {})
         assert down.is_error and "start the node" in down.content[0].text.lower()
 
-        info = await _wait_indexed(client)
+        info = await wait_indexed(client)
         assert info["totals"]["documents"] == 2
         found = await client.call_tool("folders_search_content", {"exact_terms": ["kettle"]})
         assert not found.is_error

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 
-import anyio
 import pytest
 from interop.support import (
     STATUS_REPLY,
@@ -18,6 +17,7 @@ from interop.support import (
     http_server,
     missing,
     server_env,
+    wait_indexed,
     write_notes,
 )
 
@@ -43,14 +43,6 @@ def served(request, tmp_path):
             server.node = node
             yield server
 
-
-async def _wait_indexed(client, seconds: float = 30) -> dict:
-    with anyio.fail_after(seconds):
-        while True:
-            info = (await client.call_tool("folders_get_server_info", {})).structured_content
-            if info["state"] == "ready" and info["totals"]["documents"] >= 2:
-                return info
-            await anyio.sleep(0.1)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -86,7 +78,7 @@ async def test_every_plugin_answers_the_sdk_client_over_http(served, mode):
         assert refused.is_error  # the stand-in answers every other command with the node's error 2
         assert "Error Command Structure" in refused.content[0].text
 
-        await _wait_indexed(client)
+        await wait_indexed(client)
         found = await client.call_tool("folders_search_content", {"exact_terms": ["kettle"]})
         assert not found.is_error
         assert [r["path"] for r in found.structured_content["results"]] == ["kettle.md"]
@@ -111,7 +103,7 @@ async def test_progress_notifications_arrive_over_http(served):
         seen.append((progress, total, message))
 
     async with Client(served.url, mode="legacy") as client:
-        await _wait_indexed(client)
+        await wait_indexed(client)
         r = await client.call_tool("folders_reindex", {"force": True}, progress_callback=on_progress)
         assert not r.is_error, r.content[0].text
     assert seen, "folders_reindex sent no progress notification the client received"

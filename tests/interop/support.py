@@ -1,8 +1,8 @@
 """What the real-client interop tests share: a Plexor server over HTTP in a subprocess, the data the
 plugins need (a folder of notes, a stand-in EdgeLake node) and which plugins are installed.
 
-Used by ``tests/test_inspector.py`` and ``tests/integration/test_http_all_plugins.py`` (``tests/`` is
-on ``sys.path`` through ``tests/conftest.py``).
+Used by ``tests/test_inspector.py`` and ``tests/integration/`` (``tests/`` is on ``sys.path`` through
+``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 # The plugins the issue names (plexor_health comes with the kernel), and their import names.
 PLUGINS = {"arbor": "plexor_arbor", "keyboard": "plexor_keyboard", "folder-search": "plexor_folder_search",
@@ -32,6 +33,18 @@ def installed(plugin: str) -> bool:
 
 def missing(*plugins: str) -> list[str]:
     return [p for p in plugins if not installed(p)]
+
+
+async def wait_indexed(client: Any, seconds: float = 30) -> dict[str, Any]:
+    """Wait until folder-search reports ``ready`` with the two notes of :func:`write_notes` indexed."""
+    import anyio
+
+    with anyio.fail_after(seconds):
+        while True:
+            info = (await client.call_tool("folders_get_server_info", {})).structured_content
+            if info["state"] == "ready" and info["totals"]["documents"] >= 2:
+                return info
+            await anyio.sleep(0.1)
 
 
 def free_port() -> int:
