@@ -3,12 +3,39 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+
+NO_NETWORK_PREAMBLE = r"""
+import sys
+events = []
+def hook(event, args):
+    if event in ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "urllib.Request"):
+        events.append((event, repr(args)[:100]))
+sys.addaudithook(hook)
+"""
+
+
+def run_offline(code: str, home: Path, timeout: float) -> str:
+    """Run ``code`` in a fresh interpreter that records any network attempt; assert there was none.
+
+    ``HOME`` is ``home`` (no model cache to fall back on) and no ``HF_``/``TRANSFORMERS_`` variable
+    leaks in. Returns the child's stdout.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
+    env["HOME"] = str(home)
+    script = NO_NETWORK_PREAMBLE + code + '\nprint("EVENTS", events)\n'
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "EVENTS []" in out.stdout
+    return out.stdout
 
 
 def tiny_pdf(text_lines: list[str]) -> bytes:

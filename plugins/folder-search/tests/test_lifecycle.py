@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import anyio
 import click
 import pytest
 from click.testing import CliRunner
-from conftest import call, wait_ready
+from conftest import call, run_offline, wait_ready
 
 INSTALLED = ["folder-search"]
 
@@ -183,25 +181,13 @@ async def test_cli_added_folder_is_served(plexor, plexor_home, plexor_config, co
 
 
 def test_model_loads_offline_without_touching_the_network(tmp_path):
-    code = r"""
-import sys
-events = []
-def hook(event, args):
-    if event in ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "urllib.Request"):
-        events.append((event, repr(args)[:100]))
-sys.addaudithook(hook)
+    run_offline(r"""
 from plexor_folder_search.embed import load_embedder
 e = load_embedder("wordllama")
 v = e.embed(["offline embeddings", "a second text"])
 assert v.shape == (2, 256), v.shape
 assert abs(float((v[0] ** 2).sum()) - 1.0) < 1e-4
-print("EVENTS", events)
-"""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
-    env["HOME"] = str(tmp_path)  # no ~/.cache/wordllama to fall back on
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "EVENTS []" in out.stdout
+""", tmp_path, timeout=120)
 
 
 @pytest.mark.anyio

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
 
 import pytest
-from conftest import call, wait_ready
+from conftest import call, run_offline, wait_ready
 
 
 def _minilm_installed() -> bool:
@@ -25,13 +22,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_minilm_loads_offline_and_embeds_by_meaning(tmp_path):
-    code = r"""
-import sys
-events = []
-def hook(event, args):
-    if event in ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "urllib.Request"):
-        events.append((event, repr(args)[:100]))
-sys.addaudithook(hook)
+    stdout = run_offline(r"""
 from plexor_folder_search.embed import load_embedder
 e = load_embedder("minilm")
 v = e.embed(["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby.", ""])
@@ -43,14 +34,8 @@ assert food > 0.6 and baby < 0.2 and bread < 0.2, (food, bread, baby)
 long = e.embed(["word " * 5000])  # longer than 256 tokens: truncated, not an error
 assert long.shape == (1, 384)
 print("NAME", e.name)
-print("EVENTS", events)
-"""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
-    env["HOME"] = str(tmp_path)  # no Hugging Face cache to fall back on
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "EVENTS []" in out.stdout
-    assert "NAME all-minilm-l6-v2" in out.stdout
+""", tmp_path, timeout=300)
+    assert "NAME all-minilm-l6-v2" in stdout
 
 
 @pytest.mark.anyio
