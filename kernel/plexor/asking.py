@@ -168,14 +168,12 @@ class AskError(PlexorError):
         self.rpc_code = rpc_code
 
 
-def capability_of(caps: Mapping[str, Any] | None, question: Question) -> bool:
-    """Whether client capabilities ``caps`` (wire shape) cover ``question``."""
-    if not caps:
-        return False
-    have = caps.get(question.capability)
+def declares(caps: Mapping[str, Any] | None, capability: str) -> bool:
+    """Whether client capabilities ``caps`` (wire shape) include ``"elicitation"``, ``"sampling"`` or ``"roots"``."""
+    have = caps.get(capability) if caps else None
     if have is None:
         return False
-    if isinstance(question, Elicit):
+    if capability == "elicitation":
         # A bare ``elicitation: {}`` predates modes and means form support; url-only does not.
         return not isinstance(have, Mapping) or have.get("form") is not None or have.get("url") is None
     return True
@@ -199,10 +197,7 @@ def missing_capability(key: str, method: str) -> AskError:
 
 def can_answer(caps: Mapping[str, Any] | None, method: str) -> bool:
     """Whether client capabilities ``caps`` (wire shape) cover an input request of ``method``."""
-    probes: dict[str, Question] = {"elicitation/create": Elicit("?", {"x": str}), "sampling/createMessage": Sample("?"),
-                                   "roots/list": ListRoots()}
-    probe = probes.get(method)
-    return probe is not None and capability_of(caps, probe)
+    return method in CAPABILITY_OF_METHOD and declares(caps, CAPABILITY_OF_METHOD[method])
 
 
 def check_answer(key: str, question: Question, answer: Any) -> dict[str, Any]:
@@ -332,12 +327,11 @@ class Exchange:
         return dict(caps or {})
 
     def can_ask(self, what: str) -> bool:
-        method = {v: k for k, v in CAPABILITY_OF_METHOD.items()}.get(what)
-        if method is None:
+        if what not in CAPABILITY_OF_METHOD.values():
             raise PlexorError(f"unknown capability {what!r}", "Ask about 'elicitation', 'sampling' or 'roots'.")
         if not self.modern and self.session is None:
             return False
-        return can_answer(self.capabilities, method)
+        return declares(self.capabilities, what)
 
     async def ask(self, questions: Mapping[str, Question]) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -356,7 +350,7 @@ class Exchange:
         if not self.modern and self.session is None:
             raise PlexorError("this call has no MCP client to ask", "Call it through an MCP client (plexor serve); direct kernel calls cannot ask questions.")
         for key, question in pending.items():
-            if not capability_of(self.capabilities, question):
+            if not declares(self.capabilities, question.capability):
                 raise missing_capability(key, question.method)
         if self.modern:
             raise InputRequired({key: q.wire() for key, q in pending.items()})

@@ -82,7 +82,8 @@ class Context:
         from plexor.asking import Elicit, default_key
 
         question = Elicit(message, schema)
-        return (await self.exchange.ask({key or default_key(question): question}))[key or default_key(question)]
+        name = key or default_key(question)
+        return (await self.exchange.ask({name: question}))[name]
 
     async def sample(self, prompt: Any, *, key: str | None = None, **options: Any) -> dict[str, Any]:
         """Ask the client's model; returns the ``CreateMessageResult`` dict (see :class:`plexor.Sample`)."""

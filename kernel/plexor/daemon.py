@@ -309,10 +309,10 @@ class _Upstream:
 
 def _asking_caps(ctx: Any) -> frozenset[str]:
     """What the end client can be asked, to declare upstream for this request."""
-    from plexor.asking import CAPABILITY_OF_METHOD, can_answer, client_capabilities
+    from plexor.asking import client_capabilities, declares
 
     caps = client_capabilities(ctx.session)
-    return frozenset(name for method, name in CAPABILITY_OF_METHOD.items() if can_answer(caps, method))
+    return frozenset(name for name in ("elicitation", "sampling", "roots") if declares(caps, name))
 
 
 async def _never(context: Any, params: Any) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import os
 import secrets
@@ -472,15 +473,13 @@ def _check_input_responses(value: Any) -> None:
             f"inputResponses must be an object mapping each input request key to its answer, not {json.dumps(value)[:40]}: "
             "leave it out on a first request, and on a retry send the answers under the keys of the inputRequests you were given."),
             {"field": "inputResponses"})
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 
-    if not _RESPONSE_ADAPTER:
-        _RESPONSE_ADAPTER.append(TypeAdapter(types.InputResponse))
     for key, answer in value.items():
         try:
             if not isinstance(answer, dict):
                 raise ValueError(f"not an object but {json.dumps(answer)[:40]}")
-            _RESPONSE_ADAPTER[0].validate_python(answer)
+            _response_adapter().validate_python(answer)
         except (ValueError, ValidationError) as exc:
             why = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else "it matches none of the answer shapes"
             raise MCPError(types.INVALID_PARAMS, (
@@ -490,7 +489,12 @@ def _check_input_responses(value: Any) -> None:
                 {"field": "inputResponses", "key": key}) from None
 
 
-_RESPONSE_ADAPTER: list[Any] = []
+@functools.cache
+def _response_adapter() -> Any:
+    """Validates one answer against the union of answer shapes (built once, on first use)."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(types.InputResponse)
 
 
 def _stateless_era(ctx: Any) -> bool:
