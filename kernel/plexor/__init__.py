@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plexor.asking import AskError, Elicit, ListRoots, Sample
 from plexor.context import Context
 from plexor.errors import (
     ConfigError,
@@ -32,12 +31,14 @@ from plexor.errors import (
     StorageError,
 )
 from plexor.events import Data, Guidance, Log, Progress, Result, audio, embedded_resource, image
-from plexor.params import Header
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     import pluggy
+
+    from plexor.asking import AskError, Elicit, ListRoots, Sample
+    from plexor.params import Header
 
     hookimpl: pluggy.HookimplMarker
     """Decorator marking a plugin function as the implementation of a ``plexor_*`` hook."""
@@ -52,7 +53,17 @@ def __getattr__(name: str) -> Any:
         marker = pluggy.HookimplMarker("plexor")
         globals()["hookimpl"] = marker
         return marker
+    if name in _LAZY:  # only plugins that ask the client or mark header parameters pay for these
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'plexor' has no attribute {name!r}")
+
+
+_LAZY = {"AskError": "plexor.asking", "Elicit": "plexor.asking", "ListRoots": "plexor.asking",
+         "Sample": "plexor.asking", "Header": "plexor.params"}
 
 __all__ = [
     "AskError",

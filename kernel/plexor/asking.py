@@ -32,7 +32,6 @@ ask. This module imports nothing but the standard library.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -136,6 +135,8 @@ Question = Elicit | Sample | ListRoots
 
 def default_key(question: Question) -> str:
     """A key that names the same question the same way in every round."""
+    import hashlib
+
     digest = hashlib.sha256(json.dumps(question.wire(), sort_keys=True, ensure_ascii=True).encode()).hexdigest()
     return f"{question.method.split('/')[0]}-{digest[:12]}"
 
