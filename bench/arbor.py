@@ -76,7 +76,9 @@ class Backend:
         rec = self.kernel.plugin("arbor")
         if rec.state.value != "ready":
             raise SystemExit(f"arbor did not start on {self.name}: {rec.error}")
-        self.store = rec.services["store"]
+        from plexor_arbor.store import Store
+
+        self.store = rec.handle.service(Store)
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -155,7 +155,9 @@ async def run(ports: dict[str, int], calls: int, rounds: int) -> dict[tuple[str,
     kernel = Kernel(load_entry_points=True, environ=env)
     await kernel.start()
     assert kernel.records["edgelake"].state.value == "ready", kernel.records["edgelake"].error
-    engine = kernel.records["edgelake"].services["engine"]
+    from plexor_edgelake.engine import Engine
+
+    engine = kernel.records["edgelake"].handle.service(Engine)
     bare = Bare()
     out: dict[tuple[str, str], dict[str, list[float]]] = {
         (node, case): {k: [] for k in ("bare", "client", "kernel", "sdk", "plexor")} for node in ports for case in CASES

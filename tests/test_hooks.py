@@ -12,7 +12,7 @@ import sys
 import pytest
 from conftest import install_fake_dist, make_plugin
 
-from plexor import Context, PlexorError
+from plexor import Context, PlexorError, PluginHandle
 
 pytestmark = pytest.mark.anyio
 
@@ -102,13 +102,17 @@ def test_hook_plexor_register_commands(plexor_home, site_dir):
 
 
 async def test_hook_plexor_startup(plexor):
-    async def startup(kernel):
-        kernel.plugin("svc").services["greeting"] = "opened at startup"
+    class Greeter:
+        greeting = "opened at startup"
+
+    async def startup(plugin):
+        assert isinstance(plugin, PluginHandle) and plugin.name == "svc"
+        plugin.provide(Greeter())
 
     def register_tools(register, settings):
         def read(ctx: Context) -> dict:
             """Read what startup opened."""
-            return {"greeting": ctx.services["greeting"]}
+            return {"greeting": ctx.service(Greeter).greeting}
 
         register(read)
 
@@ -120,8 +124,8 @@ async def test_hook_plexor_startup(plexor):
 async def test_hook_plexor_shutdown(plexor):
     closed = []
 
-    def shutdown(kernel):
-        closed.append(kernel.plugin("svc").state.value)
+    def shutdown(plugin):
+        closed.append(plugin.state)
 
     async with plexor.kernel([("svc", make_plugin("svc", plexor_shutdown=shutdown))]):
         assert closed == []

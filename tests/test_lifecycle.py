@@ -50,7 +50,7 @@ async def test_broken_config_file_fails_the_kernel_with_guidance(plexor_home):
 
 
 async def test_plugin_failing_at_startup_goes_starting_to_failed(plexor_home):
-    def boom(kernel):
+    def boom(plugin):
         raise OSError("port in use")
 
     k = _kernel(plexor_home, ("bad", make_plugin("bad", plexor_startup=boom)))
@@ -66,13 +66,13 @@ async def test_plugin_failing_at_startup_goes_starting_to_failed(plexor_home):
 async def test_async_startup_and_shutdown_hooks_run(plexor_home):
     calls = []
 
-    async def startup(kernel):
+    async def startup(plugin):
         await anyio.sleep(0)
-        kernel.plugin("hooks").services["conn"] = "open"
+        plugin.provide("open", as_type=str)
         calls.append("startup")
 
-    async def shutdown(kernel):
-        calls.append(("shutdown", kernel.plugin("hooks").services["conn"]))
+    async def shutdown(plugin):
+        calls.append(("shutdown", plugin.withdraw(str)))
 
     k = _kernel(plexor_home, ("hooks", make_plugin("hooks", plexor_startup=startup, plexor_shutdown=shutdown)))
     await k.start()
@@ -83,7 +83,7 @@ async def test_async_startup_and_shutdown_hooks_run(plexor_home):
 async def test_calls_to_a_plugin_still_starting_wait_for_it(plexor_home):
     release = anyio.Event()
 
-    async def startup(kernel):
+    async def startup(plugin):
         await release.wait()
 
     plugin = make_plugin("slow", plexor_startup=startup,
@@ -105,7 +105,7 @@ async def test_calls_to_a_plugin_still_starting_wait_for_it(plexor_home):
 
 
 async def test_a_plugin_that_never_finishes_starting_gets_not_ready_guidance(plexor_home):
-    async def startup(kernel):
+    async def startup(plugin):
         await anyio.sleep(30)
 
     plugin = make_plugin("stuck", plexor_startup=startup,
@@ -121,8 +121,8 @@ async def test_a_plugin_that_never_finishes_starting_gets_not_ready_guidance(ple
 
 
 async def test_background_warm_up_gates_tools_with_progress_until_warmed(plexor):
-    def startup(kernel):
-        kernel.plugin("index").warming(0.4, "still indexing")
+    def startup(plugin):
+        plugin.warming(0.4, "still indexing")
 
     def register(register, settings):
         register(lambda: {"hits": []}, name="search")
@@ -175,7 +175,7 @@ async def test_draining_refuses_new_calls_and_in_flight_calls_finish(plexor_home
 
 
 async def test_shutdown_hook_failure_is_logged_and_stop_completes(plexor_home):
-    def bad_shutdown(kernel):
+    def bad_shutdown(plugin):
         raise RuntimeError("cannot flush")
 
     k = _kernel(plexor_home, ("b", make_plugin("b", plexor_shutdown=bad_shutdown)))
@@ -204,7 +204,7 @@ async def test_disabled_plugins_never_start(plexor_home):
 async def test_a_drain_during_startup_goes_starting_to_draining(plexor_home):
     release = anyio.Event()
 
-    async def startup(kernel):
+    async def startup(plugin):
         await release.wait()
 
     k = _kernel(plexor_home, ("slow", make_plugin("slow", plexor_startup=startup)))
@@ -223,7 +223,7 @@ async def test_a_drain_during_startup_goes_starting_to_draining(plexor_home):
 async def test_a_startup_failure_after_the_drain_began_goes_draining_to_failed(plexor_home):
     release = anyio.Event()
 
-    async def startup(kernel):
+    async def startup(plugin):
         await release.wait()
         raise RuntimeError("too late")
 

@@ -192,7 +192,7 @@ async def test_a_signature_pydantic_cannot_describe_fails_the_plugin_at_start(pl
 
 @pytest.mark.anyio
 async def test_guidance_finds_failed_and_disabled_plugins_whose_namespace_has_the_separator(plexor):
-    def boom(kernel):
+    def boom(plugin):
         raise RuntimeError("index folder missing")
 
     broken = make_plugin("folder-search", plexor_startup=boom,

@@ -139,12 +139,12 @@ async def test_completion_functions_can_ask_for_the_context(plexor):
 
     def templates(register, settings):
         def complete_id(prefix: str, ctx: Context) -> list[str]:
-            return [k for k in sorted(ctx.services["ids"]) if k.startswith(prefix)]
+            return [k for k in sorted(ctx.service(set)) if k.startswith(prefix)]
 
         register("ctxnotes://note/{note_id}", lambda note_id: {}, complete={"note_id": complete_id})
 
-    def startup(kernel):
-        kernel.plugin("ctxnotes").services["ids"] = {"alpha", "alps", "beta"}
+    def startup(plugin):
+        plugin.provide({"alpha", "alps", "beta"})
 
     plugin = make_plugin("ctxnotes", plexor_register_resource_templates=templates, plexor_startup=startup)
     async with plexor.client([("ctxnotes", plugin)]) as client:

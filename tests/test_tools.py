@@ -284,7 +284,7 @@ async def test_tools_list_changed_is_sent_when_a_plugin_fails_at_startup(plexor)
     gate = anyio.Event()
     changed: list = []
 
-    async def startup(kernel):
+    async def startup(plugin):
         await gate.wait()
         raise RuntimeError("lost its database")
 

@@ -1,14 +1,21 @@
 """Plexor: an MCP server built as a microkernel; everything usable comes from plugins.
 
-Plugin modules import from here only (plus the standard library) at load time::
+This package's namespace is the whole plugin API: plugins import from
+``plexor`` only (plus the standard library) at load time, never from its
+modules. A plugin sees the kernel through one object, its
+:class:`PluginHandle`::
 
-    from plexor import hookimpl, Context, NotFound
+    from plexor import Context, PluginHandle, Settings, ToolRegistrar, hookimpl
 
     @hookimpl
-    def plexor_register_tools(register, settings):
+    def plexor_register_tools(register: ToolRegistrar, settings: Settings) -> None:
         register(hello)
 
-    def hello(name: str) -> dict:
+    @hookimpl
+    def plexor_startup(plugin: PluginHandle) -> None:
+        plugin.log.info("hello_ready", data_dir=str(plugin.data_dir))
+
+    def hello(name: str) -> dict[str, str]:
         \"\"\"Greet someone by name.\"\"\"
         return {"greeting": f"Hello, {name}!"}
 
@@ -31,13 +38,16 @@ from plexor.errors import (
     StorageError,
 )
 from plexor.events import Data, Guidance, Log, Progress, Result, audio, embedded_resource, image
+from plexor.handle import PluginHandle
+from plexor.protocols import ModelRegistrar, PromptRegistrar, ResourceRegistrar, TemplateRegistrar, ToolRegistrar
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     import pluggy
 
     from plexor.asking import AskError, Elicit, ListRoots, Sample
+    from plexor.config import ConfigSpec, Settings
     from plexor.params import Header
 
     hookimpl: pluggy.HookimplMarker
@@ -63,11 +73,13 @@ def __getattr__(name: str) -> Any:
 
 
 _LAZY = {"AskError": "plexor.asking", "Elicit": "plexor.asking", "ListRoots": "plexor.asking",
-         "Sample": "plexor.asking", "Header": "plexor.params"}
+         "Sample": "plexor.asking", "Header": "plexor.params", "ConfigSpec": "plexor.config",
+         "Settings": "plexor.config"}
 
 __all__ = [
     "AskError",
     "ConfigError",
+    "ConfigSpec",
     "Context",
     "Data",
     "Elicit",
@@ -76,14 +88,21 @@ __all__ = [
     "InvalidArgument",
     "ListRoots",
     "Log",
+    "ModelRegistrar",
     "NotFound",
     "NotReady",
     "PlexorError",
     "PluginError",
+    "PluginHandle",
     "Progress",
+    "PromptRegistrar",
+    "ResourceRegistrar",
     "Result",
     "Sample",
+    "Settings",
     "StorageError",
+    "TemplateRegistrar",
+    "ToolRegistrar",
     "__version__",
     "audio",
     "embedded_resource",

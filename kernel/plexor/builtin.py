@@ -21,7 +21,7 @@ def health(ctx: Context) -> dict[str, Any]:
     the schema hash of all tools, and for each plugin its version, state, readiness (with warm-up
     progress) and error. Call this first when something does not work, or to tell which server answered.
     """
-    return ctx.kernel.health()
+    return ctx._kernel.health()
 
 
 def plugins(ctx: Context) -> dict[str, Any]:
@@ -29,4 +29,4 @@ def plugins(ctx: Context) -> dict[str, Any]:
 
     Use it to find which tools a plugin offers or why a plugin is unavailable.
     """
-    return {"plugins": [r.describe() for r in sorted(ctx.kernel.records.values(), key=lambda r: r.name)]}
+    return {"plugins": [r.describe() for r in sorted(ctx._kernel.records.values(), key=lambda r: r.name)]}

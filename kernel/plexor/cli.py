@@ -35,6 +35,7 @@ class PluginGroup(click.Group):
 
     _plugin_commands: dict[str, tuple[click.Command, str]] | None = None
     _clash_errors: list[str]
+    environ: dict[str, str] | None = None  # None: os.environ (plexor.testing.plugin_cli sets its own)
 
     def _load_plugin_commands(self) -> dict[str, tuple[click.Command, str]]:
         if self._plugin_commands is not None:
@@ -45,7 +46,7 @@ class PluginGroup(click.Group):
 
         _quiet_logs()
         try:
-            kernel = Kernel()
+            kernel = Kernel(environ=self.environ)
             kernel.load()
         except Exception as exc:  # noqa: BLE001 - a broken config must not break --help
             text = exc.render() if hasattr(exc, "render") else str(exc)
@@ -59,10 +60,13 @@ class PluginGroup(click.Group):
             try:
                 if rec.state.value == "failed":
                     # Its commands would not work, but "No such command" would hide why: stand-ins say.
-                    hook(staging)
+                    import inspect
+
+                    offered = {"cli": staging, "plugin": rec.handle}
+                    hook(**{p: offered[p] for p in inspect.signature(hook).parameters if p in offered})
                     staging.commands = {n: _failed_command(n, rec.name, rec.error or "") for n in staging.commands}
                 else:
-                    kernel._call(rec, "plexor_register_commands", cli=staging)
+                    kernel._call(rec, "plexor_register_commands", cli=staging, plugin=rec.handle)
             except Exception as exc:  # noqa: BLE001
                 self._clash_errors.append(f"plugin {rec.name} could not add its commands: {exc}")
                 continue
@@ -76,6 +80,9 @@ class PluginGroup(click.Group):
                     self._plugin_commands[name] = (cmd, rec.distribution)
         for err in self._clash_errors:
             click.echo(f"warning: {err}", err=True)
+        import atexit
+
+        atexit.register(_close_databases, kernel)  # what plugin commands opened through their handles
         return self._plugin_commands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -87,6 +94,13 @@ class PluginGroup(click.Group):
             return cmd
         found = self._load_plugin_commands().get(cmd_name)
         return found[0] if found else None
+
+
+def _close_databases(kernel: Any) -> None:
+    for rec in kernel.records.values():
+        db, rec.database = rec.database, None
+        if db is not None and not db.is_closed():
+            db.close()
 
 
 def _failed_command(name: str, plugin: str, error: str) -> click.Command:

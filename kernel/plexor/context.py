@@ -6,22 +6,28 @@ passes one in; it never appears in the input schema.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.config import Settings
-    from plexor.kernel import Kernel, PluginRecord
+    from plexor.handle import PluginHandle
+    from plexor.kernel import Kernel
+
+T = TypeVar("T")
 
 __all__ = ["Context"]
 
 
 class Context:
-    """What a running call may use: its plugin's settings, state and database, and the client channel."""
+    """What a running call may use: its plugin's handle (settings, database, services) and the client channel."""
+
+    __slots__ = ("_kernel", "plugin", "request_id", "name", "_session", "_progress_token", "_close_sse_stream",
+                 "_exchange")
 
     def __init__(
         self,
         kernel: Kernel,
-        plugin: PluginRecord,
+        plugin: PluginHandle,
         *,
         request_id: Any = None,
         session: Any = None,
@@ -30,8 +36,8 @@ class Context:
         close_sse_stream: Any = None,
         exchange: Any = None,
     ) -> None:
-        self.kernel = kernel
-        self.plugin = plugin
+        self._kernel = kernel
+        self.plugin = plugin  #: the plugin's :class:`plexor.PluginHandle`
         self.request_id = request_id
         self.name = name
         self._session = session
@@ -42,13 +48,14 @@ class Context:
     @property
     def settings(self) -> Settings:
         """The plugin's validated settings."""
-        assert self.plugin.settings is not None
         return self.plugin.settings
 
-    @property
-    def services(self) -> dict[str, Any]:
-        """A dict the plugin owns for this kernel: what ``plexor_startup`` opened lives here."""
-        return self.plugin.services
+    def service(self, kind: type[T]) -> T:
+        """The plugin's service of type ``kind`` (see :meth:`plexor.PluginHandle.provide`).
+
+        Raises :class:`plexor.NotReady` with guidance while the plugin has not provided it.
+        """
+        return self.plugin.service(kind)
 
     @property
     def database(self) -> Any:
@@ -143,7 +150,7 @@ class Context:
 
     async def log(self, level: str, message: str) -> None:
         """Send an MCP logging notification to the client, and log it locally too."""
-        self.kernel.log.info("plugin_log", plugin=self.plugin.name, level=level, message=message)
+        self._kernel.log.info("plugin_log", plugin=self.plugin.name, level=level, message=message)
         if self._session is None:
             return
         import warnings
@@ -155,4 +162,4 @@ class Context:
                     level, message, logger=f"plexor.{self.plugin.name}", related_request_id=self.request_id
                 )
             except Exception:  # noqa: BLE001 - a client that cannot take logs must not fail the call
-                self.kernel.log.debug("log_notification_failed", plugin=self.plugin.name)
+                self._kernel.log.debug("log_notification_failed", plugin=self.plugin.name)

@@ -5,7 +5,12 @@ functions are decorated with :data:`plexor.hookimpl` and named after the specs
 below. The kernel calls each plugin's implementation **on its own**, never as
 one combined pluggy call, so that every registration knows which plugin made
 it and one plugin's failure stays its own (it ends in state ``failed``; the
-others carry on).
+others carry on). Because of that, pluggy's ``historic`` and ``firstresult``
+markers would mean nothing here and none is used: each plugin's one
+implementation is called once, and its answer is that plugin's answer.
+
+A module function whose name starts with ``plexor_`` but matches no hook below
+fails its plugin with a did-you-mean, so a misspelt hook never loads silently.
 
 All hooks are optional. ``docs/authoring.md`` has a section and a working
 example per hook; ``tests/test_docs.py`` fails when one is missing.
@@ -21,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import click
 
     from plexor.config import ConfigSpec, Settings
-    from plexor.kernel import Kernel
+    from plexor.handle import PluginHandle
     from plexor.registry import (
         ModelRegistrar,
         PromptRegistrar,
@@ -33,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 hookspec = pluggy.HookspecMarker("plexor")
 
 
-@hookspec(historic=True)
+@hookspec
 def plexor_add_config(config: ConfigSpec) -> None:
     """Declare the settings this plugin reads, with types and defaults.
 
@@ -112,43 +117,50 @@ def plexor_register_models(register: ModelRegistrar) -> None:
 
 
 @hookspec
-def plexor_register_commands(cli: click.Group) -> None:
+def plexor_register_commands(cli: click.Group, plugin: PluginHandle) -> None:
     """Add the plugin's command group to the ``plexor`` CLI (``plexor <plugin> ...``).
 
     :param cli: the root click group; add exactly one group named after the plugin.
+    :param plugin: the plugin's handle: its settings come from the kernel's own config code
+        (``plexor.toml`` and ``PLEXOR_<PLUGIN>_<KEY>``), and ``plugin.database`` opens the
+        plugin's database on first use. No command needs to start a kernel.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0 receives ``plugin``.
     """
 
 
 @hookspec
-def plexor_startup(kernel: Kernel) -> Any:
+def plexor_startup(plugin: PluginHandle) -> Any:
     """Open resources and start background work; may return an awaitable.
 
-    Runs in state ``starting``, after the plugin's database is open. A plugin
-    that keeps warming up afterwards (an index build) calls
-    ``kernel.plugin(name).warming(fraction, message)`` and ``.warmed()``.
+    Runs in state ``starting``, after the plugin's database is open. Make what
+    tools need available with ``plugin.provide(service)``; tools read it back
+    with ``ctx.service(Type)``. A plugin that keeps warming up afterwards (an
+    index build) calls ``plugin.warming(fraction, message)`` and ``plugin.warmed()``.
 
-    :param kernel: the running kernel.
+    :param plugin: the plugin's handle (settings, database, logger, data directory, services).
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0 receives the plugin's handle instead of the kernel.
     """
 
 
 @hookspec
-def plexor_shutdown(kernel: Kernel) -> Any:
+def plexor_shutdown(plugin: PluginHandle) -> Any:
     """Stop background work and release resources; may return an awaitable.
 
-    Runs in state ``draining``, after in-flight calls finished and before the
-    database is closed.
+    Runs in state ``draining``, after in-flight requests of every kind finished
+    and before the database is closed. ``plugin.withdraw(Type)`` takes a service back.
 
-    :param kernel: the stopping kernel.
+    :param plugin: the plugin's handle.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0 receives the plugin's handle instead of the kernel.
     """
 
 
-@hookspec(firstresult=True)
+@hookspec
 def plexor_error_guidance(exception: BaseException, context: dict[str, Any]) -> str | None:
     """Explain an exception raised by this plugin's code; synchronous.
 

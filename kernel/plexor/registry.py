@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from plexor.dispatch import Target, target
 from plexor.errors import PluginError
 from plexor.schema import Signature, analyse, parse_docstring, schema_hash
 
@@ -34,17 +35,6 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 ANNOTATION_KEYS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
 
 
-def _kind(func: Callable[..., Any]) -> str:
-    if inspect.isasyncgenfunction(func):
-        return "asyncgen"
-    if inspect.iscoroutinefunction(func):
-        return "async"
-    call = getattr(func, "__call__", None)  # noqa: B004 - callable objects with async __call__
-    if call is not None and inspect.iscoroutinefunction(call):
-        return "async"
-    return "sync"
-
-
 @dataclass
 class ToolSpec:
     name: str
@@ -55,8 +45,7 @@ class ToolSpec:
     description: str
     title: str | None
     annotations: dict[str, Any]
-    kind: str
-    blocking: bool
+    target: Target
     ready_required: bool
     meta: dict[str, Any] = field(default_factory=dict)
     declared_output_schema: dict[str, Any] | None = None
@@ -97,7 +86,7 @@ class ResourceSpec:
     name: str
     description: str | None
     mime_type: str
-    kind: str
+    target: Target
     ready_required: bool = True
 
 
@@ -109,9 +98,9 @@ class TemplateSpec:
     name: str
     description: str | None
     mime_type: str
-    kind: str
+    target: Target
     matcher: Any
-    complete: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    complete: dict[str, Target] = field(default_factory=dict)
     ready_required: bool = True
 
 
@@ -122,7 +111,7 @@ class PromptSpec:
     func: Callable[..., Any]
     signature: Signature
     description: str
-    kind: str
+    target: Target
 
 
 @dataclass
@@ -131,7 +120,7 @@ class Registry:
 
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     resources: dict[str, ResourceSpec] = field(default_factory=dict)
-    listers: list[tuple[str, Callable[..., Any]]] = field(default_factory=list)
+    listers: list[tuple[str, Target]] = field(default_factory=list)
     templates: dict[str, TemplateSpec] = field(default_factory=dict)
     prompts: dict[str, PromptSpec] = field(default_factory=dict)
     schemes: dict[str, str] = field(default_factory=dict)  # uri scheme -> plugin
@@ -259,7 +248,6 @@ class ToolRegistrar(_Registrar):
             )
         if input_schema is None:
             _check_parameters(func, full)
-        kind = _kind(func)
         self._registry.tools[full] = ToolSpec(
             name=full,
             namespace=self.namespace,
@@ -269,8 +257,7 @@ class ToolRegistrar(_Registrar):
             description=description or parse_docstring(inspect.getdoc(func))[0] or f"{full} (no description)",
             title=title,
             annotations=ann,
-            kind=kind,
-            blocking=(kind == "sync") if blocking is None else blocking,
+            target=target(func, blocking),
             ready_required=ready_required,
             meta=dict(meta or {}),
             declared_output_schema=output_schema,
@@ -292,24 +279,28 @@ class ResourceRegistrar(_Registrar):
         description: str | None = None,
         mime_type: str = "application/json",
         ready_required: bool = True,
+        blocking: bool | None = None,
     ) -> Callable[..., Any]:
-        """Register a fixed resource; ``reader()`` returns a dict/list (JSON), str (text) or bytes (blob)."""
+        """Register a fixed resource; ``reader()`` returns a dict/list (JSON), str (text) or bytes (blob).
+
+        :param blocking: ``False`` runs a quick sync reader on the event loop instead of a worker thread.
+        """
         self._claim_scheme(uri)
         if uri in self._registry.resources:
             raise PluginError(f"plugin {self._plugin!r} registered the resource {uri!r} twice", "Register each once.")
         self._registry.resources[uri] = ResourceSpec(
             uri, self._plugin, reader, name or uri, description or inspect.getdoc(reader), mime_type,
-            _kind(reader), ready_required,
+            target(reader, blocking), ready_required,
         )
         return reader
 
-    def lister(self, func: Callable[..., Any]) -> Callable[..., Any]:
+    def lister(self, func: Callable[..., Any], *, blocking: bool | None = None) -> Callable[..., Any]:
         """Register a function returning the dynamic resources that exist now.
 
         It returns an iterable of dicts ``{"uri", "name", "description"?, "mime_type"?}``
         (sync or async); each URI must be readable through one of the plugin's templates.
         """
-        self._registry.listers.append((self._plugin, func))
+        self._registry.listers.append((self._plugin, target(func, blocking)))
         return func
 
 
@@ -326,11 +317,13 @@ class TemplateRegistrar(_Registrar):
         mime_type: str = "application/json",
         complete: dict[str, Callable[..., Any]] | None = None,
         ready_required: bool = True,
+        blocking: bool | None = None,
     ) -> Callable[..., Any]:
         """Register an RFC 6570 template; ``reader(**variables)`` reads one matching URI.
 
         :param complete: per variable, a function ``(prefix) -> list[str]`` for completion/complete;
             it may also take a parameter annotated ``Context`` (to reach the plugin database).
+        :param blocking: ``False`` runs quick sync readers and completion functions on the event loop.
         """
         from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
@@ -343,7 +336,8 @@ class TemplateRegistrar(_Registrar):
             raise PluginError(f"plugin {self._plugin!r} registered {uri_template!r} twice", "Register each once.")
         self._registry.templates[uri_template] = TemplateSpec(
             uri_template, self._plugin, reader, name or uri_template, description or inspect.getdoc(reader),
-            mime_type, _kind(reader), matcher, dict(complete or {}), ready_required,
+            mime_type, target(reader, blocking), matcher,
+            {arg: target(func, blocking) for arg, func in (complete or {}).items()}, ready_required,
         )
         return reader
 
@@ -357,7 +351,8 @@ class PromptRegistrar(_Registrar):
         self.separator = separator
 
     def __call__(
-        self, func: Callable[..., Any], name: str | None = None, *, description: str | None = None
+        self, func: Callable[..., Any], name: str | None = None, *, description: str | None = None,
+        blocking: bool | None = None,
     ) -> Callable[..., Any]:
         """Register a prompt; its parameters are the prompt's arguments; it returns str or messages."""
         method = name or func.__name__
@@ -367,7 +362,7 @@ class PromptRegistrar(_Registrar):
             raise PluginError(f"plugin {self._plugin!r} registered the prompt {full!r} twice", "Register each once.")
         sig = analyse(func)
         self._registry.prompts[full] = PromptSpec(
-            full, self._plugin, func, sig, description or sig.description or full, _kind(func)
+            full, self._plugin, func, sig, description or sig.description or full, target(func, blocking)
         )
         return func
 

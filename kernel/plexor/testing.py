@@ -32,7 +32,23 @@ from typing import Any
 
 import pytest
 
-__all__ = ["Harness", "plexor", "plexor_config", "plexor_home", "write_config"]
+__all__ = ["Harness", "plexor", "plexor_config", "plexor_home", "plugin_cli", "write_config"]
+
+
+def plugin_cli(environ: dict[str, str] | None = None) -> Any:
+    """A fresh ``plexor`` root click group whose plugin commands are configured from ``environ``.
+
+    The same group the console script runs (core commands plus every plugin's,
+    each plugin handed its :class:`plexor.PluginHandle`), but built anew, so a
+    test's ``PLEXOR_HOME`` and settings apply::
+
+        result = CliRunner().invoke(plugin_cli(), ["arbor", "sweep", "--json"])
+    """
+    from plexor.cli import PluginGroup, main
+
+    group = PluginGroup(name="plexor", commands=dict(main.commands), params=list(main.params))
+    group.environ = dict(os.environ if environ is None else environ)
+    return group
 
 
 def write_config(home: Path, tables: dict[str, dict[str, Any]]) -> Path:
@@ -79,6 +95,14 @@ class Harness:
             environ["PLEXOR_PLUGINS"] = ",".join(installed)
         environ.update(env or {})
         return environ
+
+    def cli(self, args: list[str], *, installed: Iterable[str] | None = None, env: dict[str, str] | None = None,
+            input: str | None = None) -> Any:  # noqa: A002 - click's name
+        """Run ``plexor ARGS`` in-process (plugin commands included); returns click's ``Result``."""
+        from click.testing import CliRunner
+
+        environ = self.environ(installed, env)
+        return CliRunner().invoke(plugin_cli(environ), args, env=environ, input=input, catch_exceptions=False)
 
     @asynccontextmanager
     async def kernel(

@@ -7,23 +7,23 @@ import json
 import os
 
 import anyio
-import click
 import pytest
 from arbor_testlib import Calls
 from click.testing import CliRunner
+
+from plexor_arbor.plugin import Sweeper
+from plexor_arbor.store import Store
 
 pytestmark = pytest.mark.anyio
 
 
 def run_cli(args: list[str], env: dict[str, str]) -> tuple[int, str]:
     """Run ``plexor arbor ...`` in-process (from a worker thread: the command runs its own event loop)."""
-    from plexor_arbor.plugin import plexor_register_commands
+    from plexor.testing import plugin_cli
 
-    root = click.Group("plexor")
-    plexor_register_commands(root)
-    full_env = {k: v for k, v in os.environ.items() if k.startswith("PLEXOR_")}
+    full_env = dict(os.environ)
     full_env.update(env)
-    result = CliRunner().invoke(root, ["arbor", *args], env=full_env, catch_exceptions=False)
+    result = CliRunner().invoke(plugin_cli(full_env), ["arbor", *args], env=full_env, catch_exceptions=False)
     return result.exit_code, result.stdout
 
 
@@ -106,7 +106,7 @@ async def test_a_claim_rescues_a_scheduled_tree(plexor, backend):
 async def test_sweeper_windows_archive_then_purge(plexor, backend):
     async with plexor.client(installed=["arbor"], env=backend) as client:
         call = Calls(client)
-        store = client.kernel.plugin("arbor").services["store"]
+        store = client.kernel.plugin("arbor").handle.service(Store)
         tree = await call.ok("tree_create")
         t = tree["id"]
         await call.ok("tree_release", tree_id=t, owner_id="system")
@@ -151,7 +151,7 @@ async def test_background_sweeper_runs_at_the_interval(plexor, plexor_config, ba
         with anyio.fail_after(10):
             while not (await call.ok("tree_list_archived"))["trees"]:
                 await anyio.sleep(0.05)
-        sweeper = client.kernel.plugin("arbor").services["sweeper"]
+        sweeper = client.kernel.plugin("arbor").handle.service(Sweeper)
         assert sweeper.runs >= 1
     assert not sweeper._thread.is_alive()  # stopped with the kernel
 

@@ -6,6 +6,8 @@ import pytest
 from arbor_testlib import Calls
 from mcp.shared.exceptions import MCPError
 
+from plexor_arbor.store import Store
+
 pytestmark = pytest.mark.anyio
 
 
@@ -116,7 +118,7 @@ async def test_tree_id_completes_from_active_trees_by_prefix(plexor, backend):
 
 async def test_tree_id_completion_is_bounded(plexor):
     async with plexor.client(installed=["arbor"], env={"PLEXOR_ARBOR_SWEEP_INTERVAL": "0"}) as client:
-        store = client.kernel.plugin("arbor").services["store"]
+        store = client.kernel.plugin("arbor").handle.service(Store)
         made = [store.create_tree()["id"] for _ in range(130)]
         values = await _complete(client, "arbor://tree/{tree_id}", "")
         assert len(values) == 100 and set(values) <= set(made)

@@ -9,6 +9,8 @@ import anyio
 import pytest
 from arbor_testlib import Calls
 
+from plexor_arbor.store import Store
+
 pytestmark = pytest.mark.anyio
 
 
@@ -30,7 +32,7 @@ async def test_migration_is_recorded_and_data_survives_a_restart(plexor, backend
 async def test_bulk_append_builds_a_deep_chain_whose_path_comes_back_in_order(plexor, backend):
     async with plexor.client(installed=["arbor"], env=backend) as client:
         call = Calls(client)
-        store = client.kernel.plugin("arbor").services["store"]
+        store = client.kernel.plugin("arbor").handle.service(Store)
         tree = await call.ok("tree_create")
         t = tree["id"]
         first = await call.ok("node_create_text", tree_id=t, content="first", parent=tree["root"])
@@ -53,7 +55,7 @@ async def test_bulk_append_builds_a_deep_chain_whose_path_comes_back_in_order(pl
 
 async def test_path_and_subtree_are_one_recursive_query_each(plexor):
     async with plexor.client(installed=["arbor"], env={"PLEXOR_ARBOR_SWEEP_INTERVAL": "0"}) as client:
-        store = client.kernel.plugin("arbor").services["store"]
+        store = client.kernel.plugin("arbor").handle.service(Store)
         tree = store.create_tree()
         store.append_chain(tree["id"], [(f"n{i}", None) for i in range(500)])
         head = store.get_tree(tree["id"])["head"]
@@ -161,7 +163,7 @@ async def test_context_path_carries_every_field_of_every_node(plexor, backend):
         assert path["depth"] == 5 and path["node_id"] == made[-1]["id"]
 
         # Equal metadata is parsed once but every node gets a dict of its own.
-        store = client.kernel.plugin("arbor").services["store"]
+        store = client.kernel.plugin("arbor").handle.service(Store)
         statements: list[str] = []
         if store.is_sqlite:
             store.db.connection().set_trace_callback(statements.append)
@@ -191,7 +193,7 @@ async def test_context_path_carries_every_field_of_every_node(plexor, backend):
 async def test_context_path_through_many_branches(plexor, backend):
     # A path that turns into a later branch at every level (position 1, 2, ...), with external nodes between.
     async with plexor.client(installed=["arbor"], env=backend) as client:
-        store = client.kernel.plugin("arbor").services["store"]
+        store = client.kernel.plugin("arbor").handle.service(Store)
         tree = store.create_tree()
         t = tree["id"]
         parent = tree["root"]
@@ -214,7 +216,7 @@ async def test_paths_through_runs_and_interleaved_writes(plexor, backend):
     # Nodes written in one go have consecutive keys (long runs, read a block at a time); nodes of two
     # trees written turn about do not (every node a run of its own). Both read back exactly, in one query.
     async with plexor.client(installed=["arbor"], env=backend) as client:
-        store = client.kernel.plugin("arbor").services["store"]
+        store = client.kernel.plugin("arbor").handle.service(Store)
         one, two = store.create_tree()["id"], store.create_tree()["id"]
         for i in range(40):
             store.create_node(one, content=f"one {i}", metadata={"role": "user"})
@@ -245,7 +247,7 @@ async def test_paths_through_runs_and_interleaved_writes(plexor, backend):
 async def test_paths_do_not_depend_on_unspecified_row_order(plexor):
     # SQLite can be told to return unordered rows backwards; paths must come back the same anyway.
     async with plexor.client(installed=["arbor"], env={"PLEXOR_ARBOR_SWEEP_INTERVAL": "0"}) as client:
-        store = client.kernel.plugin("arbor").services["store"]
+        store = client.kernel.plugin("arbor").handle.service(Store)
         tree = store.create_tree()["id"]
         chain = store.append_chain(tree, [(f"m{i}", {"role": "user"}) for i in range(1200)])
         branch = store.create_node(tree, content="branch", parent=chain["first"])

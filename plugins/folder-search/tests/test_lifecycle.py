@@ -6,7 +6,6 @@ import os
 import time
 
 import anyio
-import click
 import pytest
 from click.testing import CliRunner
 from conftest import call, run_offline, wait_ready
@@ -134,10 +133,9 @@ async def test_explicit_reindex_sends_progress(plexor, plexor_config, corpus):
 
 
 def test_cli_add_index_status_search_remove(plexor_home, tmp_path, corpus):
-    from plexor_folder_search import plugin
+    from plexor.testing import plugin_cli
 
-    root = click.Group("plexor")
-    plugin.plexor_register_commands(root)
+    root = plugin_cli()
     runner = CliRunner()
     r = runner.invoke(root, ["folder-search", "add", str(corpus), "--name", "mine"])
     assert r.exit_code == 0, r.output
@@ -168,11 +166,10 @@ def test_cli_add_index_status_search_remove(plexor_home, tmp_path, corpus):
 
 @pytest.mark.anyio
 async def test_cli_added_folder_is_served(plexor, plexor_home, plexor_config, corpus):
-    from plexor_folder_search import plugin
+    from plexor.testing import plugin_cli
 
     plexor_config({"folder-search": {}})
-    root = click.Group("plexor")
-    plugin.plexor_register_commands(root)
+    root = plugin_cli()
     assert CliRunner().invoke(root, ["folder-search", "add", str(corpus), "--name", "cli"]).exit_code == 0
     async with plexor.client(installed=INSTALLED) as client:
         await wait_ready(client)

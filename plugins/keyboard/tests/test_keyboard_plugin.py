@@ -77,8 +77,9 @@ def test_error_guidance_hook_explains_its_own_failures():
 def test_cli_commands(plexor_home, monkeypatch):
     from click.testing import CliRunner
 
-    from plexor.cli import main
+    from plexor.testing import plugin_cli
 
+    main = plugin_cli()
     runner = CliRunner()
     ok = runner.invoke(main, ["keyboard", "lookup", "esc"])
     assert ok.exit_code == 0, ok.output
@@ -92,7 +93,7 @@ def test_cli_commands(plexor_home, monkeypatch):
     bad = runner.invoke(main, ["keyboard", "combo", "cmd+shift"])
     assert bad.exit_code == 2 and "no main key" in bad.stderr
     monkeypatch.setenv("PLEXOR_KEYBOARD_DEFAULT_LAYOUT", "intel_laptop_2011_2020_backlit")
-    intel = runner.invoke(main, ["keyboard", "lookup", "F4+"])
+    intel = runner.invoke(plugin_cli(), ["keyboard", "lookup", "F4+"])  # settings are read when the CLI starts
     assert json.loads(intel.stdout)["secondary_function"]["function"] == "Launchpad"
 
 

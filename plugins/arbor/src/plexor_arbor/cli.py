@@ -1,14 +1,12 @@
 """``plexor arbor ...``: sweep, export and import from a terminal.
 
-Each command starts a kernel with only the arbor plugin (background sweeper
-off), so it reads the same configuration and opens the same database as the
-server, SQLite or PostgreSQL.
+Each command works through the plugin's handle: the same configuration and
+the same database (SQLite or PostgreSQL) as the server, with no kernel started.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,35 +18,15 @@ __all__ = ["arbor", "with_store"]
 
 
 def with_store(func: Callable[[Any, Any], Any]) -> Any:
-    """Start a kernel with the arbor plugin, run ``func(store, settings)`` in a worker thread, stop the kernel."""
-    import anyio
-
+    """Run ``func(store, settings)`` on the plugin's database, reached through the handle in click's ``obj``."""
     from plexor import PlexorError
-    from plexor.kernel import Kernel, State
+    from plexor_arbor.store import Store
 
-    environ = dict(os.environ)
-    environ["PLEXOR_PLUGINS"] = "arbor"
-    environ.pop("PLEXOR_DISABLE", None)
-    environ["PLEXOR_ARBOR_SWEEP_INTERVAL"] = "0"
-
-    async def main() -> Any:
-        kernel = Kernel(environ=environ)
-        await kernel.start()
-        try:
-            rec = kernel.records.get("arbor")
-            if rec is None:
-                raise click.ClickException("the arbor plugin is not installed (pip install plexor-arbor)")
-            if rec.state != State.READY:
-                raise click.ClickException(f"the arbor plugin is {rec.state.value}: {rec.error}")
-            store = rec.services["store"]
-            try:
-                return await anyio.to_thread.run_sync(lambda: func(store, rec.settings))
-            except PlexorError as exc:
-                raise click.ClickException(exc.render()) from None
-        finally:
-            await kernel.stop()
-
-    return anyio.run(main)
+    plugin = click.get_current_context().obj
+    try:
+        return func(Store(plugin.database), plugin.settings)
+    except PlexorError as exc:
+        raise click.ClickException(exc.render()) from None
 
 
 @click.group(name="arbor")

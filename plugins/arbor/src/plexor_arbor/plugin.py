@@ -6,11 +6,13 @@ store, the renderer and click are imported inside the hooks that need them.
 
 from __future__ import annotations
 
-import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from plexor import ConfigError, hookimpl
+from plexor import ConfigError, PluginHandle, hookimpl
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor_arbor.store import Store
 
 PLEXOR_NAMESPACE = "arbor"
 NAME = "arbor"
@@ -75,39 +77,26 @@ def plexor_register_resource_templates(register: Any, settings: Any) -> None:
 
 
 @hookimpl
-def plexor_register_commands(cli: Any) -> None:
+def plexor_register_commands(cli: Any, plugin: PluginHandle) -> None:
     from plexor_arbor.cli import arbor
 
+    arbor.context_settings["obj"] = plugin  # each command reaches the handle with @click.pass_obj
     cli.add_command(arbor)
 
 
-def _record(kernel: Any) -> Any:
-    """This plugin's record, whatever name it was loaded under (``arbor`` when installed)."""
-    me = sys.modules[__name__]
-    for rec in kernel.records.values():
-        if rec.module is me:
-            return rec
-    return kernel.plugin(NAME)
-
-
 @hookimpl
-def plexor_startup(kernel: Any) -> None:
+def plexor_startup(plugin: PluginHandle) -> None:
     from plexor_arbor.store import Store
 
-    rec = _record(kernel)
-    store = Store(rec.database)
-    rec.services["store"] = store
-    interval = float(rec.settings["sweep_interval"])
+    store = plugin.provide(Store(plugin.database))
+    interval = float(plugin.settings["sweep_interval"])
     if interval > 0:
-        sweeper = Sweeper(kernel, store, rec.settings, interval)
-        rec.services["sweeper"] = sweeper
-        sweeper.start()
+        plugin.provide(Sweeper(plugin, store, interval)).start()
 
 
 @hookimpl
-def plexor_shutdown(kernel: Any) -> None:
-    rec = _record(kernel)
-    sweeper = rec.services.pop("sweeper", None)
+def plexor_shutdown(plugin: PluginHandle) -> None:
+    sweeper = plugin.withdraw(Sweeper)
     if sweeper is not None:
         sweeper.stop()
 
@@ -131,10 +120,10 @@ def plexor_error_guidance(exception: BaseException, context: dict[str, Any]) -> 
 class Sweeper:
     """Runs :meth:`Store.sweep` every ``interval`` seconds in a daemon thread (first sweep at start)."""
 
-    def __init__(self, kernel: Any, store: Any, settings: Any, interval: float) -> None:
-        self.kernel = kernel
+    def __init__(self, plugin: PluginHandle, store: Store, interval: float) -> None:
+        self.plugin = plugin
         self.store = store
-        self.settings = settings
+        self.settings = plugin.settings
         self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="arbor-sweeper", daemon=True)
@@ -153,7 +142,7 @@ class Sweeper:
         self.runs += 1
         self.last = result
         if result["archived"] or result["purged"]:
-            self.kernel.log.info("arbor_sweep", archived=len(result["archived"]), purged=len(result["purged"]))
+            self.plugin.log.info("arbor_sweep", archived=len(result["archived"]), purged=len(result["purged"]))
         return result
 
     def _run(self) -> None:
@@ -161,7 +150,7 @@ class Sweeper:
             try:
                 self.sweep_once()
             except Exception as exc:  # noqa: BLE001 - a failed sweep is retried at the next interval
-                self.kernel.log.error("arbor_sweep_failed", error=f"{type(exc).__name__}: {exc}")
+                self.plugin.log.error("arbor_sweep_failed", error=f"{type(exc).__name__}: {exc}")
             self._stop.wait(self.interval)
         # The thread's own database connection is not needed any more.
         try:

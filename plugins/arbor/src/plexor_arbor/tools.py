@@ -2,18 +2,21 @@
 
 Every function here is registered by :mod:`plexor_arbor.plugin`; its
 docstring is the description a model reads. They all work through the
-:class:`~plexor_arbor.store.Store` that ``plexor_startup`` put in the
-plugin's services.
+:class:`~plexor_arbor.store.Store` that ``plexor_startup`` provided
+(``ctx.service(Store)``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired
+from typing import TYPE_CHECKING, Any, Literal, NotRequired
 
 # pydantic needs typing_extensions' TypedDict on Python < 3.12 to build the schema.
 from typing_extensions import TypedDict
 
-from plexor import Context, InvalidArgument, NotReady, Result
+from plexor import Context, InvalidArgument, Result
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor_arbor.store import Store
 
 __all__ = ["RESOURCE_TEMPLATES", "TOOLS", "complete_tree_id"]
 
@@ -27,11 +30,10 @@ class ExternalHandle(TypedDict):
     metadata: NotRequired[dict[str, Any]]
 
 
-def _store(ctx: Context) -> Any:
-    store = ctx.services.get("store")
-    if store is None:
-        raise NotReady("arbor's database is not open", "Retry in a moment; if it persists, see `plexor plugins`.")
-    return store
+def _store(ctx: Context) -> Store:
+    from plexor_arbor.store import Store
+
+    return ctx.service(Store)
 
 
 # ------------------------------------------------------------------ trees
@@ -347,8 +349,7 @@ def read_head(ctx: Context, tree_id: str) -> dict[str, Any]:
 
 
 def list_resources(ctx: Context) -> list[dict[str, Any]]:
-    store = ctx.services.get("store")
-    return [] if store is None else store.resource_listing()
+    return _store(ctx).resource_listing()
 
 
 async def complete_tree_id(value: str, ctx: Context) -> list[str]:
@@ -356,10 +357,7 @@ async def complete_tree_id(value: str, ctx: Context) -> list[str]:
     most recently changed first, at most 100."""
     import anyio
 
-    store = ctx.services.get("store")
-    if store is None:
-        return []
-    return await anyio.to_thread.run_sync(store.complete_tree_ids, value)
+    return await anyio.to_thread.run_sync(_store(ctx).complete_tree_ids, value)
 
 
 RESOURCE_TEMPLATES = [

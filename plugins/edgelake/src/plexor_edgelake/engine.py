@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from plexor import Context, NotFound, NotReady, Result
+from plexor import Context, NotFound, Result
 from plexor_edgelake import command as cmd
 from plexor_edgelake.client import EdgeLakeClient, EdgeLakeError, Node, parse_nodes
 from plexor_edgelake.parsers import ParseError, parse_reply
@@ -276,9 +276,7 @@ def make_tool_function(tool: ToolDef, nodes_hint: str) -> Any:
     names = list(tool.params)
 
     async def edgelake_tool(ctx: Context, **kwargs: Any) -> Result:
-        engine = ctx.services.get("engine")
-        if engine is None:
-            raise NotReady("the EdgeLake plugin has not finished starting", "Retry in a moment.")
+        engine = ctx.service(Engine)
         node = kwargs.pop("node", None)
         return await engine.run(tool, kwargs, node)
 

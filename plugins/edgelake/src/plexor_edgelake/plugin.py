@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from plexor import Context, hookimpl
+from plexor import Context, PluginHandle, hookimpl
 
 PLEXOR_NAMESPACE = "edgelake"
 PLUGIN = "edgelake"
@@ -81,11 +81,10 @@ def plexor_register_resource_templates(register: Any, settings: Any) -> None:
 
 
 async def _run_shipped(ctx: Context, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
-    from plexor import NotFound, NotReady
+    from plexor import NotFound
+    from plexor_edgelake.engine import Engine
 
-    engine = ctx.services.get("engine")
-    if engine is None:
-        raise NotReady("the EdgeLake plugin has not finished starting", "Retry in a moment.")
+    engine = ctx.service(Engine)
     tool = engine.catalog.tools.get(tool_name)
     if tool is None:
         raise NotFound(f"the tool edgelake_{tool_name} is disabled, so this resource cannot be read",
@@ -107,18 +106,17 @@ async def read_table(database: str, table: str, ctx: Context) -> dict[str, Any]:
 
 
 @hookimpl
-def plexor_startup(kernel: Any) -> None:
+def plexor_startup(plugin: PluginHandle) -> None:
     from plexor_edgelake.engine import Engine
 
-    rec = kernel.plugin(PLUGIN)
-    catalog = _catalog(rec.settings)
-    rec.services["engine"] = Engine(catalog, rec.settings)
+    plugin.provide(Engine(_catalog(plugin.settings), plugin.settings))
 
 
 @hookimpl
-async def plexor_shutdown(kernel: Any) -> None:
-    rec = kernel.plugin(PLUGIN)
-    engine = rec.services.pop("engine", None)
-    _catalogs.pop(id(rec.settings), None)
+async def plexor_shutdown(plugin: PluginHandle) -> None:
+    from plexor_edgelake.engine import Engine
+
+    engine = plugin.withdraw(Engine)
+    _catalogs.pop(id(plugin.settings), None)
     if engine is not None:
         await engine.aclose()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,17 +15,9 @@ NAME = "folder-search"
 
 
 def cli_settings() -> Any:
-    """This plugin's settings as the server would see them (config file, environment, defaults)."""
-    from plexor.config import ConfigSpec, load_config_file, paths, resolve_settings
-    from plexor_folder_search import plugin
-
-    p = paths()
-    spec = ConfigSpec(NAME)
-    plugin.plexor_add_config(spec)
+    """This plugin's settings as the server would see them, from the handle click carries in ``obj``."""
     try:
-        table = load_config_file(p.config_file).get(NAME, {})
-        return resolve_settings(spec, table if isinstance(table, dict) else {}, p.config_file,
-                                p.plugin_data_dir(NAME), os.environ)
+        return click.get_current_context().obj.settings
     except PlexorError as exc:
         raise click.ClickException(exc.render()) from exc
 

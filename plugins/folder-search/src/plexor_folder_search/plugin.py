@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from plexor import Context, Data, NotReady, PlexorError, Progress, Result, hookimpl
+from plexor import Context, Data, PlexorError, PluginHandle, Progress, Result, hookimpl
 
 PLEXOR_NAMESPACE = "folders"
 NAME = "folder-search"
@@ -47,30 +47,31 @@ def plexor_register_tools(register: Any, settings: Any) -> None:
 
 
 @hookimpl
-def plexor_register_commands(cli: Any) -> None:
+def plexor_register_commands(cli: Any, plugin: PluginHandle) -> None:
     from plexor_folder_search.cli import group
 
+    group.context_settings["obj"] = plugin  # commands reach the handle (settings) with @click.pass_obj
     cli.add_command(group)
 
 
 @hookimpl
-def plexor_startup(kernel: Any) -> None:
+def plexor_startup(plugin: PluginHandle) -> None:
     from plexor_folder_search.service import FolderService
 
-    rec = kernel.plugin(NAME)
-    service = FolderService(rec.settings, log=kernel.log, on_progress=rec.warming)
-    rec.services["service"] = service
+    service = plugin.provide(FolderService(plugin.settings, log=plugin.log, on_progress=plugin.warming))
     service.open_specs()
     if service.folders:
-        rec.warming(0.0, "opening the folder indexes")
-        service.start(on_warm=rec.warmed)
+        plugin.warming(0.0, "opening the folder indexes")
+        service.start(on_warm=plugin.warmed)
     else:
         service.start(on_warm=None)
 
 
 @hookimpl
-def plexor_shutdown(kernel: Any) -> None:
-    service = kernel.plugin(NAME).services.pop("service", None)
+def plexor_shutdown(plugin: PluginHandle) -> None:
+    from plexor_folder_search.service import FolderService
+
+    service = plugin.withdraw(FolderService)
     if service is not None:
         service.stop()
 
@@ -86,10 +87,9 @@ def plexor_error_guidance(exception: BaseException, context: dict[str, Any]) -> 
 
 
 def _service(ctx: Context) -> Any:
-    service = ctx.services.get("service")
-    if service is None:
-        raise NotReady("folder-search is not started yet", "Retry in a few seconds.")
-    return service
+    from plexor_folder_search.service import FolderService
+
+    return ctx.service(FolderService)
 
 
 def _render_hits(data: dict[str, Any], doc_level: bool = False) -> str:

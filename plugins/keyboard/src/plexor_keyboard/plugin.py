@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from plexor import Context, NotFound, PlexorError, Result, hookimpl
+from plexor import Context, NotFound, PlexorError, PluginHandle, Result, hookimpl
 
 PLEXOR_NAMESPACE = "keyboard"
 
@@ -71,8 +71,11 @@ def plexor_register_resource_templates(register: Any, settings: Any) -> None:
 
 
 @hookimpl
-def plexor_register_commands(cli: Any) -> None:
+def plexor_register_commands(cli: Any, plugin: PluginHandle) -> None:
     import click
+
+    def _run_cli(produce: Any) -> None:
+        _print_result(produce, plugin)
 
     @cli.group(name="keyboard", help="macOS virtual key codes: look up keys and parse shortcuts.")
     def group() -> None:
@@ -97,28 +100,18 @@ def plexor_register_commands(cli: Any) -> None:
         _run_cli(lambda default: {"categories": _catalog().categories_summary()})
 
 
-def _default_layout() -> str:
-    """The configured default_layout (plexor.toml or PLEXOR_KEYBOARD_DEFAULT_LAYOUT), without starting a server."""
-    import os
+def _print_result(produce: Any, plugin: PluginHandle) -> None:
+    """Print the result as JSON; exit 1 for a failed lookup, 2 for bad input or configuration.
 
-    from plexor.config import ConfigSpec, load_config_file, paths, resolve_settings
-
-    spec = ConfigSpec("keyboard")
-    plexor_add_config(spec)
-    where = paths()
-    table = load_config_file(where.config_file).get("keyboard", {})
-    settings = resolve_settings(spec, table, where.config_file, where.plugin_data_dir("keyboard"), os.environ)
-    return str(settings["default_layout"])
-
-
-def _run_cli(produce: Any) -> None:
-    """Print the result as JSON; exit 1 for a failed lookup, 2 for bad input or configuration."""
+    ``produce`` receives the configured default layout (plexor.toml or PLEXOR_KEYBOARD_DEFAULT_LAYOUT),
+    read through the plugin's handle: the kernel's own config code, no server started.
+    """
     import click
 
     from plexor import ConfigError, InvalidArgument
 
     try:
-        data = produce(_default_layout())
+        data = produce(str(plugin.settings["default_layout"]))
     except PlexorError as err:
         click.echo(err.render(), err=True)
         raise SystemExit(2 if isinstance(err, (InvalidArgument, ConfigError)) else 1) from None

@@ -1,0 +1,109 @@
+"""How a registered function is run: one rule, decided once at registration.
+
+Every callable a plugin registers (tool, resource reader, template reader,
+lister, prompt, completion function) becomes a :class:`Target`. Its *mode*
+says how the pipeline calls it:
+
+``async``     awaited on the event loop;
+``asyncgen``  iterated on the event loop; its events (progress, logs, data,
+              guidance, a final :class:`plexor.Result`) are handled here;
+``thread``    a sync function that may block: run in a worker thread;
+``inline``    a sync function declared quick (``blocking=False``): called on
+              the loop, saving the thread hand-off.
+
+The parameters annotated :class:`plexor.Context` are found here too, once, so
+no call inspects a signature again.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from plexor.errors import PluginError
+from plexor.events import Data, Guidance, Log, Progress, Result
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor.context import Context
+
+__all__ = ["Mode", "Target", "dispatch", "target"]
+
+Mode = Literal["async", "asyncgen", "thread", "inline"]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A registered callable and how to call it."""
+
+    func: Callable[..., Any]
+    mode: Mode
+    context_params: tuple[str, ...]
+
+
+def target(func: Callable[..., Any], blocking: bool | None = None) -> Target:
+    """Decide once how ``func`` runs: ``blocking=False`` keeps a sync function on the event loop."""
+    from plexor.schema import context_params
+
+    mode: Mode
+    if inspect.isasyncgenfunction(func):
+        mode = "asyncgen"
+    elif inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None)):  # noqa: B004
+        mode = "async"
+    else:
+        mode = "inline" if blocking is False else "thread"
+    try:
+        ctx = context_params(func)
+    except (TypeError, ValueError):  # builtins and some C callables have no signature
+        ctx = ()
+    return Target(func, mode, ctx)
+
+
+async def dispatch(t: Target, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Context) -> Any:
+    """Run ``t`` with the arguments; an async generator's events are acted on and folded into a Result."""
+    if t.mode == "async":
+        return await t.func(*args, **kwargs)
+    if t.mode == "inline":
+        return t.func(*args, **kwargs)
+    if t.mode == "thread":
+        import anyio
+
+        return await anyio.to_thread.run_sync(lambda: t.func(*args, **kwargs))
+    return await _drive(t, t.func(*args, **kwargs), ctx)
+
+
+async def _drive(t: Target, agen: Any, ctx: Context) -> Result:
+    advice: list[str] = []
+    collected: dict[str, Any] = {}
+    final: Result | None = None
+    try:
+        async for event in agen:
+            if isinstance(event, Progress):
+                await ctx.progress(event.current, event.total, event.message)
+            elif isinstance(event, Log):
+                await ctx.log(event.level, event.message)
+            elif isinstance(event, Guidance):
+                advice.append(event.text)
+            elif isinstance(event, Result):
+                final = event
+                break
+            elif isinstance(event, (Data, dict)):
+                _merge(collected, event.value if isinstance(event, Data) else event)
+            else:
+                name = getattr(t.func, "__name__", "?")
+                raise PluginError(f"{name} yielded {type(event).__name__}",
+                                  "Yield Progress, Log, Data, Guidance, dict or Result.")
+    finally:
+        await agen.aclose()
+    if final is None:
+        return Result(collected, guidance=advice)
+    return Result(final.data, final.text, advice + list(final.guidance), list(final.content))
+
+
+def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
+    for key, value in part.items():
+        if isinstance(value, list) and isinstance(into.get(key), list):
+            into[key].extend(value)
+        else:
+            into[key] = value

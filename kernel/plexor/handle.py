@@ -1,0 +1,147 @@
+"""The plugin handle: the one kernel object a plugin touches.
+
+Hooks (``plexor_startup``, ``plexor_shutdown``, ``plexor_register_commands``),
+the per-call :class:`plexor.Context` (``ctx.plugin``) and plugin CLI commands
+all receive the same :class:`PluginHandle`. It carries what the kernel resolved
+for the plugin (settings, database, data directory, a logger) and the services
+the plugin opened, and it reports warm-up progress. Everything behind it (the
+kernel, its records, the registry) may change between releases; the handle is
+the boundary and keeps its shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from plexor.errors import NotReady
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.config import Settings
+    from plexor.kernel import PluginRecord
+
+__all__ = ["PluginHandle"]
+
+T = TypeVar("T")
+
+
+class PluginHandle:
+    """A plugin's view of the kernel: its settings, database, logger, data directory and services.
+
+    Services are keyed by type, so reading one back is typed::
+
+        @hookimpl
+        def plexor_startup(plugin: PluginHandle) -> None:
+            plugin.provide(Store(plugin.database, plugin.settings))
+
+        def tree_get(ctx: Context, tree_id: str) -> dict:
+            return ctx.service(Store).get(tree_id)
+
+    While a service is missing (the plugin is still starting, or failed),
+    :meth:`service` raises :class:`plexor.NotReady` with guidance built from the
+    plugin's state and warm-up progress, so no plugin writes that check itself.
+    """
+
+    __slots__ = ("_record", "_services", "_log", "_open_database")
+
+    def __init__(self, record: PluginRecord, open_database: Callable[[], Any] | None = None) -> None:
+        self._record = record
+        self._services: dict[type, Any] = {}
+        self._log: Any = None
+        self._open_database = open_database
+
+    def __repr__(self) -> str:
+        return f"<PluginHandle {self._record.name} {self._record.state.value}>"
+
+    # -- what the kernel resolved ------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The plugin's name (its entry-point name, e.g. ``folder-search``)."""
+        return self._record.name
+
+    @property
+    def namespace(self) -> str:
+        """The prefix of the plugin's tool names (e.g. ``folder_search``)."""
+        return self._record.namespace
+
+    @property
+    def state(self) -> str:
+        """``loading``, ``starting``, ``ready``, ``draining``, ``stopped`` or ``failed``."""
+        return self._record.state.value
+
+    @property
+    def settings(self) -> Settings:
+        """The plugin's validated settings (``plexor.toml`` table and ``PLEXOR_<PLUGIN>_<KEY>``)."""
+        settings = self._record.settings
+        if settings is None:
+            raise NotReady(f"the settings of {self.name!r} are not resolved yet",
+                           "Read settings in plexor_startup or later, not at import time.")
+        return settings
+
+    @property
+    def database(self) -> Any:
+        """The plugin's peewee database, or ``None`` when it registered no models.
+
+        Served, it is open before ``plexor_startup`` runs. In a CLI command it
+        is opened (and migrated) on first use and closed when the command ends.
+        """
+        if self._record.database is None and self._open_database is not None and self._record.registry.models:
+            self._record.database = self._open_database()
+        return self._record.database
+
+    @property
+    def data_dir(self) -> Path:
+        """The plugin's own data directory (created on first use by the kernel's storage)."""
+        return Path(self._record.data_dir)
+
+    @property
+    def log(self) -> Any:
+        """A structlog logger bound to ``plugin=<name>``; JSON lines on stderr."""
+        if self._log is None:
+            from plexor.log import get_logger
+
+            self._log = get_logger("plexor").bind(plugin=self.name)
+        return self._log
+
+    # -- services ---------------------------------------------------------------
+    def provide(self, service: T, *, as_type: type[T] | None = None) -> T:
+        """Make ``service`` available to tools as ``ctx.service(type(service))``; returns it."""
+        self._services[as_type or type(service)] = service
+        return service
+
+    def service(self, kind: type[T]) -> T:
+        """The service of type ``kind``; :class:`plexor.NotReady` with guidance while there is none."""
+        try:
+            return self._services[kind]  # type: ignore[no-any-return]
+        except KeyError:
+            pass
+        for registered, value in self._services.items():  # a subclass provided for a base class
+            if issubclass(registered, kind):
+                return value  # type: ignore[no-any-return]
+        raise self.not_ready()
+
+    def withdraw(self, kind: type[T]) -> T | None:
+        """Remove and return the service of type ``kind`` (``None`` when there is none): for shutdown."""
+        return self._services.pop(kind, None)
+
+    def not_ready(self) -> NotReady:
+        """The guidance error for "this plugin cannot serve yet", from its state and progress."""
+        rec = self._record
+        if rec.state.value == "failed":
+            return NotReady(f"the plugin {rec.name!r} failed: {rec.error}",
+                            "Fix the cause (see `plexor plugins`) and restart the server.")
+        if rec.state.value in ("draining", "stopped"):
+            return NotReady(f"{rec.name} is shutting down", "Reconnect in a moment; a new server process will answer.")
+        pct = f", {round(rec.progress * 100)}% done" if rec.progress is not None else ""
+        return NotReady(f"{rec.name} is {rec.progress_message or 'still starting'}{pct}", "Retry in a few seconds.",
+                        data={"plugin": rec.name, "progress": rec.progress})
+
+    # -- warm-up ------------------------------------------------------------------
+    def warming(self, fraction: float | None = None, message: str | None = None) -> None:
+        """Report background warm-up (0..1); the plugin stays ``starting`` until :meth:`warmed`."""
+        self._record.warming(fraction, message)
+
+    def warmed(self) -> None:
+        """Warm-up finished: the plugin is ``ready``."""
+        self._record.warmed()

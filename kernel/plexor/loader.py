@@ -1,0 +1,275 @@
+"""Loading plugins: discovery, import, hook checking, settings, registration and clash refusal.
+
+Every plugin is loaded on its own: an import error, a misspelt hook, a hook that
+raises, an invalid registration or a name clash fails *that* plugin with the
+reason, and the others carry on. Each hook implementation is called directly,
+never as one combined pluggy call, so every registration knows its plugin.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from plexor.config import ConfigSpec, load_config_file, resolve_settings
+from plexor.errors import ConfigError, PlexorError, PluginError
+from plexor.registry import (
+    ModelRegistrar,
+    PromptRegistrar,
+    Registry,
+    ResourceRegistrar,
+    TemplateRegistrar,
+    ToolRegistrar,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor.kernel import Kernel
+    from plexor.records import PluginRecord
+    from plexor.registry import ToolSpec
+
+__all__ = ["BUILTIN", "Loader"]
+
+BUILTIN = "plexor"
+
+
+def _csv(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+class Loader:
+    """The loading half of :class:`plexor.kernel.Kernel` (mixed in)."""
+
+    def load(self: Kernel) -> Kernel:
+        """Discover, import and register every plugin (state ``loading``); never raises for one plugin."""
+        from plexor import __version__
+        from plexor.records import PluginRecord, State
+
+        self._move(State.LOADING)
+        try:
+            self._config = load_config_file(self.paths.config_file)
+        except ConfigError as exc:
+            self.error = exc.render()
+            self._move(State.FAILED)
+            raise
+        only = _csv(self.environ.get("PLEXOR_PLUGINS"))
+        blocked = set(_csv(self.environ.get("PLEXOR_DISABLE")) or [])
+        candidates: list[PluginRecord] = []
+        if self._builtin:
+            candidates.append(PluginRecord(BUILTIN, "plexor", __version__, entry_point="plexor.builtin"))
+        for name, obj in self._extra:
+            candidates.append(PluginRecord(name, getattr(obj, "__distribution__", "(in-process)"),
+                                           getattr(obj, "__version__", "?"), module=obj))
+        if self._load_entry_points:
+            candidates.extend(self._discover())
+        seen: dict[str, PluginRecord] = {}
+        for rec in candidates:
+            rec.data_dir = self.paths.plugin_data_dir(rec.name)
+            self._attach_handle(rec)
+            if rec.name in seen:
+                rec._move(State.FAILED)
+                other = seen[rec.name]
+                rec.error = (
+                    f"plugin name {rec.name!r} is claimed by both {other.distribution} and {rec.distribution}; "
+                    f"{rec.distribution} was refused. Uninstall one of them."
+                )
+                self.records[f"{rec.name}@{rec.distribution}"] = rec
+                self.log.error("plugin_refused", plugin=rec.name, error=rec.error)
+                continue
+            seen[rec.name] = rec
+            self.records[rec.name] = rec
+            allowed = rec.name == BUILTIN or only is None or rec.name in only
+            if rec.name == BUILTIN and BUILTIN in blocked:
+                self.log.warning("builtin_not_disabled", hint="the built-in plugin 'plexor' (plexor_health) is "
+                                 "part of the kernel and cannot be disabled; PLEXOR_DISABLE=plexor is ignored")
+            if (rec.name in blocked and rec.name != BUILTIN) or not allowed:
+                rec._move(State.DISABLED)
+                continue
+            self._load_one(rec)
+        for var, names in (("PLEXOR_PLUGINS", only or []), ("PLEXOR_DISABLE", sorted(blocked))):
+            for name in names:
+                if name not in self.records:
+                    near = difflib.get_close_matches(name, list(self.records), n=1)
+                    self.log.warning("plugin_not_installed", plugin=name, variable=var,
+                                     hint=f"{var} names {name!r}, which is not installed"
+                                     + (f"; did you mean {near[0]!r}?" if near else f"; installed: {', '.join(sorted(self.records))}"))
+        return self
+
+    def _attach_handle(self: Kernel, rec: PluginRecord) -> None:
+        from plexor.handle import PluginHandle
+
+        def open_database() -> Any:  # for CLI commands: the served kernel opens it before startup
+            from plexor.storage import migrate, open_database
+
+            url = rec.settings.get("database_url") if rec.settings else None
+            db = open_database(rec.name, rec.data_dir, url)
+            migrate(db, rec.name, rec.registry.models, rec.registry.migrations)
+            return db
+
+        rec.handle = PluginHandle(rec, open_database)
+
+    def _discover(self: Kernel) -> list[PluginRecord]:
+        from importlib.metadata import entry_points
+
+        from plexor.records import PluginRecord
+
+        found = []
+        for ep in sorted(entry_points(group="plexor"), key=lambda e: (e.dist.name if e.dist else "", e.name)):
+            dist = ep.dist
+            found.append(PluginRecord(ep.name, dist.name if dist else "?", dist.version if dist else "?", entry_point=ep))
+        return found
+
+    def _load_one(self: Kernel, rec: PluginRecord) -> None:
+        from plexor.records import State
+
+        rec._move(State.LOADING)
+        try:
+            if rec.module is None:
+                ep = rec.entry_point
+                if isinstance(ep, str):
+                    import importlib
+
+                    rec.module = importlib.import_module(ep)
+                else:
+                    rec.module = ep.load()
+            self._register_hooks(rec)
+            rec.namespace = getattr(rec.module, "PLEXOR_NAMESPACE", None) or rec.name.replace("-", "_")
+            staged = Registry()
+            spec = ConfigSpec(rec.name)
+            self._call(rec, "plexor_add_config", config=spec)
+            self._call(rec, "plexor_register_models", register=ModelRegistrar(staged, rec.name))
+            if staged.models and "database_url" not in spec.settings:
+                spec.add("database_url", str, None, help="database URL (postgresql://...); default: a SQLite file")
+            table = self._config.get(rec.name, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"[{rec.name}] in {self.paths.config_file} must be a table",
+                                  f"Write it as [{rec.name}] followed by key = value lines.")
+            rec.settings = resolve_settings(spec, table, self.paths.config_file, rec.data_dir, self.environ)
+            for warning in rec.settings.warnings:
+                self.log.warning("config_warning", plugin=rec.name, warning=warning)
+            s, ns, sep = rec.settings, rec.namespace, self.separator
+            self._call(rec, "plexor_register_tools", register=ToolRegistrar(staged, rec.name, ns, sep), settings=s)
+            self._call(rec, "plexor_register_resources", register=ResourceRegistrar(staged, rec.name), settings=s)
+            self._call(rec, "plexor_register_resource_templates", register=TemplateRegistrar(staged, rec.name), settings=s)
+            self._call(rec, "plexor_register_prompts", register=PromptRegistrar(staged, rec.name, ns, sep), settings=s)
+            self._refuse_clashes(rec, staged)
+            rec.registry = staged
+            self.registry.merge(staged)
+        except Exception as exc:  # noqa: BLE001 - isolate the plugin, whatever it raised
+            self._fail_plugin(rec, exc, "loading")
+        except SystemExit as exc:  # a plugin calling sys.exit() at import must not stop the server
+            self._fail_plugin(rec, RuntimeError(f"plugin called sys.exit({exc.code})"), "loading")
+
+    def _register_hooks(self: Kernel, rec: PluginRecord) -> None:
+        """Register the module with pluggy; a hook name that matches no hookspec fails the plugin."""
+        specs = sorted(name for name in dir(self.pm.hook) if name.startswith("plexor_"))
+        for attr in dir(rec.module):
+            if not attr.startswith("plexor_") or attr in specs or not callable(getattr(rec.module, attr, None)):
+                continue
+            near = difflib.get_close_matches(attr, specs, n=1, cutoff=0.6)
+            raise PluginError(
+                f"{attr} matches no Plexor hook" + (f"; did you mean {near[0]}?" if near else ""),
+                f"Rename it{' to ' + near[0] if near else ''}, or give it a name without the plexor_ prefix. "
+                f"Hooks: {', '.join(specs)}.",
+            )
+        try:
+            self.pm.register(rec.module, name=rec.name)
+        except Exception as exc:  # pluggy's PluginValidationError: arguments the hookspec does not have
+            raise PluginError(f"a hook of {rec.name} does not match its hookspec: {exc}",
+                              "Compare its parameters with the hook's documentation (docs/authoring.md); "
+                              "from 0.2 plexor_startup/plexor_shutdown take `plugin` (a PluginHandle).") from exc
+
+    def _refuse_clashes(self: Kernel, rec: PluginRecord, staged: Registry) -> None:
+        owner = self.registry.namespaces.get(rec.namespace)
+        clashes = self.registry.clashes(staged)
+        if owner and owner != rec.name and staged.tools:
+            clashes.insert(0, ("tool namespace", rec.namespace, owner))
+        if clashes:
+            what, name, other = clashes[0]
+            other_dist = self.records[other].distribution if other in self.records else other
+            raise PluginError(
+                f"{what} {name!r} of {rec.distribution} (plugin {rec.name}) clashes with {other_dist} (plugin {other}); "
+                f"{rec.distribution} was refused",
+                "Uninstall one of the two, or block one with PLEXOR_DISABLE.",
+                data={"clashes": [list(c) for c in clashes]},
+            )
+
+    def _fail_plugin(self: Kernel, rec: PluginRecord, exc: BaseException, phase: str) -> None:
+        text = exc.render() if isinstance(exc, PlexorError) else f"{type(exc).__name__}: {exc}"
+        rec.fail(f"{phase} failed: {text}")
+        self.log.error("plugin_failed", plugin=rec.name, phase=phase, error=text,
+                       traceback="".join(traceback.format_exception(exc)) if not isinstance(exc, PlexorError) else None)
+        if rec.module is not None and self.pm.is_registered(rec.module):
+            try:
+                self.pm.unregister(rec.module)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+        had_tools = any(t.plugin == rec.name for t in self.registry.tools.values())
+        self.registry.remove_plugin(rec.name)
+        if had_tools:
+            self._notify("tools")
+
+    def _call(self: Kernel, rec: PluginRecord, hook: str, **kwargs: Any) -> Any:
+        """Call one plugin's implementation of ``hook`` (never the combined pluggy call)."""
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            if impl.plugin_name == rec.name:
+                return impl.function(*[kwargs[a] for a in impl.argnames])
+        return None
+
+    def has_hook(self: Kernel, rec: PluginRecord, hook: str) -> bool:
+        return any(i.plugin_name == rec.name for i in getattr(self.pm.hook, hook).get_hookimpls())
+
+    async def _call_async(self: Kernel, rec: PluginRecord, hook: str, **kwargs: Any) -> None:
+        """Call a hook that may return an awaitable (startup, shutdown), and await it."""
+        result = self._call(rec, hook, **kwargs)
+        if inspect.isawaitable(result):
+            await result
+
+    def plugin_guidance(self: Kernel, rec: PluginRecord, exc: BaseException, context: dict[str, Any]) -> Any:
+        """The plugin's own ``plexor_error_guidance`` answer (str, PlexorError or None); never raises."""
+        if not self.has_hook(rec, "plexor_error_guidance"):
+            return None
+        try:
+            advice = self._call(rec, "plexor_error_guidance", exception=exc, context=dict(context))
+        except Exception as hook_exc:  # noqa: BLE001
+            self.log.error("error_guidance_failed", plugin=rec.name, error=str(hook_exc))
+            return None
+        if inspect.isawaitable(advice):
+            if hasattr(advice, "close"):
+                advice.close()
+            self.log.error("error_guidance_async", plugin=rec.name, hint="plexor_error_guidance must be synchronous")
+            return None
+        if isinstance(advice, PlexorError) or (isinstance(advice, str) and advice.strip()):
+            return advice
+        return None
+
+    @staticmethod
+    def prepare_tool(spec: ToolSpec) -> None:
+        """Derive a tool's schemas; a signature with no JSON schema is a :class:`PluginError` naming the tool."""
+        try:
+            spec.schema_hash  # noqa: B018 - computing it derives the schemas
+        except PlexorError:
+            raise
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            try:
+                shown = ", ".join(f"{n}: {_annotation_text(p.annotation)}"
+                                  for n, p in inspect.signature(spec.func).parameters.items())
+            except (TypeError, ValueError):
+                shown = "?"
+            raise PluginError(
+                f"tool {spec.name!r} has a parameter or return type with no JSON schema ({shown}): {first}",
+                "Use JSON-friendly types: str, int, float, bool, list, dict, Literal, TypedDict or pydantic models.",
+            ) from exc
+
+
+def _annotation_text(annotation: Any) -> str:
+    if annotation is inspect.Parameter.empty:
+        return "untyped"
+    if isinstance(annotation, str):
+        return annotation
+    qualname = getattr(annotation, "__qualname__", None)
+    return f"{annotation.__module__}.{qualname}" if qualname else repr(annotation)

@@ -1,0 +1,263 @@
+"""One pipeline for every request: tool calls, resource reads, prompts, completions, listings.
+
+Each request goes through the same steps, in this order, written once::
+
+    look up -> readiness gate -> count in flight -> context -> dispatch -> explain errors -> shape
+
+The kinds differ only in how they look up their target and shape the value;
+gating, in-flight counting (what ``drain``/``stop`` wait for), the context,
+the sync/async rule (:mod:`plexor.dispatch`) and error guidance are shared, so
+they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from plexor.context import Context
+from plexor.dispatch import Target, dispatch
+from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
+from plexor.guidance import default_guidance, unknown_tool
+from plexor.results import Outcome, prompt_messages, resource_contents, tool_outcome
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor.kernel import Kernel
+    from plexor.records import PluginRecord
+    from plexor.registry import ToolSpec
+
+__all__ = ["Request", "Pipeline"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Request:
+    """One request as it enters the pipeline: what it is for, and the client channel it came on."""
+
+    kind: str  # "tool", "uri", "prompt", "completion" or "listing": also the key naming it in error contexts
+    name: str
+    session: Any = None
+    request_id: Any = None
+    progress_token: Any = None
+    close_sse_stream: Any = None
+    exchange: Any = None
+
+
+class Pipeline:
+    """The request half of :class:`plexor.kernel.Kernel` (mixed in; it uses the kernel's records and registry)."""
+
+    # -- the shared steps ---------------------------------------------------------
+    async def run(self: Kernel, req: Request, plugin: str, t: Target, args: tuple[Any, ...] = (),
+                  kwargs: dict[str, Any] | None = None, *, ready_required: bool = True, arguments: Any = None) -> Any:
+        """Gate, count, build the context, dispatch and explain: the steps every request shares."""
+        rec = self.records[plugin]
+        await self._gate(rec, ready_required)
+        values = {} if kwargs is None else kwargs
+        self._inflight += 1
+        try:
+            ctx = Context(self, rec.handle, request_id=req.request_id, session=req.session,
+                          progress_token=req.progress_token, name=req.name,
+                          close_sse_stream=req.close_sse_stream, exchange=req.exchange)
+            for p in t.context_params:
+                values[p] = ctx
+            return await dispatch(t, args, values, ctx)
+        except PlexorError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes guidance
+            if isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1 and isinstance(exc.exceptions[0], PlexorError):
+                raise exc.exceptions[0] from exc  # raised inside the plugin's own task group
+            raise self.explain(exc, {"plugin": plugin, req.kind: req.name, "arguments": arguments,
+                                     "request_id": req.request_id}) from exc
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0 and self._idle is not None:
+                self._idle.set()  # only drain() creates the event it waits on
+
+    async def _gate(self: Kernel, rec: PluginRecord, ready_required: bool) -> None:
+        import anyio
+
+        from plexor.records import State
+
+        if self.state in (State.DRAINING, State.STOPPED):
+            raise NotReady("the server is shutting down", "Reconnect in a moment; a new server process will answer.")
+        if rec.state == State.READY:
+            return
+        if rec.state == State.STARTING and rec._started is not None and not rec._started.is_set():
+            with anyio.move_on_after(self.start_wait):
+                await rec._started.wait()
+        if rec.state == State.READY or (rec.state == State.STARTING and not ready_required and rec._started.is_set()):
+            return
+        raise rec.handle.not_ready()
+
+    def explain(self: Kernel, exc: BaseException, context: dict[str, Any]) -> PlexorError:
+        """Turn any exception into guidance: the plugin's own hook first, the kernel default last."""
+        if isinstance(exc, PlexorError):
+            return exc
+        plugin = context.get("plugin")
+        request_id = context.get("request_id")
+        if request_id is None:
+            request_id = context["request_id"] = uuid.uuid4().hex[:12]
+        self.log.error("call_failed", request_id=str(request_id), plugin=plugin,
+                       where=context.get("tool") or context.get("uri") or context.get("prompt"),
+                       traceback="".join(traceback.format_exception(exc)))
+        rec = self.records.get(plugin) if plugin else None
+        advice = self.plugin_guidance(rec, exc, context) if rec is not None else None
+        if isinstance(advice, PlexorError):
+            return advice
+        if advice:
+            message = str(exc).strip() or type(exc).__name__
+            return PlexorError(f"{plugin}: {message}", f"{advice.strip()} (request id {request_id})")
+        return default_guidance(exc, context)
+
+    # -- tools ----------------------------------------------------------------------
+    def resolve_tool(self: Kernel, name: str) -> ToolSpec:
+        spec = self.registry.tools.get(name)
+        if spec is None and "." in name:
+            spec = self.registry.tools.get(name.replace(".", self.separator, 1))
+        if spec is None:
+            from plexor.records import State
+
+            unavailable: dict[str, tuple[str, str]] = {}
+            for r in self.records.values():
+                if r.state in (State.FAILED, State.DISABLED):
+                    # A disabled plugin was never imported, so only its name hints at its namespace.
+                    ns = r.namespace or getattr(r.module, "PLEXOR_NAMESPACE", None) or r.name.replace("-", "_")
+                    unavailable[ns] = (r.name, r.state.value)
+            raise unknown_tool(name, self.registry.tools, self.registry.namespaces, unavailable, self.separator)
+        return spec
+
+    async def call_tool(self: Kernel, name: str, arguments: dict[str, Any] | None = None, *, session: Any = None,
+                        request_id: Any = None, progress_token: Any = None, close_sse_stream: Any = None,
+                        exchange: Any = None) -> Outcome:
+        """Run a tool and return its :class:`Outcome`; failures become error outcomes, never exceptions.
+
+        Two exceptions escape on purpose, for the server to answer: :class:`plexor.asking.InputRequired`
+        (the tool asked the client something; 2026-07-28 clients get an ``InputRequiredResult``) and,
+        on 2026-07-28 exchanges, :class:`plexor.asking.AskError` (a JSON-RPC error by the spec).
+        """
+        spec: ToolSpec | None = None
+        try:
+            spec = self.resolve_tool(name)
+            await self._gate(self.records[spec.plugin], spec.ready_required)  # not-ready wins over bad arguments
+            if arguments is not None and not isinstance(arguments, dict):
+                raise InvalidArgument("arguments must be a JSON object", "Pass named arguments, e.g. {\"key\": \"value\"}.")
+            req = Request("tool", spec.name, session, request_id, progress_token, close_sse_stream, exchange)
+            values = spec.signature.validate(arguments)
+            value = await self.run(req, spec.plugin, spec.target, (), values, ready_required=spec.ready_required,
+                                   arguments=arguments)
+            return tool_outcome(spec, value)
+        except PlexorError as exc:
+            if _escapes(exc, exchange):
+                raise
+            return self._error_outcome(exc, spec, name, arguments, request_id)
+        except Exception as exc:  # noqa: BLE001 - a failure while shaping the result
+            return self._error_outcome(exc, spec, name, arguments, request_id)
+        except BaseExceptionGroup as group:  # asked inside a plugin's task group
+            if _escapes(group, exchange):
+                raise
+            return self._error_outcome(group, spec, name, arguments, request_id)
+
+    def _error_outcome(self: Kernel, exc: BaseException, spec: ToolSpec | None, name: str, arguments: Any,
+                       request_id: Any) -> Outcome:
+        err = self.explain(exc, {"plugin": spec.plugin if spec else None, "tool": spec.name if spec else name,
+                                 "arguments": arguments,
+                                 "request_id": uuid.uuid4().hex[:12] if request_id is None else request_id})
+        meta = {"plexor/provenance": spec.provenance if spec else "plexor/kernel"}
+        if spec:
+            meta["plexor/schemaHash"] = spec.schema_hash
+        return Outcome({"error": err.payload()}, err.render(), True, meta, err)
+
+    # -- resources --------------------------------------------------------------------
+    def _find_resource(self: Kernel, uri: str) -> tuple[Any, dict[str, Any]]:
+        spec = self.registry.resources.get(uri)
+        if spec is not None:
+            return spec, {}
+        for tmpl in self.registry.templates.values():
+            match = tmpl.matcher.match(uri)
+            if match is not None:
+                return tmpl, dict(match)
+        scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
+        owner = self.registry.schemes.get(scheme)
+        if owner:
+            forms = sorted([t for t, s in self.registry.templates.items() if s.plugin == owner]
+                           + [u for u, s in self.registry.resources.items() if s.plugin == owner])
+            raise NotFound(f"no resource matches {uri!r}", f"{owner} serves: {', '.join(forms)}.")
+        schemes = ", ".join(f"{s}://" for s in sorted(self.registry.schemes)) or "none"
+        raise NotFound(f"no resource matches {uri!r} (unknown scheme {scheme!r})",
+                       f"Known schemes: {schemes}. Call resources/list or resources/templates/list.")
+
+    async def read_resource(self: Kernel, uri: str, *, session: Any = None, request_id: Any = None,
+                            exchange: Any = None) -> list[dict[str, Any]]:
+        """Read ``uri``; returns ``[{"uri", "mime_type", "text"|"blob"}]``. Raises :class:`PlexorError` subclasses."""
+        spec, variables = self._find_resource(uri)
+        req = Request("uri", uri, session, request_id, exchange=exchange)
+        value = await self.run(req, spec.plugin, spec.target, (), variables, ready_required=spec.ready_required)
+        return resource_contents(uri, spec.mime_type, value)
+
+    async def list_resources(self: Kernel) -> list[dict[str, Any]]:
+        """Fixed resources plus what each ready plugin's lister says exists now (a failing lister is logged)."""
+        from plexor.records import State
+
+        out = [{"uri": s.uri, "name": s.name, "description": s.description, "mime_type": s.mime_type}
+               for s in self.registry.resources.values() if self.records[s.plugin].state in (State.READY, State.STARTING)]
+        for plugin, lister in list(self.registry.listers):
+            if self.records[plugin].state != State.READY:
+                continue
+            try:
+                items = await _materialise(await self.run(Request("listing", "resources/list"), plugin, lister))
+                out.extend({"mime_type": "application/json", **item} for item in items)
+            except PlexorError as exc:
+                self.log.error("resource_lister_failed", plugin=plugin, error=exc.message)
+        return out
+
+    # -- prompts and completion -----------------------------------------------------------
+    async def get_prompt(self: Kernel, name: str, arguments: dict[str, Any] | None = None, *, session: Any = None,
+                         request_id: Any = None, exchange: Any = None) -> tuple[str, list[dict[str, Any]]]:
+        """Render a prompt: ``(description, [{"role", "text"}])``."""
+        spec = self.registry.prompts.get(name) or self.registry.prompts.get(name.replace(".", self.separator, 1))
+        if spec is None:
+            from plexor.guidance import suggest
+
+            near = suggest(name, self.registry.prompts)
+            raise NotFound(f"unknown prompt {name!r}", ("Did you mean " + " or ".join(map(repr, near)) + "? " if near else "")
+                           + f"Prompts: {', '.join(sorted(self.registry.prompts)) or 'none'}.")
+        await self._gate(self.records[spec.plugin], True)
+        values = spec.signature.validate(arguments)
+        req = Request("prompt", spec.name, session, request_id, exchange=exchange)
+        value = await self.run(req, spec.plugin, spec.target, (), values, arguments=arguments)
+        return spec.description, prompt_messages(value)
+
+    async def complete(self: Kernel, ref_uri: str, argument: str, value: str) -> tuple[list[str], bool]:
+        """Completions for a template variable (``completion/complete``): ``(values, has_more)``.
+
+        At most 100 values are returned; ``has_more`` says the function offered more.
+        """
+        tmpl = self.registry.templates.get(ref_uri)
+        if tmpl is None or argument not in tmpl.complete:
+            return [], False
+        req = Request("completion", f"{ref_uri}#{argument}")
+        result = await self.run(req, tmpl.plugin, tmpl.complete[argument], (value,),
+                                ready_required=tmpl.ready_required)
+        values = [str(v) for v in (await _materialise(result))[:101]]
+        return values[:100], len(values) > 100
+
+
+async def _materialise(items: Any) -> list[Any]:
+    """A list from what a lister or completion function returned; a sync generator is drained in a thread."""
+    if isinstance(items, list):
+        return items
+    import anyio
+
+    return await anyio.to_thread.run_sync(list, items)
+
+
+def _escapes(exc: BaseException, exchange: Any) -> bool:
+    """Whether ``exc`` must leave call_tool for the server to answer (see its docstring)."""
+    from plexor.asking import AskError
+
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:  # asked inside a task group
+        exc = exc.exceptions[0]
+    if type(exc).__name__ == "InputRequired":
+        return True
+    return isinstance(exc, AskError) and exchange is not None and exchange.modern

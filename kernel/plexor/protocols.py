@@ -1,0 +1,88 @@
+"""The types of what the registration hooks receive, as protocols.
+
+Plugins annotate their hook implementations with these
+(``register: plexor.ToolRegistrar``); the kernel's registrars satisfy them.
+They describe the boundary only, so the kernel's classes behind them may
+change without breaking a plugin's type checking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+__all__ = ["ModelRegistrar", "PromptRegistrar", "ResourceRegistrar", "TemplateRegistrar", "ToolRegistrar"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ToolRegistrar(Protocol):
+    """``register`` of ``plexor_register_tools``: ``register(func, name=None, ...)`` returns ``func``."""
+
+    namespace: str
+
+    def __call__(
+        self,
+        func: F,
+        name: str | None = None,
+        *,
+        description: str | None = None,
+        title: str | None = None,
+        annotations: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        ready_required: bool = True,
+        blocking: bool | None = None,
+        meta: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+    ) -> F: ...
+
+
+class ResourceRegistrar(Protocol):
+    """``register`` of ``plexor_register_resources``: fixed URIs, and listers of dynamic ones."""
+
+    def __call__(
+        self,
+        uri: str,
+        reader: F,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        mime_type: str = "application/json",
+        ready_required: bool = True,
+        blocking: bool | None = None,
+    ) -> F: ...
+
+    def lister(self, func: F, *, blocking: bool | None = None) -> F: ...
+
+
+class TemplateRegistrar(Protocol):
+    """``register`` of ``plexor_register_resource_templates`` (RFC 6570 templates)."""
+
+    def __call__(
+        self,
+        uri_template: str,
+        reader: F,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        mime_type: str = "application/json",
+        complete: dict[str, Callable[..., Any]] | None = None,
+        ready_required: bool = True,
+        blocking: bool | None = None,
+    ) -> F: ...
+
+
+class PromptRegistrar(Protocol):
+    """``register`` of ``plexor_register_prompts``."""
+
+    def __call__(
+        self, func: F, name: str | None = None, *, description: str | None = None, blocking: bool | None = None
+    ) -> F: ...
+
+
+class ModelRegistrar(Protocol):
+    """``register`` of ``plexor_register_models``: peewee models and numbered migrations."""
+
+    def __call__(self, *models: type) -> None: ...
+
+    def migration(self, version: int, func: Callable[..., Any] | None = None) -> Any: ...

@@ -1,0 +1,136 @@
+"""The lifecycle states, their legal transitions, and the kernel's record of each plugin.
+
+States, for the kernel and for each plugin::
+
+    created -> loading -> starting -> ready -> draining -> stopped
+                  \\          \\                   \\
+                   `-> failed `-> failed           `-> failed
+
+A plugin fails on its own: an import error, a hook that raises, an invalid
+registration or a name clash puts *that* plugin in ``failed`` with the reason,
+and the kernel and every other plugin carry on. ``docs/lifecycle.md`` draws it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from plexor.config import Settings
+from plexor.registry import Registry
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor.handle import PluginHandle
+
+__all__ = ["TRANSITIONS", "PluginRecord", "State"]
+
+
+class State(enum.StrEnum):
+    CREATED = "created"
+    LOADING = "loading"
+    STARTING = "starting"
+    READY = "ready"
+    DRAINING = "draining"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    DISABLED = "disabled"  # a plugin that was found but not loaded (PLEXOR_PLUGINS / PLEXOR_DISABLE)
+
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    State.CREATED: frozenset({State.LOADING, State.FAILED, State.DISABLED, State.STOPPED}),
+    # loading -> stopped: loaded for inspection (`plexor tools`) and never started.
+    State.LOADING: frozenset({State.STARTING, State.FAILED, State.STOPPED}),
+    State.STARTING: frozenset({State.READY, State.FAILED, State.DRAINING}),
+    State.READY: frozenset({State.DRAINING}),
+    # draining -> failed: a plugin whose startup hook raises after a signal began the drain.
+    State.DRAINING: frozenset({State.STOPPED, State.FAILED}),
+    # failed -> stopped: the kernel only (a broken config file, then stop); a failed plugin stays failed.
+    State.FAILED: frozenset({State.STOPPED}),
+    State.STOPPED: frozenset(),
+    State.DISABLED: frozenset(),
+}
+
+
+class _Machine:
+    state: State
+    history: list[tuple[str, str]]
+
+    def _move(self, new: State) -> None:
+        if new == self.state:
+            return
+        if new not in TRANSITIONS[self.state]:
+            raise RuntimeError(f"{self!r}: illegal transition {self.state.value} -> {new.value}")
+        self.history.append((self.state.value, new.value))
+        self.state = new
+
+
+@dataclasses.dataclass(eq=False)
+class PluginRecord(_Machine):
+    """One plugin: where it came from, its state, its error and its readiness."""
+
+    name: str
+    distribution: str = "?"
+    version: str = "?"
+    module: Any = None
+    entry_point: Any = None
+    namespace: str = ""
+    state: State = State.CREATED
+    error: str | None = None
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    settings: Settings | None = None
+    database: Any = None
+    registry: Registry = dataclasses.field(default_factory=Registry)
+    data_dir: Path = Path(".")
+    handle: PluginHandle = None  # type: ignore[assignment]  # attached by the loader, before anything reads it
+    progress: float | None = None
+    progress_message: str | None = None
+    history: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    _started: Any = None  # anyio.Event set when the startup hook has finished
+    _warming: bool = False
+
+    def __repr__(self) -> str:
+        return f"<plugin {self.name} {self.state.value}>"
+
+    # -- readiness, for plugins that warm up in the background -----------------
+    def warming(self, fraction: float | None = None, message: str | None = None) -> None:
+        """Report background warm-up (0..1); the plugin stays ``starting`` until :meth:`warmed`."""
+        self._warming = True
+        self.progress = None if fraction is None else max(0.0, min(1.0, float(fraction)))
+        self.progress_message = message
+        if self.state == State.READY:
+            # Re-warming (a full re-index) does not take a plugin out of service.
+            return
+
+    def warmed(self) -> None:
+        """Warm-up finished: the plugin is ``ready``."""
+        self._warming = False
+        self.progress = 1.0
+        self.progress_message = None
+        if self.state == State.STARTING and self._started is not None and self._started.is_set():
+            self._move(State.READY)
+
+    def fail(self, error: str) -> None:
+        self.error = error
+        if self.state not in (State.FAILED, State.STOPPED, State.DISABLED):
+            self._move(State.FAILED)
+
+    def describe(self) -> dict[str, Any]:
+        reg = self.registry
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "namespace": self.namespace,
+            "state": self.state.value,
+            "ready": self.state == State.READY,
+            "progress": self.progress,
+            "progress_message": self.progress_message,
+            "error": self.error,
+            "warnings": list(self.warnings) + list(self.settings.warnings if self.settings else []),
+            "tools": sorted(reg.tools),
+            "resources": sorted(reg.resources),
+            "resource_templates": sorted(reg.templates),
+            "prompts": sorted(reg.prompts),
+        }

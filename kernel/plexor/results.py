@@ -1,0 +1,152 @@
+"""Shaping what a function returned into what goes on the wire.
+
+A tool's value becomes an :class:`Outcome` (``structuredContent``, the text
+item, extra content blocks, ``_meta``); a reader's value becomes resource
+contents; a prompt's value becomes messages. Output schemas are enforced here,
+before anything is sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from typing import TYPE_CHECKING, Any
+
+from plexor.errors import PlexorError, PluginError
+from plexor.events import Result
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor.registry import ToolSpec
+
+__all__ = ["Outcome", "resource_contents", "prompt_messages", "to_json", "tool_outcome"]
+
+
+@dataclasses.dataclass
+class Outcome:
+    """The result of one tool call, before it is put on the wire."""
+
+    data: dict[str, Any] | None
+    text: str
+    is_error: bool
+    meta: dict[str, Any]
+    error: PlexorError | None = None
+    content: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, (datetime.datetime, datetime.date)):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def to_json(value: Any) -> Any:
+    """Round-trip through JSON so the result is plain JSON types."""
+    return json.loads(json.dumps(value, default=_jsonable, ensure_ascii=False))
+
+
+def tool_outcome(spec: ToolSpec, value: Any) -> Outcome:
+    """A tool's return value (or its generator's folded :class:`Result`) as a successful Outcome."""
+    advice: list[str] = []
+    text: str | None = None
+    extra: list[dict[str, Any]] = []
+    if isinstance(value, Result):
+        advice.extend(value.guidance)
+        text = value.text
+        extra = _check_blocks(spec, value.content)
+        value = value.data
+    if not isinstance(value, (dict, list, str, int, float, bool, type(None))):
+        value = _jsonable(value)  # a pydantic model or dataclass becomes its dict before any wrapping
+    if spec.signature.wraps_result or not isinstance(value, dict):
+        value = {"result": value} if value is not None else {}
+    # One dumps in the common case; a second pass only when the value held
+    # non-JSON types (datetimes, dataclasses...) that had to be converted.
+    converted: list[bool] = []
+
+    def default(obj: Any) -> Any:
+        converted.append(True)
+        return _jsonable(obj)
+
+    try:
+        dumped = json.dumps(value, default=default, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # NaN or infinity: not JSON; send null, as structuredContent would
+        converted.append(True)
+        dumped = json.dumps(_finite(value), default=default, ensure_ascii=False)
+    data = json.loads(dumped) if converted else value
+    if spec.signature.output_schema is not None:
+        _check_output(spec, data)
+    if text is None:
+        text = dumped
+    if advice:
+        text = text + "\n\n" + "\n".join(f"Guidance: {a}" for a in advice)
+    meta = {"plexor/provenance": spec.provenance, "plexor/schemaHash": spec.schema_hash}
+    return Outcome(data, text, False, meta, content=extra)
+
+
+def resource_contents(uri: str, mime_type: str, value: Any) -> list[dict[str, Any]]:
+    """A reader's value as ``[{"uri", "mime_type", "text"|"blob"}]``: bytes are a blob, str is text, else JSON."""
+    if isinstance(value, bytes):
+        import base64
+
+        return [{"uri": uri, "mime_type": mime_type, "blob": base64.b64encode(value).decode()}]
+    if isinstance(value, str):
+        return [{"uri": uri, "mime_type": mime_type, "text": value}]
+    return [{"uri": uri, "mime_type": mime_type, "text": json.dumps(to_json(value), ensure_ascii=False)}]
+
+
+def prompt_messages(value: Any) -> list[dict[str, Any]]:
+    """A prompt's value (a string or a list of messages) as ``[{"role", "text"}]``."""
+    if isinstance(value, str):
+        return [{"role": "user", "text": value}]
+    return [m if isinstance(m, dict) else {"role": "user", "text": str(m)} for m in value]
+
+
+_BLOCKS = {"text": ("text",), "image": ("data", "mimeType"), "audio": ("data", "mimeType"),
+           "resource": ("resource",), "resource_link": ("uri", "name")}
+
+
+def _check_blocks(spec: ToolSpec, blocks: list[Any]) -> list[dict[str, Any]]:
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind not in _BLOCKS or any(k not in block for k in _BLOCKS[kind]):
+            raise PluginError(
+                f"{spec.name} returned an invalid content block: {str(block)[:120]}",
+                f"This is a bug in the plugin {spec.plugin!r}: use plexor.image(), plexor.audio() or "
+                "plexor.embedded_resource(), or an MCP content-block dict.",
+            )
+    return list(blocks)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _check_output(spec: ToolSpec, data: Any) -> None:
+    """Refuse a result that breaks the tool's declared output schema (clients would reject it)."""
+    validator = spec._output_validator
+    if validator is None:
+        from jsonschema import validators
+
+        cls = validators.validator_for(spec.signature.output_schema)
+        validator = spec._output_validator = cls(spec.signature.output_schema)
+    error = next(iter(validator.iter_errors(data)), None)
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "the result"
+        raise PluginError(
+            f"{spec.name} returned data that does not match its declared output schema ({where}: {error.message})",
+            f"This is a bug in the plugin {spec.plugin!r}; nothing was sent. Report it to the plugin's author.",
+        )
