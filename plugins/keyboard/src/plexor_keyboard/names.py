@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import string
 
-__all__ = ["AMBIGUOUS", "CATEGORIES", "KEYS", "LAYOUT_ALIASES", "SIDES"]
+__all__ = ["AMBIGUOUS", "CATEGORIES", "KEYPAD_PARTS", "KEYPAD_PREFIXES", "KEYS", "SIDES"]
 
 # id, title, description, extra names a caller may use for the category.
 CATEGORIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
@@ -228,28 +228,4 @@ AMBIGUOUS: dict[str, tuple[tuple[str, ...], str]] = {
     ",": (("kVK_ANSI_Comma", "kVK_JIS_KeypadComma"), "',' is on the main block; JIS keypads have their own comma."),
     "comma": (("kVK_ANSI_Comma", "kVK_JIS_KeypadComma"),
               "Comma is on the main block; JIS keypads have their own comma."),
-}
-
-# Forms of the fkeys.json layout ids a caller may type.
-LAYOUT_ALIASES: dict[str, str] = {
-    "apple silicon": "apple_silicon_2020plus",
-    "apple silicon 2020+": "apple_silicon_2020plus",
-    "current": "apple_silicon_2020plus",
-    "modern": "apple_silicon_2020plus",
-    "m1": "apple_silicon_2020plus",
-    "2021": "apple_silicon_2020plus",
-    "magic keyboard 2021": "apple_silicon_2020plus",
-    "intel": "intel_laptop_2011_2020_backlit",
-    "intel laptop": "intel_laptop_2011_2020_backlit",
-    "legacy": "intel_laptop_2011_2020_backlit",
-    "legacy laptop": "intel_laptop_2011_2020_backlit",
-    "external": "external_2011_2020_no_backlight",
-    "external keyboard": "external_2011_2020_no_backlight",
-    "magic keyboard 2015": "external_2011_2020_no_backlight",
-    "aluminium": "aluminium_2007_2010",
-    "aluminum": "aluminium_2007_2010",
-    "wellspring": "macbook_air_wellspring4_2010",
-    "macbook air 2010": "macbook_air_wellspring4_2010",
-    "touch bar": "touch_bar_2016_2022",
-    "touchbar": "touch_bar_2016_2022",
 }
