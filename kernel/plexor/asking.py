@@ -255,7 +255,7 @@ def _form_schema(schema: Any) -> dict[str, Any]:
         raise PlexorError("Elicit needs a schema: a JSON Schema object or {field: type}",
                           "Pass e.g. {\"name\": str, \"age\": int} or {\"type\": \"object\", \"properties\": {...}}.")
     if schema.get("type") == "object" and isinstance(schema.get("properties"), Mapping):
-        out = json.loads(json.dumps(schema))
+        out: dict[str, Any] = json.loads(json.dumps(schema))
     else:
         props: dict[str, Any] = {}
         for field, kind in schema.items():

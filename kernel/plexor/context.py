@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
+    from plexor.base import KernelBase
     from plexor.config import Settings
     from plexor.handle import PluginHandle
-    from plexor.kernel import Kernel
 
 T = TypeVar("T")
 
@@ -26,7 +26,7 @@ class Context:
 
     def __init__(
         self,
-        kernel: Kernel,
+        kernel: KernelBase,
         plugin: PluginHandle,
         *,
         request_id: Any = None,
@@ -82,7 +82,8 @@ class Context:
         :class:`plexor.asking.AskError` when the client lacks the capability
         or answers something malformed.
         """
-        return await self.exchange.ask(questions)
+        answers: dict[str, dict[str, Any]] = await self.exchange.ask(questions)
+        return answers
 
     async def elicit(self, message: str, schema: Any, *, key: str | None = None) -> dict[str, Any]:
         """Ask the user to fill in a form; returns ``{"action", "content"?}`` (see :class:`plexor.Elicit`)."""
@@ -90,7 +91,8 @@ class Context:
 
         question = Elicit(message, schema)
         name = key or default_key(question)
-        return (await self.exchange.ask({name: question}))[name]
+        answer: dict[str, Any] = (await self.exchange.ask({name: question}))[name]
+        return answer
 
     async def sample(self, prompt: Any, *, key: str | None = None, **options: Any) -> dict[str, Any]:
         """Ask the client's model; returns the ``CreateMessageResult`` dict (see :class:`plexor.Sample`)."""
@@ -98,7 +100,8 @@ class Context:
 
         question = Sample(prompt, **options)
         name = key or default_key(question)
-        return (await self.exchange.ask({name: question}))[name]
+        answer: dict[str, Any] = (await self.exchange.ask({name: question}))[name]
+        return answer
 
     async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
         """The client's roots, ``[{"uri", "name"?}, ...]``."""

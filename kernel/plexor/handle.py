@@ -123,7 +123,8 @@ class PluginHandle:
 
     def withdraw(self, kind: type[T]) -> T | None:
         """Remove and return the service of type ``kind`` (``None`` when there is none): for shutdown."""
-        return self._services.pop(kind, None)
+        service: T | None = self._services.pop(kind, None)
+        return service
 
     def not_ready(self) -> NotReady:
         """The guidance error for "this plugin cannot serve yet", from its state and progress."""

@@ -1,90 +1,35 @@
-"""The kernel: the lifecycle state machine, composed with loading and the request pipeline.
+"""The kernel: loading (:mod:`plexor.loader`), requests (:mod:`plexor.pipeline`) and, here, the lifecycle.
 
-:mod:`plexor.loader` loads plugins, :mod:`plexor.pipeline` serves requests;
-this module holds the states, the plugin records and start/drain/stop.
-
+The states and their legal transitions are in :mod:`plexor.records`;
+``docs/lifecycle.md`` draws them. This module starts plugins, drains
+in-flight requests of every kind, runs shutdown hooks and closes storage.
 """
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from plexor.config import Paths, paths
-from plexor.errors import ConfigError, NotFound
+from plexor.errors import NotFound
 from plexor.loader import BUILTIN, Loader
 from plexor.pipeline import Pipeline
-from plexor.records import TRANSITIONS, PluginRecord, State, _Machine
-from plexor.registry import Registry
+from plexor.records import TRANSITIONS, PluginRecord, State
 from plexor.results import Outcome, to_json
 
 __all__ = ["BUILTIN", "TRANSITIONS", "Kernel", "Outcome", "PluginRecord", "State", "to_json"]
 
 
-class Kernel(Loader, Pipeline, _Machine):
+class Kernel(Loader, Pipeline):
     """Loads plugins, drives their lifecycle and serves calls in-process.
 
     :param plugins: extra plugins to load, as ``(name, module_or_object)`` pairs
         (tests and embedding); they are loaded like entry-point plugins.
     :param load_entry_points: discover installed plugins (group ``plexor``).
     :param environ: environment to read ``PLEXOR_*`` from (default ``os.environ``).
+    :param builtin: load the built-in plugin (``plexor_health``, ``plexor_plugins``).
     """
-
-    def __init__(
-        self,
-        plugins: Iterable[tuple[str, Any]] = (),
-        *,
-        load_entry_points: bool = True,
-        environ: Mapping[str, str] | None = None,
-        builtin: bool = True,
-    ) -> None:
-        self.environ = dict(os.environ if environ is None else environ)
-        self.paths: Paths = paths(self.environ)
-        self.state = State.CREATED
-        self.history: list[tuple[str, str]] = []
-        self.error: str | None = None
-        self.records: dict[str, PluginRecord] = {}
-        self.registry = Registry()
-        self.separator = self.environ.get("PLEXOR_SEPARATOR", "_") or "_"
-        if self.separator not in ("_", "-"):
-            raise ConfigError(
-                f"PLEXOR_SEPARATOR={self.separator!r} cannot join tool names",
-                "Use '_' (the default) or '-': tool names must match ^[A-Za-z0-9_-]{1,64}$ for every major LLM API.",
-            )
-        self.page_size = _env_number(self.environ, "PLEXOR_PAGE_SIZE", 100, int, minimum=1)
-        self.start_wait = _env_number(self.environ, "PLEXOR_START_WAIT", 15.0, float, minimum=0)
-        self.started_at = time.time()
-        self.pid = os.getpid()
-        self._extra = list(plugins)
-        self._load_entry_points = load_entry_points
-        self._builtin = builtin
-        self._config: dict[str, Any] = {}
-        self._inflight = 0
-        self._idle: Any = None
-        self._listeners: list[Callable[[str], Any]] = []
-        self._pm: Any = None
-        from plexor.log import configure, get_logger
-
-        if "PLEXOR_LOG_LEVEL" in self.environ:
-            configure(self.environ["PLEXOR_LOG_LEVEL"])
-        self.log = get_logger("plexor")
 
     def __repr__(self) -> str:
         return f"<Kernel {self.state.value}>"
-
-    @property
-    def pm(self) -> Any:
-        """This kernel's pluggy manager: made per kernel (a factory, not an import-time global)."""
-        if self._pm is None:
-            import pluggy
-
-            from plexor import hookspecs
-
-            self._pm = pluggy.PluginManager("plexor")
-            self._pm.add_hookspecs(hookspecs)
-        return self._pm
 
     def plugin(self, name: str) -> PluginRecord:
         """The kernel's record of plugin ``name`` (state, error, settings, database): for tests and embedding.
@@ -198,43 +143,3 @@ class Kernel(Loader, Pipeline, _Machine):
                 db.close()
         except Exception as exc:  # noqa: BLE001
             self.log.error("storage_close_failed", plugin=rec.name, error=str(exc))
-
-    # ----------------------------------------------------------------- listeners
-    def on_change(self, callback: Callable[[str], Any]) -> Callable[[], None]:
-        """Call ``callback(kind)`` when the set of tools/resources/prompts changes; returns an unsubscribe."""
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
-
-    def _notify(self, kind: str) -> None:
-        for cb in list(self._listeners):
-            try:
-                cb(kind)
-            except Exception:  # noqa: BLE001
-                self.log.debug("listener_failed", kind=kind)
-
-    # ------------------------------------------------------------------- health
-    def health(self) -> dict[str, Any]:
-        from plexor import __version__
-        from plexor.schema import schema_hash
-
-        return {
-            "kernel": {"state": self.state.value, "version": __version__, "pid": self.pid,
-                       "uptime_seconds": round(time.time() - self.started_at, 3)},
-            "pid": self.pid,
-            "version": __version__,
-            "schema_hash": schema_hash(sorted((t.name, t.schema_hash) for t in self.registry.tools.values())),
-            "plugins": [r.describe() for r in sorted(self.records.values(), key=lambda r: r.name)],
-        }
-
-
-def _env_number(environ: Mapping[str, str], name: str, default: Any, kind: type, minimum: float) -> Any:
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        value = None
-    if value is None or value < minimum:
-        raise ConfigError(f"{name}={raw!r} is not a valid value", f"Set {name} to a number of at least {minimum}, or unset it.")
-    return value

@@ -11,8 +11,9 @@ from __future__ import annotations
 import difflib
 import inspect
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
+from plexor.base import KernelBase
 from plexor.config import ConfigSpec, load_config_file, resolve_settings
 from plexor.errors import ConfigError, PlexorError, PluginError
 from plexor.registry import (
@@ -25,7 +26,6 @@ from plexor.registry import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.kernel import Kernel
     from plexor.records import PluginRecord
     from plexor.registry import ToolSpec
 
@@ -40,10 +40,10 @@ def _csv(value: str | None) -> list[str] | None:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-class Loader:
-    """The loading half of :class:`plexor.kernel.Kernel` (mixed in)."""
+class Loader(KernelBase):
+    """Loading plugins: the part of :class:`plexor.kernel.Kernel` that runs in state ``loading``."""
 
-    def load(self: Kernel) -> Kernel:
+    def load(self) -> Self:
         """Discover, import and register every plugin (state ``loading``); never raises for one plugin."""
         from plexor import __version__
         from plexor.records import PluginRecord, State
@@ -98,7 +98,7 @@ class Loader:
                                      + (f"; did you mean {near[0]!r}?" if near else f"; installed: {', '.join(sorted(self.records))}"))
         return self
 
-    def _attach_handle(self: Kernel, rec: PluginRecord) -> None:
+    def _attach_handle(self, rec: PluginRecord) -> None:
         from plexor.handle import PluginHandle
 
         def open_database() -> Any:  # for CLI commands: the served kernel opens it before startup
@@ -111,7 +111,7 @@ class Loader:
 
         rec.handle = PluginHandle(rec, open_database)
 
-    def _discover(self: Kernel) -> list[PluginRecord]:
+    def _discover(self) -> list[PluginRecord]:
         from importlib.metadata import entry_points
 
         from plexor.records import PluginRecord
@@ -122,7 +122,7 @@ class Loader:
             found.append(PluginRecord(ep.name, dist.name if dist else "?", dist.version if dist else "?", entry_point=ep))
         return found
 
-    def _load_one(self: Kernel, rec: PluginRecord) -> None:
+    def _load_one(self, rec: PluginRecord) -> None:
         from plexor.records import State
 
         rec._move(State.LOADING)
@@ -163,7 +163,7 @@ class Loader:
         except SystemExit as exc:  # a plugin calling sys.exit() at import must not stop the server
             self._fail_plugin(rec, RuntimeError(f"plugin called sys.exit({exc.code})"), "loading")
 
-    def _register_hooks(self: Kernel, rec: PluginRecord) -> None:
+    def _register_hooks(self, rec: PluginRecord) -> None:
         """Register the module with pluggy; a hook name that matches no hookspec fails the plugin."""
         specs = sorted(name for name in dir(self.pm.hook) if name.startswith("plexor_"))
         for attr in dir(rec.module):
@@ -182,7 +182,7 @@ class Loader:
                               "Compare its parameters with the hook's documentation (docs/authoring.md); "
                               "from 0.2 plexor_startup/plexor_shutdown take `plugin` (a PluginHandle).") from exc
 
-    def _refuse_clashes(self: Kernel, rec: PluginRecord, staged: Registry) -> None:
+    def _refuse_clashes(self, rec: PluginRecord, staged: Registry) -> None:
         owner = self.registry.namespaces.get(rec.namespace)
         clashes = self.registry.clashes(staged)
         if owner and owner != rec.name and staged.tools:
@@ -197,7 +197,7 @@ class Loader:
                 data={"clashes": [list(c) for c in clashes]},
             )
 
-    def _fail_plugin(self: Kernel, rec: PluginRecord, exc: BaseException, phase: str) -> None:
+    def _fail_plugin(self, rec: PluginRecord, exc: BaseException, phase: str) -> None:
         text = exc.render() if isinstance(exc, PlexorError) else f"{type(exc).__name__}: {exc}"
         rec.fail(f"{phase} failed: {text}")
         self.log.error("plugin_failed", plugin=rec.name, phase=phase, error=text,
@@ -211,40 +211,6 @@ class Loader:
         self.registry.remove_plugin(rec.name)
         if had_tools:
             self._notify("tools")
-
-    def _call(self: Kernel, rec: PluginRecord, hook: str, **kwargs: Any) -> Any:
-        """Call one plugin's implementation of ``hook`` (never the combined pluggy call)."""
-        for impl in getattr(self.pm.hook, hook).get_hookimpls():
-            if impl.plugin_name == rec.name:
-                return impl.function(*[kwargs[a] for a in impl.argnames])
-        return None
-
-    def has_hook(self: Kernel, rec: PluginRecord, hook: str) -> bool:
-        return any(i.plugin_name == rec.name for i in getattr(self.pm.hook, hook).get_hookimpls())
-
-    async def _call_async(self: Kernel, rec: PluginRecord, hook: str, **kwargs: Any) -> None:
-        """Call a hook that may return an awaitable (startup, shutdown), and await it."""
-        result = self._call(rec, hook, **kwargs)
-        if inspect.isawaitable(result):
-            await result
-
-    def plugin_guidance(self: Kernel, rec: PluginRecord, exc: BaseException, context: dict[str, Any]) -> Any:
-        """The plugin's own ``plexor_error_guidance`` answer (str, PlexorError or None); never raises."""
-        if not self.has_hook(rec, "plexor_error_guidance"):
-            return None
-        try:
-            advice = self._call(rec, "plexor_error_guidance", exception=exc, context=dict(context))
-        except Exception as hook_exc:  # noqa: BLE001
-            self.log.error("error_guidance_failed", plugin=rec.name, error=str(hook_exc))
-            return None
-        if inspect.isawaitable(advice):
-            if hasattr(advice, "close"):
-                advice.close()
-            self.log.error("error_guidance_async", plugin=rec.name, hint="plexor_error_guidance must be synchronous")
-            return None
-        if isinstance(advice, PlexorError) or (isinstance(advice, str) and advice.strip()):
-            return advice
-        return None
 
     @staticmethod
     def prepare_tool(spec: ToolSpec) -> None:

@@ -17,6 +17,7 @@ import traceback
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from plexor.base import KernelBase
 from plexor.context import Context
 from plexor.dispatch import Target, dispatch
 from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
@@ -24,7 +25,6 @@ from plexor.guidance import default_guidance, unknown_tool
 from plexor.results import Outcome, prompt_messages, resource_contents, tool_outcome
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.kernel import Kernel
     from plexor.records import PluginRecord
     from plexor.registry import ToolSpec
 
@@ -44,11 +44,11 @@ class Request:
     exchange: Any = None
 
 
-class Pipeline:
-    """The request half of :class:`plexor.kernel.Kernel` (mixed in; it uses the kernel's records and registry)."""
+class Pipeline(KernelBase):
+    """Serving requests: the part of :class:`plexor.kernel.Kernel` every request goes through."""
 
     # -- the shared steps ---------------------------------------------------------
-    async def run(self: Kernel, req: Request, plugin: str, t: Target, args: tuple[Any, ...] = (),
+    async def run(self, req: Request, plugin: str, t: Target, args: tuple[Any, ...] = (),
                   kwargs: dict[str, Any] | None = None, *, ready_required: bool = True, arguments: Any = None) -> Any:
         """Gate, count, build the context, dispatch and explain: the steps every request shares."""
         rec = self.records[plugin]
@@ -74,23 +74,23 @@ class Pipeline:
             if self._inflight == 0 and self._idle is not None:
                 self._idle.set()  # only drain() creates the event it waits on
 
-    async def _gate(self: Kernel, rec: PluginRecord, ready_required: bool) -> None:
+    async def _gate(self, rec: PluginRecord, ready_required: bool) -> None:
         import anyio
 
         from plexor.records import State
 
         if self.state in (State.DRAINING, State.STOPPED):
             raise NotReady("the server is shutting down", "Reconnect in a moment; a new server process will answer.")
-        if rec.state == State.READY:
+        if _can_serve(rec, ready_required):
             return
         if rec.state == State.STARTING and rec._started is not None and not rec._started.is_set():
             with anyio.move_on_after(self.start_wait):
                 await rec._started.wait()
-        if rec.state == State.READY or (rec.state == State.STARTING and not ready_required and rec._started.is_set()):
+        if _can_serve(rec, ready_required):
             return
         raise rec.handle.not_ready()
 
-    def explain(self: Kernel, exc: BaseException, context: dict[str, Any]) -> PlexorError:
+    def explain(self, exc: BaseException, context: dict[str, Any]) -> PlexorError:
         """Turn any exception into guidance: the plugin's own hook first, the kernel default last."""
         if isinstance(exc, PlexorError):
             return exc
@@ -111,7 +111,7 @@ class Pipeline:
         return default_guidance(exc, context)
 
     # -- tools ----------------------------------------------------------------------
-    def resolve_tool(self: Kernel, name: str) -> ToolSpec:
+    def resolve_tool(self, name: str) -> ToolSpec:
         spec = self.registry.tools.get(name)
         if spec is None and "." in name:
             spec = self.registry.tools.get(name.replace(".", self.separator, 1))
@@ -127,7 +127,7 @@ class Pipeline:
             raise unknown_tool(name, self.registry.tools, self.registry.namespaces, unavailable, self.separator)
         return spec
 
-    async def call_tool(self: Kernel, name: str, arguments: dict[str, Any] | None = None, *, session: Any = None,
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *, session: Any = None,
                         request_id: Any = None, progress_token: Any = None, close_sse_stream: Any = None,
                         exchange: Any = None) -> Outcome:
         """Run a tool and return its :class:`Outcome`; failures become error outcomes, never exceptions.
@@ -158,7 +158,7 @@ class Pipeline:
                 raise
             return self._error_outcome(group, spec, name, arguments, request_id)
 
-    def _error_outcome(self: Kernel, exc: BaseException, spec: ToolSpec | None, name: str, arguments: Any,
+    def _error_outcome(self, exc: BaseException, spec: ToolSpec | None, name: str, arguments: Any,
                        request_id: Any) -> Outcome:
         err = self.explain(exc, {"plugin": spec.plugin if spec else None, "tool": spec.name if spec else name,
                                  "arguments": arguments,
@@ -169,7 +169,7 @@ class Pipeline:
         return Outcome({"error": err.payload()}, err.render(), True, meta, err)
 
     # -- resources --------------------------------------------------------------------
-    def _find_resource(self: Kernel, uri: str) -> tuple[Any, dict[str, Any]]:
+    def _find_resource(self, uri: str) -> tuple[Any, dict[str, Any]]:
         spec = self.registry.resources.get(uri)
         if spec is not None:
             return spec, {}
@@ -187,7 +187,7 @@ class Pipeline:
         raise NotFound(f"no resource matches {uri!r} (unknown scheme {scheme!r})",
                        f"Known schemes: {schemes}. Call resources/list or resources/templates/list.")
 
-    async def read_resource(self: Kernel, uri: str, *, session: Any = None, request_id: Any = None,
+    async def read_resource(self, uri: str, *, session: Any = None, request_id: Any = None,
                             exchange: Any = None) -> list[dict[str, Any]]:
         """Read ``uri``; returns ``[{"uri", "mime_type", "text"|"blob"}]``. Raises :class:`PlexorError` subclasses."""
         spec, variables = self._find_resource(uri)
@@ -195,7 +195,7 @@ class Pipeline:
         value = await self.run(req, spec.plugin, spec.target, (), variables, ready_required=spec.ready_required)
         return resource_contents(uri, spec.mime_type, value)
 
-    async def list_resources(self: Kernel) -> list[dict[str, Any]]:
+    async def list_resources(self) -> list[dict[str, Any]]:
         """Fixed resources plus what each ready plugin's lister says exists now (a failing lister is logged)."""
         from plexor.records import State
 
@@ -212,7 +212,7 @@ class Pipeline:
         return out
 
     # -- prompts and completion -----------------------------------------------------------
-    async def get_prompt(self: Kernel, name: str, arguments: dict[str, Any] | None = None, *, session: Any = None,
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, *, session: Any = None,
                          request_id: Any = None, exchange: Any = None) -> tuple[str, list[dict[str, Any]]]:
         """Render a prompt: ``(description, [{"role", "text"}])``."""
         spec = self.registry.prompts.get(name) or self.registry.prompts.get(name.replace(".", self.separator, 1))
@@ -228,7 +228,7 @@ class Pipeline:
         value = await self.run(req, spec.plugin, spec.target, (), values, arguments=arguments)
         return spec.description, prompt_messages(value)
 
-    async def complete(self: Kernel, ref_uri: str, argument: str, value: str) -> tuple[list[str], bool]:
+    async def complete(self, ref_uri: str, argument: str, value: str) -> tuple[list[str], bool]:
         """Completions for a template variable (``completion/complete``): ``(values, has_more)``.
 
         At most 100 values are returned; ``has_more`` says the function offered more.
@@ -241,6 +241,14 @@ class Pipeline:
                                 ready_required=tmpl.ready_required)
         values = [str(v) for v in (await _materialise(result))[:101]]
         return values[:100], len(values) > 100
+
+
+def _can_serve(rec: PluginRecord, ready_required: bool) -> bool:
+    """Ready, or started (its startup hook finished) and warming up, for a target that answers while warming."""
+    from plexor.records import State
+
+    started = rec._started is not None and rec._started.is_set()
+    return rec.state == State.READY or (rec.state == State.STARTING and not ready_required and started)
 
 
 async def _materialise(items: Any) -> list[Any]:

@@ -120,7 +120,7 @@ def migrate(db: Any, plugin: str, models: list[Any], migrations: dict[int, Calla
         for version in range(current + 1, latest + 1):
             with db.atomic("IMMEDIATE") if is_sqlite else db.atomic():
                 if not is_sqlite and isinstance(db, peewee.PostgresqlDatabase):
-                    db.execute_sql("SELECT pg_advisory_xact_lock(%s)", (zlib.crc32(plugin.encode()),))
+                    db.execute_sql("SELECT pg_advisory_xact_lock(%s)", (zlib.crc32(plugin.encode()),))  # type: ignore[no-untyped-call]
                 if schema_version(db, plugin) >= version:  # another process got there first
                     continue
                 steps[version](db)

@@ -79,7 +79,8 @@ def _toml(value: Any, json: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)} = {_toml(v, json)}" for k, v in value.items()) + "}"
     # A JSON string without \u escapes for non-ASCII is a valid TOML basic string.
-    return json.dumps(str(value), ensure_ascii=False)
+    text: str = json.dumps(str(value), ensure_ascii=False)
+    return text
 
 
 class Harness:

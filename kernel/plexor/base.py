@@ -1,0 +1,152 @@
+"""What the kernel's parts share: its settings, plugin records, registry, pluggy manager and listeners.
+
+:class:`KernelBase` is the common ground of :mod:`plexor.loader` (loading),
+:mod:`plexor.pipeline` (requests) and :mod:`plexor.kernel` (the lifecycle),
+which :class:`plexor.kernel.Kernel` combines. It also calls hooks: always one
+plugin's implementation at a time, never pluggy's combined call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from plexor.config import Paths, paths
+from plexor.errors import ConfigError, PlexorError
+from plexor.records import PluginRecord, State, _Machine
+from plexor.registry import Registry
+
+__all__ = ["KernelBase"]
+
+
+class KernelBase(_Machine):
+    """The kernel's state; see :class:`plexor.kernel.Kernel` for the parameters."""
+
+    def __init__(
+        self,
+        plugins: Iterable[tuple[str, Any]] = (),
+        *,
+        load_entry_points: bool = True,
+        environ: Mapping[str, str] | None = None,
+        builtin: bool = True,
+    ) -> None:
+        self.environ = dict(os.environ if environ is None else environ)
+        self.paths: Paths = paths(self.environ)
+        self.state = State.CREATED
+        self.history: list[tuple[str, str]] = []
+        self.error: str | None = None
+        self.records: dict[str, PluginRecord] = {}
+        self.registry = Registry()
+        self.separator = self.environ.get("PLEXOR_SEPARATOR", "_") or "_"
+        if self.separator not in ("_", "-"):
+            raise ConfigError(
+                f"PLEXOR_SEPARATOR={self.separator!r} cannot join tool names",
+                "Use '_' (the default) or '-': tool names must match ^[A-Za-z0-9_-]{1,64}$ for every major LLM API.",
+            )
+        self.page_size = _env_number(self.environ, "PLEXOR_PAGE_SIZE", 100, int, minimum=1)
+        self.start_wait = _env_number(self.environ, "PLEXOR_START_WAIT", 15.0, float, minimum=0)
+        self.started_at = time.time()
+        self.pid = os.getpid()
+        self._extra = list(plugins)
+        self._load_entry_points = load_entry_points
+        self._builtin = builtin
+        self._config: dict[str, Any] = {}
+        self._inflight = 0
+        self._idle: Any = None
+        self._listeners: list[Callable[[str], Any]] = []
+        self._pm: Any = None
+        from plexor.log import configure, get_logger
+
+        if "PLEXOR_LOG_LEVEL" in self.environ:
+            configure(self.environ["PLEXOR_LOG_LEVEL"])
+        self.log = get_logger("plexor")
+
+    @property
+    def pm(self) -> Any:
+        """This kernel's pluggy manager: made per kernel (a factory, not an import-time global)."""
+        if self._pm is None:
+            import pluggy
+
+            from plexor import hookspecs
+
+            self._pm = pluggy.PluginManager("plexor")
+            self._pm.add_hookspecs(hookspecs)
+        return self._pm
+
+    # -- hooks, one plugin at a time ----------------------------------------------------
+    def _call(self, rec: PluginRecord, hook: str, **kwargs: Any) -> Any:
+        """Call one plugin's implementation of ``hook`` (never the combined pluggy call)."""
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            if impl.plugin_name == rec.name:
+                return impl.function(*[kwargs[a] for a in impl.argnames])
+        return None
+
+    def has_hook(self, rec: PluginRecord, hook: str) -> bool:
+        return any(i.plugin_name == rec.name for i in getattr(self.pm.hook, hook).get_hookimpls())
+
+    async def _call_async(self, rec: PluginRecord, hook: str, **kwargs: Any) -> None:
+        """Call a hook that may return an awaitable (startup, shutdown), and await it."""
+        result = self._call(rec, hook, **kwargs)
+        if inspect.isawaitable(result):
+            await result
+
+    def plugin_guidance(self, rec: PluginRecord, exc: BaseException, context: dict[str, Any]) -> Any:
+        """The plugin's own ``plexor_error_guidance`` answer (str, PlexorError or None); never raises."""
+        if not self.has_hook(rec, "plexor_error_guidance"):
+            return None
+        try:
+            advice = self._call(rec, "plexor_error_guidance", exception=exc, context=dict(context))
+        except Exception as hook_exc:  # noqa: BLE001
+            self.log.error("error_guidance_failed", plugin=rec.name, error=str(hook_exc))
+            return None
+        if inspect.isawaitable(advice):
+            if hasattr(advice, "close"):
+                advice.close()
+            self.log.error("error_guidance_async", plugin=rec.name, hint="plexor_error_guidance must be synchronous")
+            return None
+        if isinstance(advice, PlexorError) or (isinstance(advice, str) and advice.strip()):
+            return advice
+        return None
+
+    # ----------------------------------------------------------------- listeners
+    def on_change(self, callback: Callable[[str], Any]) -> Callable[[], None]:
+        """Call ``callback(kind)`` when the set of tools/resources/prompts changes; returns an unsubscribe."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def _notify(self, kind: str) -> None:
+        for cb in list(self._listeners):
+            try:
+                cb(kind)
+            except Exception:  # noqa: BLE001
+                self.log.debug("listener_failed", kind=kind)
+
+    # ------------------------------------------------------------------- health
+    def health(self) -> dict[str, Any]:
+        from plexor import __version__
+        from plexor.schema import schema_hash
+
+        return {
+            "kernel": {"state": self.state.value, "version": __version__, "pid": self.pid,
+                       "uptime_seconds": round(time.time() - self.started_at, 3)},
+            "pid": self.pid,
+            "version": __version__,
+            "schema_hash": schema_hash(sorted((t.name, t.schema_hash) for t in self.registry.tools.values())),
+            "plugins": [r.describe() for r in sorted(self.records.values(), key=lambda r: r.name)],
+        }
+
+
+def _env_number(environ: Mapping[str, str], name: str, default: Any, kind: type, minimum: float) -> Any:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ConfigError(f"{name}={raw!r} is not a valid value", f"Set {name} to a number of at least {minimum}, or unset it.")
+    return value
