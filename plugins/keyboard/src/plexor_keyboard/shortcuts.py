@@ -1,5 +1,9 @@
 """Parsing keyboard shortcuts ("cmd+shift+4", "⌘⇧4", "ctrl-alt-delete") into modifiers and one main key.
 
+:func:`parse_shortcut` runs four steps: split the text into tokens, read the tokens
+as keys (longest key name first), separate the modifiers from the one main key, and
+describe the result with Apple's order and event flags.
+
 Modifier flags are the device-independent bits shared by ``NSEventModifierFlags``
 and ``CGEventFlags`` (AppKit NSEvent.h, CoreGraphics CGEventTypes.h, both from
 IOKit's IOLLEvent.h): Caps Lock 1<<16, Shift 1<<17, Control 1<<18, Option 1<<19,
@@ -14,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from plexor import InvalidArgument
-from plexor_keyboard.catalog import MAX_INPUT, Catalog, Entry, Key
+from plexor_keyboard.catalog import Catalog
+from plexor_keyboard.model import MAX_INPUT, Entry, Key
 
 __all__ = ["MODIFIERS", "parse_shortcut"]
 
@@ -57,6 +62,8 @@ for _m in MODIFIERS:
     if _m.right:
         _BY_CONSTANT[_m.right] = (_m, "right")
 
+_SHIFT = next(m for m in MODIFIERS if m.family == "shift")
+
 # Glyphs that may be glued to what follows ("⌘⇧4"); "^" is the caret notation for Control ("^C").
 _GLUED = {"⌘": "⌘", "⇧": "⇧", "⌥": "⌥", "⌃": "⌃", "^": "⌃", "⇪": "⇪", "🌐": "🌐"}
 _SEPARATORS = "+-"
@@ -69,83 +76,238 @@ class _Token:
     sep: str  # what stood before it: "" (glued or first), " ", "+", "-"
 
 
-def _tokenize(text: str) -> list[_Token]:
-    s = unicodedata.normalize("NFKC", text).replace("\ufe0f", "").replace("\ufe0e", "").strip()
+@dataclass
+class _Held:
+    """One modifier family in the shortcut, with every side and key that named it."""
+
+    mod: Modifier
+    sides: list[str]
+    keys: list[Key]
+    written: list[str]
+    implied: bool = False
+
+    def also(self, side: str, key: Key, written: str) -> None:
+        if side not in self.sides:
+            self.sides.append(side)
+            self.keys.append(key)
+            self.written.append(written)
+
+
+Read = list[tuple[str, Entry]]  # each key as written, with what it resolved to
+
+
+# --------------------------------------------------------------- 1. tokens
+def _clean(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).replace("\ufe0f", "").replace("\ufe0e", "").strip()
+
+
+def _word_end(s: str, i: int) -> int:
+    while i < len(s) and not s[i].isspace() and s[i] not in _SEPARATORS:
+        i += 1
+    return i
+
+
+def _peel_glyphs(word: str, sep: str) -> list[_Token]:
+    """Modifier glyphs glued to the front of a word are tokens of their own: "⌘⇧4" -> ⌘ ⇧ 4."""
     tokens: list[_Token] = []
-    i, n = 0, len(s)
-    expect = True
-    sep = ""
-    while i < n:
-        c = s[i]
-        if c.isspace():
-            if not expect and sep not in ("+", "-"):
-                sep = " "
-            i += 1
-            continue
-        if c in _SEPARATORS and not expect and s[i + 1:].strip():
-            sep = c  # a separator between two tokens ("cmd+c", "ctrl - alt")
-            expect = True
-            i += 1
-            continue
-        if c in _SEPARATORS:
-            # where a key is expected, or at the very end, '+' and '-' are keys ("cmd++", "⌘-")
-            tokens.append(_Token(c, sep))
-            i += 1
-        else:
-            j = i
-            while j < n and not s[j].isspace() and s[j] not in _SEPARATORS:
-                j += 1
-            word = s[i:j]
-            i = j
-            # peel glued modifier glyphs off the front: "⌘⇧4" -> ⌘ ⇧ 4
-            first = True
-            while len(word) > 1 and word[0] in _GLUED:
-                tokens.append(_Token(_GLUED[word[0]], sep if first else ""))
-                word = word[1:]
-                first = False
-            tokens.append(_Token(word, sep if first else ""))
-        sep = ""
-        expect = False
+    while len(word) > 1 and word[0] in _GLUED:
+        tokens.append(_Token(_GLUED[word[0]], "" if tokens else sep))
+        word = word[1:]
+    tokens.append(_Token(word, "" if tokens else sep))
     return tokens
 
 
-def _resolve(tokens: list[_Token], catalog: Catalog, shortcut: str, merge: bool = True) -> list[tuple[str, Entry]]:
+def _tokenize(text: str) -> list[_Token]:
+    """The words and glyphs of ``text``, each with the separator that stood before it."""
+    s = _clean(text)
+    tokens: list[_Token] = []
+    i = 0
+    expect_key = True  # at the start and after a separator, '+' and '-' are keys ("cmd++", "⌘-")
+    sep = ""
+    while i < len(s):
+        c = s[i]
+        if c.isspace():
+            if not expect_key and sep not in ("+", "-"):
+                sep = " "
+            i += 1
+        elif c in _SEPARATORS and not expect_key and s[i + 1:].strip():
+            sep, expect_key = c, True  # a separator between two tokens ("cmd+c", "ctrl - alt")
+            i += 1
+        else:
+            word = c if c in _SEPARATORS else s[i:_word_end(s, i)]
+            tokens.extend(_peel_glyphs(word, sep))
+            i += len(word)
+            sep, expect_key = "", False
+    return tokens
+
+
+# --------------------------------------------------------------- 2. keys
+def _longest_name_at(tokens: list[_Token], i: int, catalog: Catalog) -> tuple[int, Entry] | None:
+    """The widest run of 2-4 tokens from ``i``, joined by spaces or '-', that names a key ("page down")."""
+    for width in (4, 3, 2):
+        span = tokens[i:i + width]
+        if len(span) < width or any(t.sep not in (" ", "-") for t in span[1:]):
+            continue
+        entry = catalog.exact(" ".join(t.text for t in span))
+        if entry is not None:
+            return width, entry
+    return None
+
+
+def _one_key(text: str, catalog: Catalog, shortcut: str) -> Entry:
+    entry = catalog.exact(text)
+    if entry is None:
+        near = catalog.suggest(text, limit=1)
+        hint = f"Did you mean {near[0]['key']['name']!r}? " if near else ""
+        raise InvalidArgument(
+            f"{text!r} in the shortcut {shortcut!r} is not a key name",
+            hint + _EXAMPLES + " keyboard_lookup_keycode with fuzzy=true finds misspelt keys.",
+            data={"shortcut": shortcut, "token": text},
+        )
+    return entry
+
+
+def _resolve(tokens: list[_Token], catalog: Catalog, shortcut: str, merge: bool = True) -> Read:
     """Greedy longest match: "page down" and "right command" are one key even when spaced."""
-    out: list[tuple[str, Entry]] = []
+    out: Read = []
     i = 0
     while i < len(tokens):
-        hit: tuple[int, Entry] | None = None
-        for width in (4, 3, 2) if merge else ():
-            if i + width > len(tokens):
-                continue
-            span = tokens[i:i + width]
-            if any(t.sep not in (" ", "-") for t in span[1:]):
-                continue
-            entry = catalog.exact(" ".join(t.text for t in span))
-            if entry is not None:
-                hit = (width, entry)
-                break
-        if hit is None:
-            text = tokens[i].text
-            entry = catalog.exact(text)
-            if entry is None:
-                near = catalog.suggest(text, limit=1)
-                hint = f"Did you mean {near[0]['key']['name']!r}? " if near else ""
-                raise InvalidArgument(
-                    f"{text!r} in the shortcut {shortcut!r} is not a key name",
-                    hint + _EXAMPLES + " keyboard_lookup_keycode with fuzzy=true finds misspelt keys.",
-                    data={"shortcut": shortcut, "token": text},
-                )
-            hit = (1, entry)
-        width, entry = hit
+        hit = _longest_name_at(tokens, i, catalog) if merge else None
+        width, entry = hit if hit is not None else (1, _one_key(tokens[i].text, catalog, shortcut))
         out.append((" ".join(t.text for t in tokens[i:i + width]), entry))
         i += width
     return out
 
 
+def _is_modifier(entry: Entry) -> bool:
+    return entry.key.constant in _BY_CONSTANT
+
+
+def _read_keys(shortcut: str, catalog: Catalog) -> Read:
+    """The keys of ``shortcut``, in the order written."""
+    tokens = _tokenize(shortcut)
+    read = _resolve(tokens, catalog, shortcut)
+    side_last = any(" " in w and w.lower().rsplit(" ", 1)[1] in ("left", "right") for w, _ in read)
+    if side_last and all(_is_modifier(e) for _, e in read):
+        # "shift right" read as Right Shift leaves no main key; word by word it is Shift + Right Arrow
+        # ("right shift", side first, stays the modifier's name)
+        unmerged = _resolve(tokens, catalog, shortcut, merge=False)
+        if sum(not _is_modifier(e) for _, e in unmerged) == 1:
+            return unmerged
+    return read
+
+
+# --------------------------------------------------------------- 3. modifiers and the main key
+def _separate(read: Read) -> tuple[dict[str, _Held], Read]:
+    """The modifiers held (by family, in the order first written) and the other keys."""
+    held: dict[str, _Held] = {}
+    others: Read = []
+    for written, entry in read:
+        found = _BY_CONSTANT.get(entry.key.constant)
+        if found is None:
+            others.append((written, entry))
+            continue
+        mod, side = found
+        # an unqualified "cmd" names either Command key; "right cmd" / "lcmd" name one side
+        if side == "left" and entry.kind != "side":
+            side = "either"
+        if mod.family in held:
+            held[mod.family].also(side, entry.key, written)
+        else:
+            held[mod.family] = _Held(mod, [side], [entry.key], [written])
+    return held, others
+
+
+def _the_main_key(shortcut: str, read: Read, held: dict[str, _Held], others: Read) -> tuple[str, Entry]:
+    """The one key that is not a modifier; an error when there is none or several."""
+    if not others:
+        listed = ", ".join(w for w, _ in read)
+        raise InvalidArgument(
+            f"the shortcut {shortcut!r} has no main key, only modifiers ({listed})",
+            "Add the key pressed together with them, e.g. 'cmd+shift+4'. To look up a modifier key itself, "
+            "use keyboard_lookup_keycode.",
+            data={"shortcut": shortcut, "modifiers": [h.mod.name for h in held.values()]},
+        )
+    if len(others) > 1:
+        listed = ", ".join(f"{w!r} ({e.key.name})" for w, e in others)
+        raise InvalidArgument(
+            f"the shortcut {shortcut!r} has {len(others)} main keys: {listed}",
+            "A shortcut is any number of modifiers (⌃ ⌥ ⇧ ⌘ fn) plus exactly one other key; give a sequence as "
+            "separate shortcuts. If these words are one key's name, check its spelling with keyboard_lookup_keycode.",
+            data={"shortcut": shortcut, "main_keys": [e.key.constant for _, e in others]},
+        )
+    return others[0]
+
+
+def _imply_shift(held: dict[str, _Held], main: Entry, catalog: Catalog) -> bool:
+    """A shifted symbol as the main key ("cmd+?") holds Shift even when the shortcut does not say it."""
+    if not main.shifted or "shift" in held:
+        return False
+    held["shift"] = _Held(_SHIFT, ["either"], [catalog.by_constant[_SHIFT.left]], [], implied=True)
+    return True
+
+
+# --------------------------------------------------------------- 4. the answer
 def _flag(mod: Modifier) -> dict[str, Any]:
     mask = 1 << mod.bit
     return {"mask": mask, "hex": f"0x{mask:X}", "bit": mod.bit, "nsevent": mod.nsevent, "cgevent": mod.cgevent}
+
+
+def _device_mask(h: _Held) -> int:
+    """The side-specific device bits of the sides named (0 when no side was)."""
+    device = 0
+    for side in h.sides:
+        if side == "left" and h.mod.left_device_mask:
+            device |= h.mod.left_device_mask
+        elif side == "right" and h.mod.right_device_mask:
+            device |= h.mod.right_device_mask
+    return device
+
+
+def _describe_modifier(h: _Held) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "modifier": h.mod.family,
+        "name": h.mod.name,
+        "glyph": h.mod.glyph,
+        "side": h.sides[0] if len(h.sides) == 1 else "both",
+        "key": h.keys[0].to_dict(),
+        "flag": _flag(h.mod),
+    }
+    if len(h.keys) > 1:
+        item["keys"] = [k.to_dict() for k in h.keys]
+    device = _device_mask(h)
+    if device:
+        item["device_mask"] = {"mask": device, "hex": f"0x{device:X}"}
+    if h.implied:
+        item["implied"] = True
+    return item
+
+
+def _describe(shortcut: str, held: dict[str, _Held], written_key: str, main: Entry, shift_implied: bool) -> dict[str, Any]:
+    ordered = sorted(held.values(), key=lambda h: h.mod.order)
+    flags = 0
+    for h in ordered:
+        flags |= 1 << h.mod.bit
+    key = main.key
+    out: dict[str, Any] = {
+        "found": True,
+        "shortcut": shortcut,
+        "canonical": "".join(h.mod.glyph for h in ordered) + key.symbol,
+        "canonical_text": "-".join([h.mod.name for h in ordered] + [key.name]),
+        "modifiers": [_describe_modifier(h) for h in ordered],
+        "key": key.to_dict(),
+        "modifier_flags": flags,
+        "modifier_flags_hex": f"0x{flags:X}",
+    }
+    if main.alternatives:
+        out["key_alternatives"] = [k.to_dict() for k in main.alternatives]
+        if main.note:
+            out["note"] = main.note
+    if shift_implied:
+        out["shift_implied"] = True
+        out["note"] = (f"{written_key!r} is typed with Shift + {key.name}, so the event carries Shift "
+                       f"(0x{1 << _SHIFT.bit:X}) with the {key.name} key's code.")
+    return out
 
 
 def parse_shortcut(shortcut: str, catalog: Catalog) -> dict[str, Any]:
@@ -154,102 +316,8 @@ def parse_shortcut(shortcut: str, catalog: Catalog) -> dict[str, Any]:
         raise InvalidArgument("shortcut is empty", _EXAMPLES)
     if len(shortcut) > MAX_INPUT:
         raise InvalidArgument(f"shortcut is {len(shortcut)} characters long", f"Keep it under {MAX_INPUT} characters.")
-    tokens = _tokenize(shortcut)
-    resolved = _resolve(tokens, catalog, shortcut)
-    if all(e.key.constant in _BY_CONSTANT for _, e in resolved) and any(
-            " " in w and w.lower().rsplit(" ", 1)[1] in ("left", "right") for w, _ in resolved):
-        # "shift right" read as Right Shift leaves no main key; word by word it is Shift + Right Arrow
-        # ("right shift", side first, stays the modifier's name)
-        unmerged = _resolve(tokens, catalog, shortcut, merge=False)
-        if sum(e.key.constant not in _BY_CONSTANT for _, e in unmerged) == 1:
-            resolved = unmerged
-    mods: dict[str, dict[str, Any]] = {}
-    main: list[tuple[str, Entry]] = []
-    for written, entry in resolved:
-        found = _BY_CONSTANT.get(entry.key.constant)
-        if found is None:
-            main.append((written, entry))
-            continue
-        mod, side = found
-        # an unqualified "cmd" names either Command key; "right cmd" / "lcmd" name one side
-        if side == "left" and entry.kind != "side":
-            side = "either"
-        have = mods.get(mod.family)
-        if have is None:
-            mods[mod.family] = {"mod": mod, "sides": [side], "keys": [entry.key], "written": [written]}
-        elif side not in have["sides"]:
-            have["sides"].append(side)
-            have["keys"].append(entry.key)
-            have["written"].append(written)
-    if not main:
-        names = ", ".join(w for w, _ in resolved)
-        raise InvalidArgument(
-            f"the shortcut {shortcut!r} has no main key, only modifiers ({names})",
-            "Add the key pressed together with them, e.g. 'cmd+shift+4'. To look up a modifier key itself, "
-            "use keyboard_lookup_keycode.",
-            data={"shortcut": shortcut, "modifiers": [m["mod"].name for m in mods.values()]},
-        )
-    if len(main) > 1:
-        listed = ", ".join(f"{w!r} ({e.key.name})" for w, e in main)
-        raise InvalidArgument(
-            f"the shortcut {shortcut!r} has {len(main)} main keys: {listed}",
-            "A shortcut is any number of modifiers (⌃ ⌥ ⇧ ⌘ fn) plus exactly one other key; give a sequence as "
-            "separate shortcuts. If these words are one key's name, check its spelling with keyboard_lookup_keycode.",
-            data={"shortcut": shortcut, "main_keys": [e.key.constant for _, e in main]},
-        )
-    written_key, key_entry = main[0]
-    key: Key = key_entry.key
-    shift_implied = key_entry.shifted and "shift" not in mods
-    if shift_implied:
-        shift = next(m for m in MODIFIERS if m.family == "shift")
-        mods["shift"] = {"mod": shift, "sides": ["either"], "keys": [catalog.by_constant[shift.left]],
-                         "written": [], "implied": True}
-    ordered = sorted(mods.values(), key=lambda m: m["mod"].order)
-    modifiers = []
-    flags = 0
-    for m in ordered:
-        mod: Modifier = m["mod"]
-        flags |= 1 << mod.bit
-        sides = m["sides"]
-        side = sides[0] if len(sides) == 1 else "both"
-        item: dict[str, Any] = {
-            "modifier": mod.family,
-            "name": mod.name,
-            "glyph": mod.glyph,
-            "side": "only" if side == "only" else side,
-            "key": m["keys"][0].to_dict(),
-            "flag": _flag(mod),
-        }
-        if len(m["keys"]) > 1:
-            item["keys"] = [k.to_dict() for k in m["keys"]]
-        device = 0
-        for s in sides:
-            if s == "left" and mod.left_device_mask:
-                device |= mod.left_device_mask
-            elif s == "right" and mod.right_device_mask:
-                device |= mod.right_device_mask
-        if device:
-            item["device_mask"] = {"mask": device, "hex": f"0x{device:X}"}
-        if m.get("implied"):
-            item["implied"] = True
-        modifiers.append(item)
-    glyphs = "".join(m["mod"].glyph for m in ordered)
-    out: dict[str, Any] = {
-        "found": True,
-        "shortcut": shortcut,
-        "canonical": glyphs + key.symbol,
-        "canonical_text": "-".join([m["mod"].name for m in ordered] + [key.name]),
-        "modifiers": modifiers,
-        "key": key.to_dict(),
-        "modifier_flags": flags,
-        "modifier_flags_hex": f"0x{flags:X}",
-    }
-    if key_entry.alternatives:
-        out["key_alternatives"] = [k.to_dict() for k in key_entry.alternatives]
-        if key_entry.note:
-            out["note"] = key_entry.note
-    if shift_implied:
-        out["shift_implied"] = True
-        out["note"] = (f"{written_key!r} is typed with Shift + {key.name}, so the event carries Shift "
-                       f"(0x{1 << 17:X}) with the {key.name} key's code.")
-    return out
+    read = _read_keys(shortcut, catalog)
+    held, others = _separate(read)
+    written_key, main = _the_main_key(shortcut, read, held, others)
+    shift_implied = _imply_shift(held, main, catalog)
+    return _describe(shortcut, held, written_key, main, shift_implied)
