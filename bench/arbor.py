@@ -69,7 +69,7 @@ class Backend:
         self.store: Any = None
 
     async def __aenter__(self) -> Backend:
-        from plexor.kernel import Kernel
+        from plexor.core.kernel import Kernel
 
         self.kernel = Kernel(environ=_kernel_env(self.home, self.url))
         await self.kernel.start()

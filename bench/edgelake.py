@@ -143,7 +143,7 @@ async def run(ports: dict[str, int], calls: int, rounds: int) -> dict[tuple[str,
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from plexor.kernel import Kernel
+    from plexor.core.kernel import Kernel
 
     home = Path(tempfile.mkdtemp(prefix="plexor-bench-edgelake-"))
     (home / "config").mkdir()

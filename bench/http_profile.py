@@ -171,7 +171,7 @@ def plexor_app(name: str = "plexor"):
     import mcp_types as types
     from mcp.server.lowlevel.server import HandlerEntry
 
-    from plexor.kernel import Kernel
+    from plexor.core.kernel import Kernel
     from plexor.transports import HttpOptions, build_http_app
 
     kernel = Kernel()

@@ -141,7 +141,7 @@ def main() -> int:
 
 
 def tool_call_row(catalog: Any) -> dict[str, Any]:
-    from plexor.kernel import Kernel
+    from plexor.core.kernel import Kernel
 
     async def run() -> tuple[list[float], list[float]]:
         with tempfile.TemporaryDirectory() as home:

@@ -8,8 +8,8 @@ import pytest
 from conftest import make_plugin
 
 from plexor import Context
-from plexor.config import paths
-from plexor.kernel import Kernel, State
+from plexor.core.config import paths
+from plexor.core.kernel import Kernel, State
 
 pytestmark = pytest.mark.anyio
 

@@ -6,7 +6,7 @@ import anyio
 import pytest
 from conftest import make_plugin, tools_plugin
 
-from plexor.kernel import TRANSITIONS, Kernel, State
+from plexor.core.kernel import TRANSITIONS, Kernel, State
 
 pytestmark = pytest.mark.anyio
 

@@ -155,7 +155,7 @@ async def test_services_are_typed_and_say_not_ready_until_provided(plexor):
 
 
 async def test_a_subclass_provided_as_itself_serves_lookups_by_its_base(plexor_home):
-    from plexor.kernel import Kernel
+    from plexor.core.kernel import Kernel
 
     class Base:
         pass

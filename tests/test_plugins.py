@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import install_fake_dist, make_plugin, tools_plugin
 
-from plexor.kernel import Kernel, State
+from plexor.core.kernel import Kernel, State
 
 GOOD = """
 from plexor import hookimpl

@@ -9,7 +9,7 @@ import pytest
 from conftest import make_plugin
 
 from plexor import Context
-from plexor.kernel import State
+from plexor.core.kernel import State
 
 pytestmark = pytest.mark.anyio
 

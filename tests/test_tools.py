@@ -298,7 +298,7 @@ async def test_tools_list_changed_is_sent_when_a_plugin_fails_at_startup(plexor)
 
     from mcp import Client
 
-    from plexor.kernel import Kernel
+    from plexor.core.kernel import Kernel
     from plexor.server import build_server
 
     kernel = Kernel([("late", plugin)], load_entry_points=False, environ=plexor.environ())
@@ -407,7 +407,7 @@ async def test_a_parameter_can_be_mirrored_into_an_http_header(plexor_home):
     from mcp import Client
 
     from plexor import PluginError
-    from plexor.schema import analyse
+    from plexor.core.schema import analyse
 
     def route(region: Annotated[str, Header("Region")], n: int = 1) -> dict:
         """Route."""

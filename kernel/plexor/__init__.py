@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pluggy
 
     from plexor.asking import AskError, Elicit, ListRoots, Sample
-    from plexor.config import ConfigSpec, Settings
+    from plexor.core.config import ConfigSpec, Settings
     from plexor.params import Header
 
     hookimpl: pluggy.HookimplMarker
@@ -73,8 +73,8 @@ def __getattr__(name: str) -> Any:
 
 
 _LAZY = {"AskError": "plexor.asking", "Elicit": "plexor.asking", "ListRoots": "plexor.asking",
-         "Sample": "plexor.asking", "Header": "plexor.params", "ConfigSpec": "plexor.config",
-         "Settings": "plexor.config"}
+         "Sample": "plexor.asking", "Header": "plexor.params", "ConfigSpec": "plexor.core.config",
+         "Settings": "plexor.core.config"}
 
 __all__ = [
     "AskError",

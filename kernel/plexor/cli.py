@@ -42,7 +42,7 @@ class PluginGroup(click.Group):
             return self._plugin_commands
         self._plugin_commands = {}
         self._clash_errors = []
-        from plexor.kernel import Kernel
+        from plexor.core.kernel import Kernel
 
         _quiet_logs()
         try:
@@ -130,8 +130,8 @@ def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
     """
     import anyio
 
+    from plexor.core.kernel import Kernel
     from plexor.errors import ConfigError
-    from plexor.kernel import Kernel
 
     environ = dict(os.environ)
     if plugins is not None:
@@ -209,14 +209,14 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
         return
     if workers > 1 and (transport != "http" or not stateless):
         raise click.UsageError("--workers N needs --transport http --stateless: MCP sessions cannot span processes")
-    from plexor.kernel import Kernel
+    from plexor.core.kernel import Kernel
 
     try:
         kernel = Kernel()
         if transport == "stdio":
             # Only the config file is checked now: under stdio the kernel loads the
             # plugins right after answering the handshake (see transports.serve_stdio).
-            from plexor.config import load_config_file
+            from plexor.core.config import load_config_file
 
             load_config_file(kernel.paths.config_file)
         else:
@@ -347,8 +347,8 @@ def plugins_cmd(as_json: bool) -> None:
 def tools_cmd(as_json: bool) -> None:
     """List every tool with its description and input schema."""
     _quiet_logs()
+    from plexor.core.kernel import Kernel
     from plexor.errors import ConfigError
-    from plexor.kernel import Kernel
 
     try:
         kernel = Kernel()
@@ -447,7 +447,7 @@ def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def paths_cmd(as_json: bool) -> None:
     """Show the config, data and log directories (PLEXOR_HOME moves them all)."""
-    from plexor.config import paths
+    from plexor.core.config import paths
 
     p = paths()
     data = {"config_dir": str(p.config_dir), "config_file": str(p.config_file), "data_dir": str(p.data_dir),

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.base import KernelBase
-    from plexor.config import Settings
+    from plexor.core.base import KernelBase
+    from plexor.core.config import Settings
     from plexor.handle import PluginHandle
 
 T = TypeVar("T")

@@ -50,7 +50,7 @@ class DaemonError(RuntimeError):
 
 # ------------------------------------------------------------------ registry
 def _data_dir(environ: dict[str, str] | None = None) -> Path:
-    from plexor.config import paths
+    from plexor.core.config import paths
 
     return paths(environ if environ is not None else dict(os.environ)).data_dir
 
@@ -139,7 +139,7 @@ def start_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0) -
     """Start a daemon process for this data directory and wait until it is healthy; returns its registry."""
     env = dict(os.environ if environ is None else environ)
     path = registry_path(env)
-    from plexor.config import paths
+    from plexor.core.config import paths
 
     log_dir = paths(env).log_dir
     log_dir.mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from plexor.errors import NotReady
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.config import Settings
-    from plexor.kernel import PluginRecord
+    from plexor.core.config import Settings
+    from plexor.core.kernel import PluginRecord
 
 __all__ = ["PluginHandle"]
 

@@ -25,15 +25,15 @@ import pluggy
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import click
 
-    from plexor.config import ConfigSpec, Settings
-    from plexor.handle import PluginHandle
-    from plexor.registry import (
+    from plexor.core.config import ConfigSpec, Settings
+    from plexor.core.registry import (
         ModelRegistrar,
         PromptRegistrar,
         ResourceRegistrar,
         TemplateRegistrar,
         ToolRegistrar,
     )
+    from plexor.handle import PluginHandle
 
 hookspec = pluggy.HookspecMarker("plexor")
 

@@ -26,8 +26,8 @@ from mcp.shared.exceptions import MCPError
 
 from plexor import __version__
 from plexor.asking import AskError, Exchange, InputRequired, client_capabilities
+from plexor.core.kernel import Kernel
 from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
-from plexor.kernel import Kernel
 
 __all__ = ["RESOURCE_NOT_FOUND", "build_server"]
 
@@ -133,7 +133,7 @@ class Boot:
     async def _run(self) -> None:
         import anyio
 
-        from plexor.kernel import State
+        from plexor.core.kernel import State
 
         await anyio.sleep(0)  # let the pending response be written first
         try:

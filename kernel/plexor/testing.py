@@ -114,7 +114,7 @@ class Harness:
         env: dict[str, str] | None = None,
     ) -> AsyncIterator[Any]:
         """A started kernel with ``plugins`` (objects) and/or ``installed`` (entry-point names); stopped afterwards."""
-        from plexor.kernel import Kernel
+        from plexor.core.kernel import Kernel
 
         kernel = Kernel(list(plugins), load_entry_points=installed is not None, environ=self.environ(installed, env))
         await kernel.start()

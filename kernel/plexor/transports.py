@@ -28,7 +28,7 @@ from typing import Any
 
 from mcp.server.streamable_http import EventStore  # already loaded by mcp.server.lowlevel
 
-from plexor.kernel import Kernel, State
+from plexor.core.kernel import Kernel, State
 
 __all__ = ["HttpOptions", "build_http_app", "is_loopback", "serve_http", "serve_stdio", "worker_app"]
 
@@ -432,7 +432,7 @@ def _uvicorn_config(app: Any, opts: HttpOptions, **extra: Any) -> Any:
 
 def worker_app() -> Any:
     """App factory for ``--workers`` (uvicorn imports ``plexor.transports:worker_app`` in each worker)."""
-    from plexor.kernel import Kernel
+    from plexor.core.kernel import Kernel
     from plexor.log import configure
 
     configure(os.environ.get("PLEXOR_LOG_LEVEL") or "warning")

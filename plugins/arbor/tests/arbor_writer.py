@@ -17,7 +17,7 @@ from pathlib import Path
 
 import anyio
 
-from plexor.kernel import Kernel
+from plexor.core.kernel import Kernel
 
 
 async def main() -> None:

@@ -18,8 +18,8 @@ import enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plexor.config import Settings
-from plexor.registry import Registry
+from plexor.core.config import Settings
+from plexor.core.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.handle import PluginHandle

@@ -1,6 +1,6 @@
-"""The kernel: loading (:mod:`plexor.loader`), requests (:mod:`plexor.pipeline`) and, here, the lifecycle.
+"""The kernel: loading (:mod:`plexor.core.loader`), requests (:mod:`plexor.core.pipeline`) and, here, the lifecycle.
 
-The states and their legal transitions are in :mod:`plexor.records`;
+The states and their legal transitions are in :mod:`plexor.core.records`;
 ``docs/lifecycle.md`` draws them. This module starts plugins, drains
 in-flight requests of every kind, runs shutdown hooks and closes storage.
 """
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from plexor.core.loader import BUILTIN, Loader
+from plexor.core.pipeline import Pipeline
+from plexor.core.records import TRANSITIONS, PluginRecord, State
+from plexor.core.results import Outcome, to_json
 from plexor.errors import NotFound
-from plexor.loader import BUILTIN, Loader
-from plexor.pipeline import Pipeline
-from plexor.records import TRANSITIONS, PluginRecord, State
-from plexor.results import Outcome, to_json
 
 __all__ = ["BUILTIN", "TRANSITIONS", "Kernel", "Outcome", "PluginRecord", "State", "to_json"]
 
@@ -70,7 +70,7 @@ class Kernel(Loader, Pipeline):
                 # cannot describe fails this plugin here, not a later tools/list.
                 self.prepare_tool(spec)
             if rec.registry.models:
-                from plexor.storage import migrate, open_database
+                from plexor.core.storage import migrate, open_database
 
                 url = rec.settings.get("database_url") if rec.settings else None
                 staged_migrations = rec.registry.migrations

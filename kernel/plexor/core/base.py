@@ -1,8 +1,8 @@
 """What the kernel's parts share: its settings, plugin records, registry, pluggy manager and listeners.
 
-:class:`KernelBase` is the common ground of :mod:`plexor.loader` (loading),
-:mod:`plexor.pipeline` (requests) and :mod:`plexor.kernel` (the lifecycle),
-which :class:`plexor.kernel.Kernel` combines. It also calls hooks: always one
+:class:`KernelBase` is the common ground of :mod:`plexor.core.loader` (loading),
+:mod:`plexor.core.pipeline` (requests) and :mod:`plexor.core.kernel` (the lifecycle),
+which :class:`plexor.core.kernel.Kernel` combines. It also calls hooks: always one
 plugin's implementation at a time, never pluggy's combined call.
 """
 
@@ -14,16 +14,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from plexor.config import Paths, paths
+from plexor.core.config import Paths, paths
+from plexor.core.records import PluginRecord, State, _Machine
+from plexor.core.registry import Registry
 from plexor.errors import ConfigError, PlexorError
-from plexor.records import PluginRecord, State, _Machine
-from plexor.registry import Registry
 
 __all__ = ["KernelBase"]
 
 
 class KernelBase(_Machine):
-    """The kernel's state; see :class:`plexor.kernel.Kernel` for the parameters."""
+    """The kernel's state; see :class:`plexor.core.kernel.Kernel` for the parameters."""
 
     def __init__(
         self,
@@ -127,7 +127,7 @@ class KernelBase(_Machine):
     # ------------------------------------------------------------------- health
     def health(self) -> dict[str, Any]:
         from plexor import __version__
-        from plexor.schema import schema_hash
+        from plexor.core.schema import schema_hash
 
         return {
             "kernel": {"state": self.state.value, "version": __version__, "pid": self.pid,

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from plexor.dispatch import Target, target
+from plexor.core.dispatch import Target, target
+from plexor.core.schema import Signature, analyse, parse_docstring, schema_hash
 from plexor.errors import PluginError
-from plexor.schema import Signature, analyse, parse_docstring, schema_hash
 
 __all__ = [
     "ModelRegistrar",

@@ -13,10 +13,9 @@ import inspect
 import traceback
 from typing import TYPE_CHECKING, Any, Self
 
-from plexor.base import KernelBase
-from plexor.config import ConfigSpec, load_config_file, resolve_settings
-from plexor.errors import ConfigError, PlexorError, PluginError
-from plexor.registry import (
+from plexor.core.base import KernelBase
+from plexor.core.config import ConfigSpec, load_config_file, resolve_settings
+from plexor.core.registry import (
     ModelRegistrar,
     PromptRegistrar,
     Registry,
@@ -24,10 +23,11 @@ from plexor.registry import (
     TemplateRegistrar,
     ToolRegistrar,
 )
+from plexor.errors import ConfigError, PlexorError, PluginError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.records import PluginRecord
-    from plexor.registry import ToolSpec
+    from plexor.core.records import PluginRecord
+    from plexor.core.registry import ToolSpec
 
 __all__ = ["BUILTIN", "Loader"]
 
@@ -41,12 +41,12 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 class Loader(KernelBase):
-    """Loading plugins: the part of :class:`plexor.kernel.Kernel` that runs in state ``loading``."""
+    """Loading plugins: the part of :class:`plexor.core.kernel.Kernel` that runs in state ``loading``."""
 
     def load(self) -> Self:
         """Discover, import and register every plugin (state ``loading``); never raises for one plugin."""
         from plexor import __version__
-        from plexor.records import PluginRecord, State
+        from plexor.core.records import PluginRecord, State
 
         self._move(State.LOADING)
         try:
@@ -102,7 +102,7 @@ class Loader(KernelBase):
         from plexor.handle import PluginHandle
 
         def open_database() -> Any:  # for CLI commands: the served kernel opens it before startup
-            from plexor.storage import migrate, open_database
+            from plexor.core.storage import migrate, open_database
 
             url = rec.settings.get("database_url") if rec.settings else None
             db = open_database(rec.name, rec.data_dir, url)
@@ -114,7 +114,7 @@ class Loader(KernelBase):
     def _discover(self) -> list[PluginRecord]:
         from importlib.metadata import entry_points
 
-        from plexor.records import PluginRecord
+        from plexor.core.records import PluginRecord
 
         found = []
         for ep in sorted(entry_points(group="plexor"), key=lambda e: (e.dist.name if e.dist else "", e.name)):
@@ -123,7 +123,7 @@ class Loader(KernelBase):
         return found
 
     def _load_one(self, rec: PluginRecord) -> None:
-        from plexor.records import State
+        from plexor.core.records import State
 
         rec._move(State.LOADING)
         try:

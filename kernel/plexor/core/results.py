@@ -17,7 +17,7 @@ from plexor.errors import PlexorError, PluginError
 from plexor.events import Result
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.registry import ToolSpec
+    from plexor.core.registry import ToolSpec
 
 __all__ = ["Outcome", "resource_contents", "prompt_messages", "to_json", "tool_outcome"]
 

@@ -6,7 +6,7 @@ Each request goes through the same steps, in this order, written once::
 
 The kinds differ only in how they look up their target and shape the value;
 gating, in-flight counting (what ``drain``/``stop`` wait for), the context,
-the sync/async rule (:mod:`plexor.dispatch`) and error guidance are shared, so
+the sync/async rule (:mod:`plexor.core.dispatch`) and error guidance are shared, so
 they cannot drift apart.
 """
 
@@ -17,16 +17,16 @@ import traceback
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from plexor.base import KernelBase
 from plexor.context import Context
-from plexor.dispatch import Target, dispatch
+from plexor.core.base import KernelBase
+from plexor.core.dispatch import Target, dispatch
+from plexor.core.guidance import default_guidance, unknown_tool
+from plexor.core.results import Outcome, prompt_messages, resource_contents, tool_outcome
 from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
-from plexor.guidance import default_guidance, unknown_tool
-from plexor.results import Outcome, prompt_messages, resource_contents, tool_outcome
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.records import PluginRecord
-    from plexor.registry import ToolSpec
+    from plexor.core.records import PluginRecord
+    from plexor.core.registry import ToolSpec
 
 __all__ = ["Request", "Pipeline"]
 
@@ -45,7 +45,7 @@ class Request:
 
 
 class Pipeline(KernelBase):
-    """Serving requests: the part of :class:`plexor.kernel.Kernel` every request goes through."""
+    """Serving requests: the part of :class:`plexor.core.kernel.Kernel` every request goes through."""
 
     # -- the shared steps ---------------------------------------------------------
     async def run(self, req: Request, plugin: str, t: Target, args: tuple[Any, ...] = (),
@@ -77,7 +77,7 @@ class Pipeline(KernelBase):
     async def _gate(self, rec: PluginRecord, ready_required: bool) -> None:
         import anyio
 
-        from plexor.records import State
+        from plexor.core.records import State
 
         if self.state in (State.DRAINING, State.STOPPED):
             raise NotReady("the server is shutting down", "Reconnect in a moment; a new server process will answer.")
@@ -116,7 +116,7 @@ class Pipeline(KernelBase):
         if spec is None and "." in name:
             spec = self.registry.tools.get(name.replace(".", self.separator, 1))
         if spec is None:
-            from plexor.records import State
+            from plexor.core.records import State
 
             unavailable: dict[str, tuple[str, str]] = {}
             for r in self.records.values():
@@ -197,7 +197,7 @@ class Pipeline(KernelBase):
 
     async def list_resources(self) -> list[dict[str, Any]]:
         """Fixed resources plus what each ready plugin's lister says exists now (a failing lister is logged)."""
-        from plexor.records import State
+        from plexor.core.records import State
 
         out = [{"uri": s.uri, "name": s.name, "description": s.description, "mime_type": s.mime_type}
                for s in self.registry.resources.values() if self.records[s.plugin].state in (State.READY, State.STARTING)]
@@ -217,7 +217,7 @@ class Pipeline(KernelBase):
         """Render a prompt: ``(description, [{"role", "text"}])``."""
         spec = self.registry.prompts.get(name) or self.registry.prompts.get(name.replace(".", self.separator, 1))
         if spec is None:
-            from plexor.guidance import suggest
+            from plexor.core.guidance import suggest
 
             near = suggest(name, self.registry.prompts)
             raise NotFound(f"unknown prompt {name!r}", ("Did you mean " + " or ".join(map(repr, near)) + "? " if near else "")
@@ -245,7 +245,7 @@ class Pipeline(KernelBase):
 
 def _can_serve(rec: PluginRecord, ready_required: bool) -> bool:
     """Ready, or started (its startup hook finished) and warming up, for a target that answers while warming."""
-    from plexor.records import State
+    from plexor.core.records import State
 
     started = rec._started is not None and rec._started.is_set()
     return rec.state == State.READY or (rec.state == State.STARTING and not ready_required and started)
