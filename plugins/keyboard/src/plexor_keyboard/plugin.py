@@ -8,52 +8,69 @@ RapidFuzz is imported on the first lookup that misses.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from plexor import Context, NotFound, PlexorError, PluginHandle, Result, hookimpl
+from plexor import Context, NotFound, PlexorError, Result, hookimpl
+
+if TYPE_CHECKING:  # pragma: no cover - types only: ConfigSpec and Settings would load plexor.config at import
+    import click
+
+    from plexor import ConfigSpec, PluginHandle, ResourceRegistrar, Settings, TemplateRegistrar, ToolRegistrar
+    from plexor_keyboard.catalog import Catalog
 
 PLEXOR_NAMESPACE = "keyboard"
 
-# The layout ids of data/fkeys.json, spelled out so that the setting can be validated
-# at start without loading the data (tests check the two stay equal).
-LAYOUT_IDS = (
-    "apple_silicon_2020plus",
-    "intel_laptop_2011_2020_backlit",
-    "external_2011_2020_no_backlight",
-    "aluminium_2007_2010",
-    "macbook_air_wellspring4_2010",
-    "touch_bar_2016_2022",
-)
 _READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False, "destructiveHint": False}
 
 
-def _catalog() -> Any:
+def __getattr__(name: str) -> Any:
+    # LAYOUT_IDS lives in plexor_keyboard.layouts (the layout vocabulary); it stays importable from
+    # here without loading that module when the plugin is imported.
+    if name == "LAYOUT_IDS":
+        from plexor_keyboard.layouts import LAYOUT_IDS
+
+        return LAYOUT_IDS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _catalog() -> Catalog:
     from plexor_keyboard.catalog import get_catalog
 
     return get_catalog()
 
 
+def _default_layout(settings: Settings) -> str:
+    """The layout id of the default_layout setting (any form the layout vocabulary accepts)."""
+    from plexor_keyboard.layouts import configured_layout
+
+    return configured_layout(settings)
+
+
 # ------------------------------------------------------------------------ hooks
 @hookimpl
-def plexor_add_config(config: Any) -> None:
+def plexor_add_config(config: ConfigSpec) -> None:
+    # No ``choices``: the value takes the same forms as the ``layout`` argument ("intel",
+    # "Touch Bar"), which plexor_register_tools checks, with a did-you-mean.
     config.add(
         "default_layout",
         str,
         "apple_silicon_2020plus",
-        help="Keyboard generation used for 'F{n}+' answers when a call names no layout.",
-        choices=LAYOUT_IDS,
+        help="Keyboard generation used for 'F{n}+' answers when a call names no layout: a layout id "
+             "or a short form such as 'intel', 'external', 'aluminium', 'touch bar'.",
     )
 
 
 @hookimpl
-def plexor_register_tools(register: Any, settings: Any) -> None:
+def plexor_register_tools(register: ToolRegistrar, settings: Settings) -> None:
+    _default_layout(settings)  # a value outside the layout vocabulary fails the plugin at start, naming its source
     # Lookups take microseconds: run them on the event loop rather than hop to a thread.
     for tool in (lookup_keycode, search_keys, list_categories, get_key_combinations):
         register(tool, annotations=_READ_ONLY, blocking=False)
 
 
 @hookimpl
-def plexor_register_resources(register: Any, settings: Any) -> None:
+def plexor_register_resources(register: ResourceRegistrar, settings: Settings) -> None:
     register("keycode://all", read_all, name="All macOS virtual key codes",
              description="Every kVK_* constant with its name, code, hex, category and aliases.")
     register("keycode://aliases", read_aliases, name="Key aliases",
@@ -63,7 +80,7 @@ def plexor_register_resources(register: Any, settings: Any) -> None:
 
 
 @hookimpl
-def plexor_register_resource_templates(register: Any, settings: Any) -> None:
+def plexor_register_resource_templates(register: TemplateRegistrar, settings: Settings) -> None:
     register("keycode://category/{category}", read_category, name="Keys of one category",
              description="The keys of one category (letters, numbers, function-keys, modifiers, navigation, "
                          "editing, keypad, punctuation, media, iso-jis).",
@@ -71,10 +88,10 @@ def plexor_register_resource_templates(register: Any, settings: Any) -> None:
 
 
 @hookimpl
-def plexor_register_commands(cli: Any, plugin: PluginHandle) -> None:
+def plexor_register_commands(cli: click.Group, plugin: PluginHandle) -> None:
     import click
 
-    def _run_cli(produce: Any) -> None:
+    def _run_cli(produce: Callable[[str], dict[str, Any]]) -> None:
         _print_result(produce, plugin)
 
     @cli.group(name="keyboard", help="macOS virtual key codes: look up keys and parse shortcuts.")
@@ -84,7 +101,9 @@ def plexor_register_commands(cli: Any, plugin: PluginHandle) -> None:
     @group.command(name="lookup", help="Look up a key by name, alias, glyph, constant, code or 'F4+'.")
     @click.argument("key_name")
     @click.option("--fuzzy", is_flag=True, help="Suggest near names when nothing matches exactly.")
-    @click.option("--layout", default=None, help="Keyboard generation for F-key secondary functions.")
+    @click.option("--layout", default=None, help="Keyboard generation for F-key secondary functions: a layout id "
+                  "or a short form ('intel', 'external', 'aluminium', 'touch bar'); default: the default_layout "
+                  "setting.")
     def lookup_cmd(key_name: str, fuzzy: bool, layout: str | None) -> None:
         _run_cli(lambda default: _catalog().lookup(key_name, fuzzy=fuzzy, layout=layout, default_layout=default))
 
@@ -100,7 +119,7 @@ def plexor_register_commands(cli: Any, plugin: PluginHandle) -> None:
         _run_cli(lambda default: {"categories": _catalog().categories_summary()})
 
 
-def _print_result(produce: Any, plugin: PluginHandle) -> None:
+def _print_result(produce: Callable[[str], dict[str, Any]], plugin: PluginHandle) -> None:
     """Print the result as JSON; exit 1 for a failed lookup, 2 for bad input or configuration.
 
     ``produce`` receives the configured default layout (plexor.toml or PLEXOR_KEYBOARD_DEFAULT_LAYOUT),
@@ -111,7 +130,7 @@ def _print_result(produce: Any, plugin: PluginHandle) -> None:
     from plexor import ConfigError, InvalidArgument
 
     try:
-        data = produce(str(plugin.settings["default_layout"]))
+        data = produce(_default_layout(plugin.settings))
     except PlexorError as err:
         click.echo(err.render(), err=True)
         raise SystemExit(2 if isinstance(err, (InvalidArgument, ConfigError)) else 1) from None
@@ -146,11 +165,9 @@ def lookup_keycode(ctx: Context, key_name: str | int, fuzzy: bool = False, layou
     :param layout: keyboard generation for F-key secondary functions: apple_silicon_2020plus (default: Apple
         silicon Macs and Magic Keyboards since 2021), intel_laptop_2011_2020_backlit,
         external_2011_2020_no_backlight, aluminium_2007_2010, macbook_air_wellspring4_2010, touch_bar_2016_2022;
-        short forms such as "intel" or "external" work too.
+        short forms such as "intel", "external" or "touch bar" work too, in any case.
     """
-    catalog = _catalog()
-    result = catalog.lookup(str(key_name), fuzzy=fuzzy, layout=layout,
-                            default_layout=ctx.settings.get("default_layout") or LAYOUT_IDS[0])
+    result = _catalog().lookup(str(key_name), fuzzy=fuzzy, layout=layout, default_layout=_default_layout(ctx.settings))
     if result.get("found") is False:
         if result["suggestions"]:
             best = result["suggestions"][0]
