@@ -10,6 +10,7 @@ reported there while indexing carries on.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat as statmod
@@ -22,6 +23,7 @@ from typing import Any
 
 from plexor_folder_search.chunking import chunk_text, language_of
 from plexor_folder_search.extract import ExtractError, Unsupported, extract, kind_of
+from plexor_folder_search.safefs import ReadRefused, display_path, name_problem, read_inside, special_kind
 
 __all__ = ["IgnoreRules", "IndexOptions", "Indexer", "ScanReport"]
 
@@ -30,8 +32,12 @@ DEPENDENCY_DIRS = {"node_modules", "bower_components", "jspm_packages"}
 CACHE_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", ".cache",
               ".gradle", ".next", ".parcel-cache", ".eggs"}
 VENV_NAMES = {".venv", "venv", ".virtualenv"}
+# Skip reasons that depend only on a file's content: kept without re-reading while its size and time stay the same.
+CONTENT_REASONS = {"binary file", "corrupt or unreadable document", "too large when unpacked", "took too long to extract"}
 
 ProgressFn = Callable[[int, int, str], None]
+# (path, reason, detail, size, mtime_ns) of something not indexed
+Skip = tuple[str, str, str | None, int | None, int | None]
 
 
 @dataclass
@@ -149,6 +155,20 @@ class IgnoreRules:
         return self.file_reason(rel)
 
 
+def _symlink_reason(path: str, root: Path) -> tuple[str, str | None]:
+    """Why a symbolic link in the folder is not indexed (links are never followed)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return ("symlink loop", None)
+        return ("broken symlink", exc.strerror)
+    target = Path(os.path.realpath(path))
+    if not target.is_relative_to(root):
+        return ("symlink pointing outside the folder", str(target))
+    return ("symlink (its target is indexed at its own path)", None)
+
+
 def fingerprint(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
@@ -168,6 +188,7 @@ class Indexer:
     def __init__(self, root: Path, store: Any, vectors: Any, embedder: Any, options: IndexOptions,
                  private: list[Path] | None = None) -> None:
         self.root = root
+        self.top = root  # the folder itself (``root`` is a subdirectory when one directory is re-walked)
         self.store = store
         self.vectors = vectors
         self.embedder = embedder
@@ -178,10 +199,10 @@ class Indexer:
         self._pending: Any = None
 
     # ------------------------------------------------------------------ walking
-    def walk(self) -> tuple[dict[str, tuple[int, int]], list[tuple[str, str, str | None, int | None, int | None]]]:
+    def walk(self) -> tuple[dict[str, tuple[int, int]], list[Skip]]:
         """Every indexable file ``rel -> (size, mtime_ns)`` and the skips ``(rel, reason, detail, size, mtime)``."""
         files: dict[str, tuple[int, int]] = {}
-        skipped: list[tuple[str, str, str | None, int | None, int | None]] = []
+        skipped: list[Skip] = []
         stack = [""]
         while stack:
             rel_dir = stack.pop()
@@ -194,36 +215,44 @@ class Indexer:
             for entry in entries:
                 rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
                 try:
-                    if entry.is_symlink():
-                        target = Path(entry.path).resolve()
-                        if not target.is_relative_to(self.root):
-                            skipped.append((rel, "symlink pointing outside the folder", str(target), None, None))
-                        else:
-                            skipped.append((rel, "symlink (its target is indexed at its own path)", None, None, None))
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        reason = self.rules.dir_reason(rel, Path(entry.path))
-                        if reason:
-                            skipped.append((rel + "/", reason, None, None, None))
-                        else:
-                            stack.append(rel)
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                except OSError as exc:
-                    skipped.append((rel, "unreadable", exc.strerror, None, None))
-                    continue
-                if not statmod.S_ISREG(st.st_mode):
-                    continue
-                reason = self.rules.file_reason(rel)
-                if reason:
-                    skipped.append((rel, reason, None, st.st_size, st.st_mtime_ns))
-                    continue
-                pre = self._pre_skip(rel, st.st_size)
-                if pre:
-                    skipped.append((rel, pre[0], pre[1], st.st_size, st.st_mtime_ns))
-                    continue
-                files[rel] = (st.st_size, st.st_mtime_ns)
+                    self._walk_entry(entry, rel, files, skipped, stack)
+                except Exception as exc:  # noqa: BLE001 - one odd entry must never fail its folder
+                    skipped.append((display_path(rel), "unreadable", f"{type(exc).__name__}: {exc}", None, None))
         return files, skipped
+
+    def _walk_entry(self, entry: os.DirEntry[str], rel: str, files: dict[str, tuple[int, int]],
+                    skipped: list[Skip], stack: list[str]) -> None:
+        problem = name_problem(rel)
+        if problem:
+            skipped.append((display_path(rel), problem, "rename it to have it indexed", None, None))
+            return
+        try:
+            if entry.is_symlink():
+                skipped.append((rel, *_symlink_reason(entry.path, self.top), None, None))
+                return
+            if entry.is_dir(follow_symlinks=False):
+                reason = self.rules.dir_reason(rel, Path(entry.path))
+                if reason:
+                    skipped.append((rel + "/", reason, None, None, None))
+                else:
+                    stack.append(rel)
+                return
+            st = entry.stat(follow_symlinks=False)
+        except OSError as exc:
+            skipped.append((rel, "unreadable", exc.strerror, None, None))
+            return
+        if not statmod.S_ISREG(st.st_mode):
+            skipped.append((rel, "not a regular file", special_kind(st.st_mode), None, None))
+            return
+        reason = self.rules.file_reason(rel)
+        if reason:
+            skipped.append((rel, reason, None, st.st_size, st.st_mtime_ns))
+            return
+        pre = self._pre_skip(rel, st.st_size)
+        if pre:
+            skipped.append((rel, pre[0], pre[1], st.st_size, st.st_mtime_ns))
+            return
+        files[rel] = (st.st_size, st.st_mtime_ns)
 
     def _pre_skip(self, rel: str, size: int) -> tuple[str, str | None] | None:
         if kind_of(rel) is None:
@@ -249,13 +278,13 @@ class Indexer:
                     report.unchanged += 1
                     continue
                 prev = prev_skipped.get(rel)
-                if old is None and prev is not None and prev[1] == size and prev[2] == mtime:
-                    # Skipped for its content last time (binary, corrupt) and unchanged since.
+                if old is None and prev is not None and prev[0] in CONTENT_REASONS and prev[1] == size and prev[2] == mtime:
+                    # Skipped for its content last time (binary, corrupt, a bomb) and unchanged since.
                     skipped.append((rel, prev[0], None, size, mtime))
                     continue
                 work.append(_Work(rel, size, mtime, old[0] if old else None, old[3] if old else None))
             gone = {rel: st for rel, st in known.items() if rel not in on_disk}
-            self._process(work, gone, skipped, report, progress, stop, full=True)
+            self._process(work, gone, skipped, report, progress, stop, full=True, forget=[])
             report.seconds = round(time.perf_counter() - started, 3)
             return report
 
@@ -267,10 +296,15 @@ class Indexer:
             known = self.store.file_states()
             work: list[_Work] = []
             gone: dict[str, tuple[int, int, int, str]] = {}
-            skipped: list[tuple[str, str, str | None, int | None, int | None]] = []
+            skipped: list[Skip] = []
             seen: set[str] = set()
+            forget: list[str] = []
             for rel in sorted(set(rels)):
                 if rel in seen:
+                    continue
+                problem = name_problem(rel)
+                if problem:
+                    skipped.append((display_path(rel), problem, "rename it to have it indexed", None, None))
                     continue
                 abs_path = self.root / rel
                 try:
@@ -281,9 +315,11 @@ class Indexer:
                     reason = self.rules.path_reason(rel + "/x")
                     prefix = rel + "/"
                     sub_disk: dict[str, tuple[int, int]] = {}
+                    forget.append(rel)
                     if not reason and not self.rules.dir_reason(rel, abs_path):
                         sub = Indexer(abs_path, None, None, None, self.options)
                         sub.rules = _SubRules(self.rules, rel)
+                        sub.top = self.top
                         files, sub_skips = sub.walk()
                         sub_disk = {f"{rel}/{k}": v for k, v in files.items()}
                         skipped.extend((f"{rel}/{r}", why, d, s, m) for r, why, d, s, m in sub_skips)
@@ -306,6 +342,11 @@ class Indexer:
                     for krel, kst in known.items():  # a deleted directory
                         if krel.startswith(prefix):
                             gone[krel] = kst
+                    forget.append(rel)
+                    if st is not None and statmod.S_ISLNK(st.st_mode):
+                        skipped.append((rel, *_symlink_reason(str(abs_path), self.top), None, None))
+                    elif st is not None:
+                        skipped.append((rel, "not a regular file", special_kind(st.st_mode), None, None))
                     continue
                 reason = self.rules.path_reason(rel)
                 pre = None if reason else self._pre_skip(rel, st.st_size)
@@ -320,13 +361,14 @@ class Indexer:
                     continue
                 work.append(_Work(rel, st.st_size, st.st_mtime_ns, old[0] if old else None, old[3] if old else None))
             report.scanned = len(work)
-            self._process(work, gone, skipped, report, None, None, full=False)
+            self._process(work, gone, skipped, report, None, None, full=False, forget=forget)
             report.seconds = round(time.perf_counter() - started, 3)
             return report
 
     # ------------------------------------------------------------------ processing
     def _process(self, work: list[_Work], gone: dict[str, tuple[int, int, int, str]], skipped: list[Any],
-                 report: ScanReport, progress: ProgressFn | None, stop: threading.Event | None, *, full: bool) -> None:
+                 report: ScanReport, progress: ProgressFn | None, stop: threading.Event | None, *, full: bool,
+                 forget: list[str]) -> None:
         gone_by_fp: dict[str, list[tuple[str, int]]] = {}
         for rel, (fid, _s, _m, fp) in gone.items():
             gone_by_fp.setdefault(fp, []).append((rel, fid))
@@ -336,15 +378,27 @@ class Indexer:
             progress(0, total, f"{total} files to index" if total else "nothing changed")
         batch: list[tuple[_Work, bytes]] = []
         batch_chars = 0
+        dropped: list[int] = []
         for item in work:
             if stop is not None and stop.is_set():
                 break
             try:
-                with open(self.root / item.rel, "rb") as fh:
-                    data = fh.read(self.options.max_file_size + 1)
-            except OSError as exc:
-                skipped.append((item.rel, "unreadable", exc.strerror, item.size, item.mtime_ns))
-                report.errors += 1
+                data, st = read_inside(self.root, item.rel, self.options.max_file_size)
+            except ReadRefused as exc:
+                skipped.append((item.rel, exc.reason, exc.detail, item.size, item.mtime_ns))
+                if item.old_id is not None:
+                    dropped.append(item.old_id)  # what is there now is not what was indexed
+                if exc.reason == "unreadable":
+                    report.errors += 1
+                done += 1
+                continue
+            # Record what was read, not what the walk saw a moment earlier.
+            item.size, item.mtime_ns = st.st_size, st.st_mtime_ns
+            if len(data) > self.options.max_file_size:
+                skipped.append((item.rel, "too large", f"more than max_file_size = {self.options.max_file_size} bytes",
+                                item.size, item.mtime_ns))
+                if item.old_id is not None:
+                    dropped.append(item.old_id)
                 done += 1
                 continue
             batch.append((item, data))
@@ -368,16 +422,17 @@ class Indexer:
         # What is gone and was not found moved is deleted; skips are recorded.
         leftover = [fid for items in gone_by_fp.values() for _rel, fid in items]
         with self.store.writing() as conn:
-            removed = self.store.delete_files(conn, leftover) if not stopped else []
+            removed = self.store.delete_files(conn, leftover + dropped) if not stopped else []
             report.deleted += len(leftover) if not stopped else 0
             if full and not stopped:
                 conn.execute("DELETE FROM skipped")
+            if not full:
+                # A path that is gone (or was re-walked) loses its old skip records, and so does all below it.
+                for rel in [*gone, *forget]:
+                    conn.execute("DELETE FROM skipped WHERE path=? OR substr(path, 1, ?) = ?",
+                                 (rel, len(rel) + 1, rel + "/"))
             for rel, reason, detail, size, mtime in skipped:
                 self.store.set_skipped(conn, rel, reason, detail, size, mtime)
-            if not full:
-                for rel in gone:
-                    if not any(s[0] == rel for s in skipped):
-                        conn.execute("DELETE FROM skipped WHERE path=?", (rel,))
         if self.vectors is not None:
             self.vectors.remove(removed)
         report.skipped = len(skipped)

@@ -1,0 +1,201 @@
+"""Hostile folders: files swapped for links or FIFOs mid-index, link loops, undecodable names, zip bombs.
+
+The swaps happen at the worst moment on purpose: right after the indexer has listed the folder and
+before it reads the files (the real walk runs, then the "attacker" acts, then the real indexing goes on).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import call, error_text, wait_ready
+
+from plexor_folder_search.indexer import Indexer
+
+INSTALLED = ["folder-search"]
+SECRET = "the launch code is zebra-4471\n"
+
+
+def after_walk(monkeypatch: pytest.MonkeyPatch, attack: Any) -> None:
+    """Run ``attack()`` once, between the next walk of a folder and the reading of its files."""
+    real = Indexer.walk
+    done: list[bool] = []
+
+    def walk(self: Indexer) -> Any:
+        result = real(self)
+        if not done:
+            done.append(True)
+            attack()
+        return result
+
+    monkeypatch.setattr(Indexer, "walk", walk)
+
+
+async def server_info(client: Any) -> dict[str, Any]:
+    return (await call(client, "folders_get_server_info"))["folders"][0]
+
+
+@pytest.mark.anyio
+async def test_a_file_swapped_for_an_outside_link_is_never_read(plexor, plexor_config, tmp_path, monkeypatch):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("the original note about otters\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    held = tmp_path / "held.txt"
+    plexor_config({"folder-search": {"folders": [str(folder)], "watch": False}})
+    async with plexor.client(installed=INSTALLED) as client:
+        await wait_ready(client)
+        (folder / "a.txt").write_text("an edited note about beavers\n")
+
+        def swap() -> None:
+            os.rename(folder / "a.txt", held)
+            (folder / "a.txt").symlink_to(secret)
+
+        after_walk(monkeypatch, swap)
+        r = await client.call_tool("folders_reindex", {})
+        assert not r.is_error, r.content[0].text
+        assert (await call(client, "folders_search_content", exact_terms=["zebra-4471"]))["results"] == []
+        text = await error_text(client, "folders_get_document_text", path="a.txt")
+        assert "zebra" not in text and "outside the folder" in text
+        # The original comes back with the same size and time: it is read again, and it is what is served.
+        os.remove(folder / "a.txt")
+        os.rename(held, folder / "a.txt")
+        r = await client.call_tool("folders_reindex", {})
+        assert not r.is_error, r.content[0].text
+        doc = await call(client, "folders_get_document_text", path="a.txt")
+        assert doc["text"] == "an edited note about beavers\n"
+        assert (await server_info(client))["skipped"] == {}
+
+
+@pytest.mark.anyio
+async def test_a_directory_swapped_for_an_outside_link_is_never_entered(plexor, plexor_config, tmp_path, monkeypatch):
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "a.txt").write_text("inside\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.txt").write_text(SECRET)
+    plexor_config({"folder-search": {"folders": [str(folder)], "watch": False}})
+
+    def swap() -> None:
+        shutil.rmtree(folder / "sub")
+        (folder / "sub").symlink_to(outside, target_is_directory=True)
+
+    after_walk(monkeypatch, swap)
+    async with plexor.client(installed=INSTALLED) as client:
+        info = await wait_ready(client)
+        assert (await call(client, "folders_search_content", exact_terms=["zebra-4471"]))["results"] == []
+        assert info["folders"][0]["documents"] == 0
+        assert "symlink (not followed)" in info["folders"][0]["skipped"]
+
+
+@pytest.mark.anyio
+async def test_link_loops_and_undecodable_names_do_not_fail_the_folder(plexor, plexor_config, tmp_path):
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Good\n\nThe heron waits by the weir.\n")
+    (folder / "loop").symlink_to(folder / "loop")
+    (folder / "ping").symlink_to(folder / "pong")
+    (folder / "pong").symlink_to(folder / "ping")
+    (folder / "dangling").symlink_to(folder / "nowhere")
+    raw = os.fsencode(folder)
+    with open(raw + b"/caf\xe9.txt", "wb") as fh:
+        fh.write(b"latin-1 name, the heron again\n")
+    os.mkdir(raw + b"/d\xff")
+    with open(raw + b"/d\xff/inner.txt", "wb") as fh:
+        fh.write(b"inside an undecodable directory\n")
+    plexor_config({"folder-search": {"folders": [str(folder)]}})
+    async with plexor.client(installed=INSTALLED) as client:
+        info = (await wait_ready(client))["folders"][0]
+        assert info["state"] == "ready" and info["documents"] == 1, info
+        skipped = info["skipped"]
+        assert skipped["symlink loop"] == 3 and skipped["broken symlink"] == 1, skipped
+        assert skipped["file name is not valid UTF-8"] == 2, skipped
+        hits = (await call(client, "folders_search_content", exact_terms=["heron"]))["results"]
+        assert [h["path"] for h in hits] == ["good.md"]
+        tree = await call(client, "folders_explore")
+        assert tree["skipped"]["file name is not valid UTF-8"] == 2
+        # Written while watching: the bad name is reported, the good file next to it is indexed.
+        with open(raw + b"/new\xfe.txt", "wb") as fh:
+            fh.write(b"another bad name\n")
+        (folder / "later.md").write_text("# Later\n\nThe kingfisher dives.\n")
+        deadline = time.monotonic() + 5
+        while not (await call(client, "folders_search_content", exact_terms=["kingfisher"]))["results"]:
+            assert time.monotonic() < deadline
+            await anyio.sleep(0.05)
+        info = await server_info(client)
+        assert info["state"] == "ready" and info["skipped"]["file name is not valid UTF-8"] == 3
+
+
+@pytest.mark.anyio
+async def test_a_fifo_is_skipped_with_its_reason_and_a_swapped_in_fifo_does_not_hang(
+        plexor, plexor_config, tmp_path, monkeypatch):
+    folder = tmp_path / "pipes"
+    folder.mkdir()
+    os.mkfifo(folder / "already.txt")
+    (folder / "b.txt").write_text("a plain note about walruses\n")
+    plexor_config({"folder-search": {"folders": [str(folder)], "watch": False}})
+    async with plexor.client(installed=INSTALLED) as client:
+        info = (await wait_ready(client))["folders"][0]
+        assert info["documents"] == 1 and info["skipped"] == {"not a regular file": 1}, info
+        tree = await call(client, "folders_explore")
+        assert tree["skipped"] == {"not a regular file": 1}
+        (folder / "b.txt").write_text("an edited note about walruses\n")
+
+        def swap() -> None:
+            os.remove(folder / "b.txt")
+            os.mkfifo(folder / "b.txt")
+
+        after_walk(monkeypatch, swap)
+        try:
+            with anyio.fail_after(20):
+                r = await client.call_tool("folders_reindex", {})
+        finally:
+            _unblock(folder / "b.txt")
+        assert not r.is_error, r.content[0].text
+        info = await server_info(client)
+        assert info["state"] == "ready" and info["skipped"] == {"not a regular file": 2}, info
+        # Later files are still indexed: the indexer is not stuck.
+        os.remove(folder / "b.txt")
+        (folder / "c.txt").write_text("a later note about seals\n")
+        r = await client.call_tool("folders_reindex", {})
+        assert (await call(client, "folders_search_content", exact_terms=["seals"]))["results"]
+
+
+def _unblock(fifo: Path) -> None:
+    """If a reader is stuck opening ``fifo`` (the bug), open its other end so the test can end."""
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    os.close(fd)
+
+
+@pytest.mark.anyio
+async def test_skip_records_of_deleted_files_go_with_them(plexor, plexor_config, tmp_path):
+    folder = tmp_path / "media"
+    (folder / "pics").mkdir(parents=True)
+    (folder / "note.md").write_text("# Note\n\ntext\n")
+    (folder / "image.png").write_bytes(b"\x89PNG" + bytes(200))
+    for i in range(2):
+        (folder / "pics" / f"p{i}.png").write_bytes(b"\x89PNG" + bytes(200))
+    os.mkfifo(folder / "pipe")
+    plexor_config({"folder-search": {"folders": [str(folder)]}})
+    async with plexor.client(installed=INSTALLED) as client:
+        info = (await wait_ready(client))["folders"][0]
+        assert info["skipped"] == {"binary file": 3, "not a regular file": 1}, info
+        os.remove(folder / "image.png")
+        os.remove(folder / "pipe")
+        shutil.rmtree(folder / "pics")
+        deadline = time.monotonic() + 5
+        while (await server_info(client))["skipped"]:
+            assert time.monotonic() < deadline, await server_info(client)
+            await anyio.sleep(0.05)
+        assert (await server_info(client))["documents"] == 1
