@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from plexor.core.config import Settings
+from plexor import Settings
 from plexor_folder_search.service import FolderService
 
 SCIFACT = Path(os.environ.get("SCIFACT_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference" / "scifact"))

@@ -47,8 +47,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pluggy
 
     from plexor.asking import AskError, Elicit, ListRoots, Sample
-    from plexor.core.config import ConfigSpec, Settings
     from plexor.params import Header
+    from plexor.settings import ConfigSpec, Settings
 
     hookimpl: pluggy.HookimplMarker
     """Decorator marking a plugin function as the implementation of a ``plexor_*`` hook."""
@@ -73,8 +73,8 @@ def __getattr__(name: str) -> Any:
 
 
 _LAZY = {"AskError": "plexor.asking", "Elicit": "plexor.asking", "ListRoots": "plexor.asking",
-         "Sample": "plexor.asking", "Header": "plexor.params", "ConfigSpec": "plexor.core.config",
-         "Settings": "plexor.core.config"}
+         "Sample": "plexor.asking", "Header": "plexor.params", "ConfigSpec": "plexor.settings",
+         "Settings": "plexor.settings"}
 
 __all__ = [
     "AskError",

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.base import KernelBase
-    from plexor.core.config import Settings
     from plexor.handle import PluginHandle
+    from plexor.settings import Settings
 
 T = TypeVar("T")
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from plexor.errors import NotReady
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.core.config import Settings
     from plexor.core.kernel import PluginRecord
+    from plexor.settings import Settings
 
 __all__ = ["PluginHandle"]
 

@@ -25,7 +25,6 @@ import pluggy
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import click
 
-    from plexor.core.config import ConfigSpec, Settings
     from plexor.core.registry import (
         ModelRegistrar,
         PromptRegistrar,
@@ -34,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
         ToolRegistrar,
     )
     from plexor.handle import PluginHandle
+    from plexor.settings import ConfigSpec, Settings
 
 hookspec = pluggy.HookspecMarker("plexor")
 

@@ -14,7 +14,7 @@ import traceback
 from typing import TYPE_CHECKING, Any, Self
 
 from plexor.core.base import KernelBase
-from plexor.core.config import ConfigSpec, load_config_file, resolve_settings
+from plexor.core.config import load_config_file, resolve_settings
 from plexor.core.registry import (
     ModelRegistrar,
     PromptRegistrar,
@@ -24,6 +24,7 @@ from plexor.core.registry import (
     ToolRegistrar,
 )
 from plexor.errors import ConfigError, PlexorError, PluginError
+from plexor.settings import ConfigSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.records import PluginRecord

@@ -18,8 +18,8 @@ import enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plexor.core.config import Settings
 from plexor.core.registry import Registry
+from plexor.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.handle import PluginHandle

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plexor.core.dispatch import Target, target
-from plexor.core.schema import Signature, analyse, parse_docstring, schema_hash
+from plexor.core.schema import analyse, parse_docstring
+from plexor.core.specs import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 from plexor.errors import PluginError
 
 __all__ = [
@@ -33,85 +34,6 @@ __all__ = [
 _METHOD = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 ANNOTATION_KEYS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
-
-
-@dataclass
-class ToolSpec:
-    name: str
-    namespace: str
-    method: str
-    plugin: str
-    func: Callable[..., Any]
-    description: str
-    title: str | None
-    annotations: dict[str, Any]
-    target: Target
-    ready_required: bool
-    meta: dict[str, Any] = field(default_factory=dict)
-    declared_output_schema: dict[str, Any] | None = None
-    _signature: Signature | None = None
-    _schema_hash: str | None = None
-    _output_validator: Any = None
-    declared_input_schema: dict[str, Any] | None = None
-
-    @property
-    def signature(self) -> Signature:
-        """Schemas and validator, derived on first use.
-
-        Building them (pydantic) is the costliest part of registration, so it
-        waits until the plugin starts or a client lists tools: loading stays
-        cheap and the handshake is not delayed by it.
-        """
-        if self._signature is None:
-            self._signature = analyse(self.func, output_schema=self.declared_output_schema,
-                                      input_schema=self.declared_input_schema)
-        return self._signature
-
-    @property
-    def schema_hash(self) -> str:
-        if self._schema_hash is None:
-            self._schema_hash = schema_hash(self.signature.input_schema, self.signature.output_schema)
-        return self._schema_hash
-
-    @property
-    def provenance(self) -> str:
-        return f"plexor/{self.plugin}/{self.method}"
-
-
-@dataclass
-class ResourceSpec:
-    uri: str
-    plugin: str
-    reader: Callable[..., Any]
-    name: str
-    description: str | None
-    mime_type: str
-    target: Target
-    ready_required: bool = True
-
-
-@dataclass
-class TemplateSpec:
-    uri_template: str
-    plugin: str
-    reader: Callable[..., Any]
-    name: str
-    description: str | None
-    mime_type: str
-    target: Target
-    matcher: Any
-    complete: dict[str, Target] = field(default_factory=dict)
-    ready_required: bool = True
-
-
-@dataclass
-class PromptSpec:
-    name: str
-    plugin: str
-    func: Callable[..., Any]
-    signature: Signature
-    description: str
-    target: Target
 
 
 @dataclass

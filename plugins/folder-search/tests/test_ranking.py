@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plexor.core.config import Settings
+from plexor import Settings
 from plexor_folder_search.search import Ranking, SearchEngine, fts_or
 from plexor_folder_search.service import FolderService
 from plexor_folder_search.store import VectorIndex

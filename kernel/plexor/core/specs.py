@@ -1,0 +1,91 @@
+"""What the kernel keeps for each registered tool, resource, template and prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from plexor.core.dispatch import Target
+from plexor.core.schema import Signature, analyse, schema_hash
+
+__all__ = ["PromptSpec", "ResourceSpec", "TemplateSpec", "ToolSpec"]
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    namespace: str
+    method: str
+    plugin: str
+    func: Callable[..., Any]
+    description: str
+    title: str | None
+    annotations: dict[str, Any]
+    target: Target
+    ready_required: bool
+    meta: dict[str, Any] = field(default_factory=dict)
+    declared_output_schema: dict[str, Any] | None = None
+    _signature: Signature | None = None
+    _schema_hash: str | None = None
+    _output_validator: Any = None
+    declared_input_schema: dict[str, Any] | None = None
+
+    @property
+    def signature(self) -> Signature:
+        """Schemas and validator, derived on first use.
+
+        Building them (pydantic) is the costliest part of registration, so it
+        waits until the plugin starts or a client lists tools: loading stays
+        cheap and the handshake is not delayed by it.
+        """
+        if self._signature is None:
+            self._signature = analyse(self.func, output_schema=self.declared_output_schema,
+                                      input_schema=self.declared_input_schema)
+        return self._signature
+
+    @property
+    def schema_hash(self) -> str:
+        if self._schema_hash is None:
+            self._schema_hash = schema_hash(self.signature.input_schema, self.signature.output_schema)
+        return self._schema_hash
+
+    @property
+    def provenance(self) -> str:
+        return f"plexor/{self.plugin}/{self.method}"
+
+
+@dataclass
+class ResourceSpec:
+    uri: str
+    plugin: str
+    reader: Callable[..., Any]
+    name: str
+    description: str | None
+    mime_type: str
+    target: Target
+    ready_required: bool = True
+
+
+@dataclass
+class TemplateSpec:
+    uri_template: str
+    plugin: str
+    reader: Callable[..., Any]
+    name: str
+    description: str | None
+    mime_type: str
+    target: Target
+    matcher: Any
+    complete: dict[str, Target] = field(default_factory=dict)
+    ready_required: bool = True
+
+
+@dataclass
+class PromptSpec:
+    name: str
+    plugin: str
+    func: Callable[..., Any]
+    signature: Signature
+    description: str
+    target: Target
