@@ -1,4 +1,5 @@
-"""The client: connection reuse, calls in flight together, timeouts, retries, a node that is down, row caps."""
+"""The client: one connection per request, calls in flight together, timeouts, retries, a node that is down,
+bounded replies, row caps."""
 
 from __future__ import annotations
 
@@ -10,28 +11,22 @@ import anyio
 import pytest
 from standin import StandIn, free_port
 
-from plexor_edgelake.client import EdgeLakeClient, EdgeLakeError, Node, NodeUnreachable, parse_nodes
+from plexor_edgelake.client import EdgeLakeClient, Node, NodeUnreachable, ReplyTooLarge, parse_nodes
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_connections_are_reused(edgelake: Any, node: StandIn) -> None:
+async def test_one_connection_per_request_as_the_node_closes_each(edgelake: Any, node: StandIn) -> None:
     async with edgelake() as client:
         for _ in range(5):
             r = await client.call_tool("edgelake_node_status", {})
             assert not r.is_error
-    assert len(node.requests) == 5 and node.connections == 1
-    assert {r.connection for r in node.requests} == {1}
-
-
-async def test_a_malformed_reply_does_not_poison_the_pool(edgelake: Any, node: StandIn) -> None:
-    async with edgelake() as client:
-        await client.call_tool("edgelake_node_status", {})
-        bad = await client.call_tool("edgelake_query", {"database": "mydb", "table": "t", "where": "nope = 1"})
+        bad = await client.call_tool("edgelake_query", {"database": "mydb", "table": "nope"})
         assert bad.is_error
-        good = await client.call_tool("edgelake_node_status", {})
-        assert not good.is_error
-    assert node.connections == 2  # the closed connection was replaced, the healthy one kept before
+        assert not (await client.call_tool("edgelake_node_status", {})).is_error
+    assert len(node.requests) == 7 and node.connections == 7
+    assert [r.connection for r in node.requests] == list(range(1, 8))
+    assert all(r.headers["connection"] == "close" for r in node.requests)
 
 
 async def test_several_calls_in_flight_at_once(edgelake: Any, node: StandIn) -> None:
@@ -56,7 +51,7 @@ async def test_max_connections_bounds_calls_in_flight(edgelake: Any, node: Stand
         async with anyio.create_task_group() as tg:
             for _ in range(6):
                 tg.start_soon(client.call_tool, "edgelake_node_status", {})
-    assert node.peak_inflight == 2 and node.connections == 2
+    assert node.peak_inflight == 2 and node.connections == 6
 
 
 async def test_timeout_is_guidance_and_the_server_keeps_working(edgelake: Any, node: StandIn) -> None:
@@ -78,10 +73,10 @@ async def test_timeout_is_guidance_and_the_server_keeps_working(edgelake: Any, n
 async def test_network_queries_use_the_network_timeout(edgelake: Any, node: StandIn) -> None:
     node.delays["sql "] = 0.5
     async with edgelake(timeout=0.2, network_timeout=5) as client:
-        r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "t", "limit": 1})
+        r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "bulk", "limit": 1})
         assert not r.is_error, r.content[0].text
     async with edgelake(timeout=5, network_timeout=0.2) as client:
-        r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "t", "limit": 1})
+        r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "bulk", "limit": 1})
         assert r.is_error and "within 0.2 s" in r.content[0].text and "network_timeout" in r.content[0].text
 
 
@@ -128,75 +123,76 @@ async def test_commands_that_change_things_are_not_retried(node: StandIn) -> Non
     assert client.stats["retries"] == 0
 
 
-async def test_a_dropped_keep_alive_connection_is_replaced(node: StandIn) -> None:
-    client = EdgeLakeClient([Node("n", "127.0.0.1", node.port)], retries=1, backoff=0.01)
+async def test_a_reply_larger_than_max_reply_bytes_is_abandoned_with_the_setting_named(node: StandIn) -> None:
+    def endless() -> Any:
+        yield b"HTTP/1.1 200 OK\r\nContent-Type: text\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        for _ in range(4096):  # 256 MB unless the client stops reading
+            yield b"10000\r\n" + b"x" * 65536 + b"\r\n"
+
+    node.overrides["get huge"] = endless
+    client = EdgeLakeClient([Node("edge1", "127.0.0.1", node.port)], max_reply_bytes=1_000_000)
     try:
-        assert (await client.send(client.nodes[0], "GET", "get status", timeout=5)).status == 200
-        node.drop_connections()
-        await anyio.sleep(0.05)
-        assert (await client.send(client.nodes[0], "GET", "get status", timeout=5)).status == 200
-        assert node.connections == 2
+        with pytest.raises(ReplyTooLarge) as err:
+            await client.send(client.nodes[0], "GET", "get huge", timeout=10)
     finally:
         await client.aclose()
+    assert "more than 1,000,000 bytes" in err.value.message and "[edgelake] max_reply_bytes" in err.value.message
+    assert "PLEXOR_EDGELAKE_MAX_REPLY_BYTES" in (err.value.guidance or "")
 
 
-async def test_a_write_after_an_idle_drop_goes_out_once_on_a_new_connection(node: StandIn) -> None:
-    client = EdgeLakeClient([Node("n", "127.0.0.1", node.port)], retries=1, backoff=0.01)
+def test_memory_stays_bounded_while_a_huge_reply_is_refused() -> None:
+    """In a fresh process: a 512 MB reply against a 4 MB limit; peak RSS must not grow by more than 40 MB."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = f"""
+import asyncio, resource, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from standin import StandIn
+from plexor_edgelake.client import EdgeLakeClient, Node, ReplyTooLarge
+
+def endless():
+    yield b"HTTP/1.1 200 OK\\r\\nContent-Type: text\\r\\nContent-Length: 536870912\\r\\nConnection: close\\r\\n\\r\\n"
+    block = b"y" * 1048576
+    for _ in range(512):
+        yield block
+
+async def main(port):
+    client = EdgeLakeClient([Node("n", "127.0.0.1", port)], max_reply_bytes=4 * 1024 * 1024)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
-        await client.send(client.nodes[0], "POST", "blockchain reload metadata", timeout=5, read_only=False)
-        node.drop_connections()
-        await anyio.sleep(0.05)  # the client sees the close while the connection is idle, before reusing it
-        reply = await client.send(client.nodes[0], "POST", "blockchain reload metadata", timeout=5, read_only=False)
-        assert reply.status == 200
-        assert node.connections == 2 and len(node.requests) == 2 and client.stats["retries"] == 0
-    finally:
-        await client.aclose()
+        await client.send(client.nodes[0], "GET", "get huge", timeout=60)
+        print("NOT REFUSED")
+    except ReplyTooLarge:
+        pass
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print((after - before) // 1024)
+
+node = StandIn(overrides={{"get huge": endless}}).start()
+asyncio.run(main(node.port))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split()
+    assert "NOT" not in lines and int(lines[-1]) < 40, out.stdout  # MB of peak RSS growth
 
 
-async def test_a_write_the_node_drops_unanswered_is_reported_not_resent(node: StandIn) -> None:
-    client = EdgeLakeClient([Node("n", "127.0.0.1", node.port)], retries=3, backoff=0.01)
-    try:
-        await client.send(client.nodes[0], "POST", "blockchain reload metadata", timeout=5, read_only=False)
-        node.overrides["blockchain reload metadata"] = b""  # read the request, answer nothing, close
-        with pytest.raises(EdgeLakeError, match="closed the connection before answering") as err:
-            await client.send(client.nodes[0], "POST", "blockchain reload metadata", timeout=5, read_only=False)
-        assert "may or may not have run" in (err.value.guidance or "")
-        assert len(node.requests) == 2 and client.stats["retries"] == 0
-    finally:
-        await client.aclose()
-
-
-async def test_a_read_the_node_drops_unanswered_is_retried(node: StandIn) -> None:
-    client = EdgeLakeClient([Node("n", "127.0.0.1", node.port)], retries=1, backoff=0.01)
-    try:
-        assert (await client.send(client.nodes[0], "GET", "get status", timeout=5)).status == 200
-        node.overrides["get status"] = b""
-        with pytest.raises(EdgeLakeError, match="closed the connection without a reply"):
-            await client.send(client.nodes[0], "GET", "get status", timeout=5)
-        assert len(node.requests) == 3 and client.stats["retries"] == 1  # the stale one, then one fresh try
-    finally:
-        await client.aclose()
-
-
-async def test_large_results_come_back_complete(plexor: Any, plexor_config: Any) -> None:
-    with StandIn(big_rows=20000) as big:
-        plexor_config({"edgelake": {"nodes": [big.address]}})
-        async with plexor.client(installed=["edgelake"]) as client:
-            r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "big", "limit": 5000})
+async def test_large_results_come_back_complete(edgelake: Any) -> None:
+    async with edgelake() as client:
+        r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "bulk", "limit": 2500})
     data = r.structured_content
-    assert not r.is_error and data["row_count"] == 5000 and len(data["rows"]) == 5000
-    assert data["truncated"] is False and data["rows"][-1]["row_id"] == 5000
+    assert not r.is_error and data["row_count"] == 2500 and len(data["rows"]) == 2500
+    assert data["truncated"] is False and data["rows"][-1]["row_id"] == 2500
 
 
-async def test_row_cap_with_guidance(plexor: Any, plexor_config: Any) -> None:
-    with StandIn(big_rows=20000) as big:
-        plexor_config({"edgelake": {"nodes": [big.address], "max_rows": 1000}})
-        async with plexor.client(installed=["edgelake"]) as client:
-            r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "big", "limit": 20000})
+async def test_row_cap_with_guidance(edgelake: Any) -> None:
+    async with edgelake(max_rows=1000) as client:
+        r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "bulk", "limit": 2500})
     data = r.structured_content
-    assert not r.is_error and data["row_count"] == 20000 and len(data["rows"]) == 1000 and data["truncated"] is True
+    assert not r.is_error and data["row_count"] == 2500 and len(data["rows"]) == 1000 and data["truncated"] is True
     text = r.content[0].text
-    assert "The reply had 20000 rows; the first 1000 are returned" in text and "raise max_rows" in text
+    assert "The reply had 2500 rows; the first 1000 are returned" in text and "raise max_rows" in text
 
 
 def test_node_list_parsing() -> None:

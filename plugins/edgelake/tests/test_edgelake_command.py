@@ -164,12 +164,15 @@ def test_the_engine_builds_the_same_sql_as_the_checked_builder() -> None:
                               "retries": 0, "backoff": 0.0})
     query = catalog.tools["query"]
     cases = [
-        {"database": "mydb", "table": "t", "select": "*", "limit": 100, "format": "json"},
+        {"database": "mydb", "table": "t", "select": "*", "limit": 100, "format": "json", "destination": "network"},
         {"database": "mydb", "table": "t", "select": "device, count(*)", "where": " value > 1 ", "group_by": ["device"],
-         "order_by": [{"column": "count(*)", "direction": "DESC"}, {"column": "device"}], "limit": 5, "format": "table"},
+         "order_by": [{"column": "count(*)", "direction": "DESC"}, {"column": "device"}], "limit": 5, "format": "table",
+         "destination": "network"},
+        {"database": "mydb", "table": "t", "select": "device", "where": "device in ('a', 'b')", "limit": 5,
+         "format": "json", "destination": "local"},
     ]
     for args in cases:
-        sql = cmd.select_statement(args)
+        sql = cmd.select_statement(args, args["destination"] != "local")
         assert engine.render(query, args) == f'sql mydb format = {args["format"]} "{sql}"'
     with pytest.raises(InvalidArgument, match="'where'"):
         engine.render(query, {"database": "mydb", "table": "t", "where": "1; drop table t", "limit": 1})

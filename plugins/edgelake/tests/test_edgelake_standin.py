@@ -1,121 +1,120 @@
-"""The stand-in node is faithful: the shipped copy of the recording, and byte-for-byte replay."""
+"""The stand-in node against the capture: byte for byte, one reply per connection, and the rules it follows."""
 
 from __future__ import annotations
 
-import http.client
-import json
+import re
 import socket
-import time
 from pathlib import Path
 
 import pytest
-from standin import RESPONSES, StandIn, load_records
+from standin import RESPONSES, Request, StandIn, load_records
 
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared" / "reference" / "edgelake" / "responses.txt"
-
-
-def test_shipped_copy_equals_the_shared_reference() -> None:
-    if not SHARED.exists():
-        pytest.skip(f"the shared reference {SHARED} is not beside this checkout")
-    assert RESPONSES.read_bytes() == SHARED.read_bytes()
+REFERENCE = Path("/work/shared/reference/edgelake/responses-2.txt")
+RECORDS = load_records()
 
 
-def test_recording_has_its_33_exchanges() -> None:
-    records = load_records()
-    assert len(records) == 33
-    assert records[0].method == "GET" and records[0].command == "get status" and records[0].body == b"el-test@127.0.0.1:32048 running"
-    assert [r.command for r in records if r.method == "POST"] == ["blockchain reload metadata"]
-    network = [r for r in records if r.destination == "network"]
-    assert len(network) == 8 and all(r.command.startswith("sql ") for r in network)
-    # Only the two replies whose storage paths were shortened by redaction disagree with their Content-Length.
-    assert [r.command for r in records if r.redacted] == ["get databases", "get databases where format = json"]
-
-
-def _raw_exchange(port: int, request: bytes) -> bytes:
-    """Send one request on a fresh socket and read until the stand-in closes or goes quiet."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+def exchange(node: StandIn, request: bytes) -> bytes:
+    """Send raw bytes, read until the node closes the connection."""
+    with socket.create_connection(("127.0.0.1", node.port), timeout=5) as s:
         s.sendall(request)
-        s.settimeout(0.5)
-        data = b""
-        while True:
-            try:
-                part = s.recv(65536)
-            except TimeoutError:
-                break
-            if not part:
-                break
-            data += part
-    return data
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
 
 
-def _request(command: str, method: str = "GET", destination: str = "") -> bytes:
-    extra = f"destination: {destination}\r\n" if destination else ""
-    return (f"{method} / HTTP/1.1\r\nHost: x\r\nUser-Agent: AnyLog/1.23\r\ncommand: {command}\r\n{extra}"
-            "Connection: close\r\n\r\n").encode()
+def request(method: str, command: str, destination: str = "", extra: str = "User-Agent: AnyLog/1.23\r\n") -> bytes:
+    dest = f"destination: {destination}\r\n" if destination else ""
+    return f"{method} / HTTP/1.1\r\nHost: x\r\n{extra}command: {command}\r\n{dest}\r\n".encode()
 
 
-@pytest.mark.parametrize("index", range(33))
-def test_every_recorded_reply_is_replayed_byte_for_byte(node: StandIn, index: int) -> None:
-    rec = node.records[index]
-    got = _raw_exchange(node.port, _request(rec.command, rec.method, rec.destination))
-    head, _, rest = got.partition(b"\r\n\r\n")
-    assert head + b"\r\n" == rec.head or rec.redacted, "status line and headers must be the recorded bytes"
-    assert head.split(b"\r\n")[0] == rec.status_line
-    if rec.chunked and rec.body:
-        size, _, after = rest.partition(b"\r\n")
-        assert int(size, 16) == len(rec.body)
-        assert after == rec.body + b"\r\n0\r\n\r\n"
-    elif rec.chunked:
-        assert rest == b""  # unframed: no chunk at all, the connection just closes
+def no_date(data: bytes) -> bytes:
+    return re.sub(rb"Date: [^\r]*", b"Date: -", data)
+
+
+@pytest.mark.skipif(not REFERENCE.exists(), reason="the shared reference is not on this machine")
+def test_shipped_copy_equals_the_shared_reference() -> None:
+    assert RESPONSES.read_bytes() == REFERENCE.read_bytes()
+
+
+def test_the_capture_has_its_157_replies() -> None:
+    assert len(RECORDS) == 157
+    assert all(r.raw.startswith(b"HTTP/1.1 ") for r in RECORDS)
+
+
+REPLAYED = [i for i, r in enumerate(RECORDS) if not r.note or "paths replaced" in r.note]
+
+
+@pytest.mark.parametrize("index", REPLAYED)
+def test_every_captured_reply_is_replayed_byte_for_byte(node: StandIn, index: int) -> None:
+    rec = RECORDS[index]
+    assert exchange(node, request(rec.method, rec.command, rec.destination)) == rec.raw
+
+
+def test_the_node_closes_after_one_reply_and_never_answers_a_pipelined_second(node: StandIn) -> None:
+    two = request("GET", "get status") + request("GET", "get version")
+    got = exchange(node, two)
+    assert got.count(b"HTTP/1.1 ") == 1 and got.endswith(b"el-test@127.0.0.1:32048 running")
+    keep = exchange(node, request("GET", "get status", extra="User-Agent: AnyLog/1.23\r\nConnection: keep-alive\r\n"))
+    assert b"Connection: close\r\n" in keep and node.connections == 2
+
+
+def test_requests_without_user_agent_or_command_get_headers_and_nothing(node: StandIn) -> None:
+    no_ua = exchange(node, request("GET", "get status", extra=""))
+    assert no_ua.endswith(b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+    no_cmd = exchange(node, b"GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: AnyLog/1.23\r\n\r\n")
+    assert no_cmd.endswith(b"Connection: close\r\n\r\n")
+
+
+def test_generated_replies_have_the_node_headers_in_order(node: StandIn) -> None:
+    got = exchange(node, request("GET", 'sql mydb format = json "select device from bulk limit 1"', "network"))
+    head = got.split(b"\r\n\r\n")[0].split(b"\r\n")
+    assert [h.split(b":")[0] for h in head[1:]] == [
+        b"Server", b"Date", b"Content-Type", b"Access-Control-Allow-Origin", b"Vary",
+        b"Access-Control-Expose-Headers", b"Transfer-Encoding", b"Connection"]
+
+
+@pytest.mark.parametrize("index", [i for i, r in enumerate(RECORDS) if r.command.startswith("sql ")
+                                   and " from bulk" in r.command and "NOW()" not in r.command])
+def test_the_sql_rules_reproduce_the_captured_bulk_replies(index: int) -> None:
+    """bulk's rows follow a rule, so every captured bulk reply is reproduced by the rules, not replayed."""
+    rec = RECORDS[index]
+    node = StandIn()
+    key = (rec.method, rec.command, rec.destination, "")
+    node._by_key.pop(key, None)  # noqa: SLF001 - force the rule-based answer
+    headers = {"command": rec.command, "user-agent": "AnyLog/1.23"}
+    if rec.destination:
+        headers["destination"] = rec.destination
+    got = no_date(node.answer(Request(rec.method, headers, b"", 0)))  # type: ignore[arg-type]
+    want = no_date(rec.raw)
+    if "shortened" in rec.note:  # the capture holds the first 20,000 bytes of the body
+        # Over the network the operator's blocks vary in size from run to run (the capture's first 8
+        # pages alternate 14 and 15 rows, later ones do not): compare those pages.
+        assert got.startswith(want[:-1] if not rec.destination else want[:12000])
     else:
-        assert rest == rec.body
+        assert got == want
 
 
-def test_malformed_status_line_reaches_the_wire_unchanged(node: StandIn) -> None:
-    got = _raw_exchange(node.port, _request("get nonsense command"))
-    assert got.startswith(b'HTTP/1.1 400 {"method": "get", "node": "127.0.0.1", "err_code": 2, '
-                          b'"err_text": "Error Command Structure"}\r\n')
-    assert got.endswith(b"Transfer-Encoding: chunked\r\n\r\n")
+@pytest.mark.parametrize(("where", "refused"), [
+    ("device in ('dev1','dev2')", True), ("value between 18 and 19", True), ("status like 'wa%'", True),
+    ("not status = 'ok'", True), ("status <> 'ok'", True), ("device = 'it''s'", True),
+    ("status != 'ok'", False), ("device = 'dev1' or device = 'dev2'", False),
+])
+def test_network_where_rules(node: StandIn, where: str, refused: bool) -> None:
+    got = exchange(node, request("GET", f'sql mydb format = json "select device from humidity where {where} limit 1"', "network"))
+    assert (b'"err_code": 46' in got) is refused
+    local = exchange(node, request("GET", f'sql mydb format = json "select device from humidity where {where} limit 1"'))
+    assert b"err_code" not in local
 
 
-def test_sql_answers_from_sqlite_match_the_recorded_formats(node: StandIn) -> None:
-    """Unrecorded queries are answered from SQLite in the node's formats; checked against recorded ones."""
-    recorded = {(r.command, r.destination): r.body for r in node.records}
-    table_cmd = 'sql mydb format = table "select device, value from t limit 3"'
-    # Answer the recorded table query from SQLite (bypassing the replay) and compare bytes.
-    node._by_key.pop(("GET", table_cmd, "network"))
-    got = _raw_exchange(node.port, _request(table_cmd, destination="network"))
-    body = got.partition(b"\r\n\r\n")[2]
-    size, _, after = body.partition(b"\r\n")
-    assert after[: int(size, 16)] == recorded[(table_cmd, "network")]
-    group = 'sql mydb format = json "select device, count(*), avg(value) from t group by device order by device"'
-    node._by_key.pop(("GET", group, "network"))
-    got = _raw_exchange(node.port, _request(group, destination="network"))
-    body = got.partition(b"\r\n\r\n")[2].partition(b"\r\n")[2]
-    assert body.startswith(recorded[(group, "network")])
+def test_local_only_and_network_only_sql(node: StandIn) -> None:
+    order_agg = 'sql mydb format = json "select device, count(*) from bulk group by device order by count(*)"'
+    assert exchange(node, request("GET", order_agg, "network")).endswith(b"Connection: close\r\n\r\n")
+    now = 'sql mydb format = json "select count(*) from bulk where timestamp >= NOW() - 10 hours"'
+    assert exchange(node, request("GET", now)).endswith(b"Connection: close\r\n\r\n")
+    assert b'"count(*)":' in exchange(node, request("GET", now, "network"))
 
 
-def test_seeded_rows_are_the_recorded_rows(node: StandIn) -> None:
-    got = _raw_exchange(node.port, _request('sql mydb format = json "select * from t where value > 0"'))
-    body = got.partition(b"\r\n\r\n")[2].partition(b"\r\n")[2]
-    rows = json.loads(body[: body.rindex(b"}") + 1])["Query"]
-    recorded = json.loads(next(r.body for r in node.records if r.command == 'sql mydb format = json "select * from t"'))
-    assert rows == recorded["Query"]
-
-
-def test_big_table_rows_are_generated() -> None:
-    with StandIn(big_rows=2500) as n:
-        got = _raw_exchange(n.port, _request('sql mydb format = json "select count(*) from big"', destination="network"))
-    assert b'"count(*)":2500' in got
-
-
-def test_a_delay_holds_every_reply_back() -> None:
-    with StandIn(delay=0.05) as slow:
-        conn = http.client.HTTPConnection("127.0.0.1", slow.port, timeout=5)
-        for command in ("get status", "blockchain get table"):
-            started = time.perf_counter()
-            conn.request("GET", "/", headers={"command": command, "User-Agent": "AnyLog/1.23"})
-            resp = conn.getresponse()
-            assert resp.status == 200 and resp.read()
-            assert time.perf_counter() - started >= 0.05
-        conn.close()
+def test_unsynced_metadata_answers_an_empty_list() -> None:
+    with StandIn(metadata_synced=False) as node:
+        assert exchange(node, request("GET", "blockchain get table")).endswith(b"Content-Length: 2\r\nConnection: close\r\n\r\n[]")

@@ -11,7 +11,9 @@ from standin import StandIn
 pytestmark = pytest.mark.anyio
 
 SHIPPED = {"list_databases", "list_tables", "get_schema", "query", "node_status", "server_info",
-           "blockchain_get", "info_table", "get_data_nodes"}
+           "blockchain_get", "info_table", "get_data_nodes", "get_nodes", "monitor_nodes", "get_root_policies",
+           "get_policy_children", "list_connections", "list_local_databases", "help_index", "help_topic",
+           "help_command"}
 
 
 async def call(client: Any, tool: str, **args: Any) -> dict[str, Any]:
@@ -35,7 +37,7 @@ async def test_every_shipped_tool_is_listed_with_a_schema(edgelake: Any) -> None
         assert q["properties"]["limit"]["default"] == 100
         assert q["properties"]["format"]["enum"] == ["json", "table"]
         assert "order_by" in q["properties"] and "node" in q["properties"]
-        assert tools["edgelake_info_table"].annotations.read_only_hint is True
+        assert tools["edgelake_info_table"].annotations.read_only_hint is True  # partitions is a POST, but a read
         assert tools["edgelake_server_info"].annotations.open_world_hint is False
         assert "databases" in tools["edgelake_list_databases"].description
 
@@ -46,56 +48,126 @@ async def test_list_databases_and_tables(edgelake: Any, node: StandIn) -> None:
         assert dbs["databases"] == ["mydb"]
         assert dbs["source"] == {"node": node.address, "command": "blockchain get table"}
         tables = await call(client, "list_tables", database="mydb")
-        assert tables["tables"] == ["big", "t"]
+        assert tables["tables"] == ["bulk", "humidity", "temperature"]
         text = await fail(client, "list_tables", database="nodb")
         assert "no tables are declared for database nodb" in text and "edgelake_list_databases" in text
     assert [(r.method, r.command, r.destination) for r in node.requests] == [("GET", "blockchain get table", "")] * 3
     assert node.requests[0].headers["user-agent"] == "AnyLog/1.23"
 
 
+async def test_empty_metadata_is_not_synced_guidance_not_no_databases(edgelake: Any, node: StandIn) -> None:
+    node.metadata_synced = False
+    async with edgelake() as client:
+        text = await fail(client, "list_databases")
+    assert "metadata not yet synced" in text and "retry" in text
+
+
 async def test_get_schema(edgelake: Any, node: StandIn) -> None:
     async with edgelake() as client:
-        schema = await call(client, "get_schema", database="mydb", table="t")
+        schema = await call(client, "get_schema", database="mydb", table="temperature")
+        text = await fail(client, "get_schema", database="mydb", table="nope")
     assert schema["columns"][-1] == {"name": "value", "type": "decimal"}
-    assert node.requests[-1].command == 'get columns where dbms="mydb" and table="t" and format=json'
+    assert node.requests[0].command == "get columns where dbms = mydb and table = temperature and format = json"
+    assert "error 132: Local table not declared in blockchain" in text and "edgelake_list_tables" in text
 
 
-async def test_query_end_to_end_through_sqlite(edgelake: Any, node: StandIn) -> None:
+async def test_query_rows_come_back_from_the_network(edgelake: Any, node: StandIn) -> None:
     async with edgelake() as client:
-        grouped = await call(client, "query", database="mydb", table="t", select="device, count(*), avg(value)",
+        rows = await call(client, "query", database="mydb", table="temperature", select="device, value",
+                          where="device = 'dev1'", limit=3)
+        grouped = await call(client, "query", database="mydb", table="bulk", select="device, count(*)",
                              group_by=["device"], order_by=[{"column": "device"}])
-        filtered = await call(client, "query", database="mydb", table="t", select=["row_id", "value"],
-                              where="device = 'dev1' and value > 20", order_by=[{"column": "value", "direction": "desc"}])
-    assert grouped["rows"] == [{"device": "dev0", "count(*)": 2, "avg(value)": 30.5},
-                               {"device": "dev1", "count(*)": 3, "avg(value)": 30.5}]
-    assert grouped["row_count"] == 2 and grouped["statistics"]["nodes"] == 1
-    assert filtered["rows"] == [{"row_id": 5, "value": 50.5}, {"row_id": 3, "value": 30.5}]
-    sent = node.requests[-1]
+    assert [r["value"] for r in rows["rows"]] == [18.24, 15.72, 15.58] and rows["statistics"]["nodes"] == 1
+    assert grouped["rows"][0] == {"device": "dev0", "count(*)": 500}
+    sent = node.requests[0]
     assert sent.method == "GET" and sent.destination == "network"
-    assert sent.command == ('sql mydb format = json "select row_id, value from t where device = \'dev1\' and value > 20 '
-                            'order by value desc limit 100"')
+    assert sent.command == 'sql mydb format = json "select device, value from temperature where device = \'dev1\' limit 3"'
 
 
-async def test_query_matching_a_recorded_command_gets_the_recorded_reply(edgelake: Any, node: StandIn) -> None:
+@pytest.mark.parametrize(("where", "sent"), [
+    ("device in ('dev1','dev2')", "device = 'dev1' or device = 'dev2'"),
+    ("value between 30 and 40", "value >= 30 and value <= 40"),
+    ("status <> 'ok'", "status != 'ok'"),
+    ("not status = 'ok'", "status != 'ok'"),
+    ("status like 'wa%'", "status >= 'wa' and status < 'wb'"),
+    ("device not in ('dev1', 'dev2')", "device != 'dev1' and device != 'dev2'"),
+])
+async def test_network_where_is_rewritten_into_forms_the_operators_accept(edgelake: Any, node: StandIn, where: str,
+                                                                           sent: str) -> None:
     async with edgelake() as client:
-        top = await call(client, "query", database="mydb", table="t", order_by=[{"column": "value", "direction": "desc"}], limit=2)
-        r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "t", "select": "device, value",
-                                                      "limit": 3, "format": "table"})
-    assert [row["row_id"] for row in top["rows"]] == [5, 4]
-    assert top["rows"][0]["insert_timestamp"] == "2026-11-22 06:47:24.244874"  # the node's own row, replayed
-    assert not r.is_error
-    assert r.content[0].text.startswith("device value\n------ ----- \ndev1    10.5")
-    assert r.structured_content["rows"][1] == {"device": "dev0", "value": 20.5}
-    assert node.requests[-1].command == 'sql mydb format = table "select device, value from t limit 3"'
+        rows = await call(client, "query", database="mydb", table="humidity", select="device, status", where=where,
+                          limit=5)
+        local = await call(client, "query", database="mydb", table="humidity", select="device, status", where=where,
+                           limit=5, destination="local")
+    assert node.requests[0].command == f'sql mydb format = json "select device, status from humidity where {sent} limit 5"'
+    assert node.requests[1].command == f'sql mydb format = json "select device, status from humidity where {where} limit 5"'
+    assert node.requests[1].destination == ""
+    assert rows["rows"] == local["rows"] and rows["row_count"] >= 1
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    ({"where": "device = 'it''s'"}, "doubled quote"),
+    ({"where": "status like '%a%'"}, "LIKE"),
+    ({"where": "not (status = 'ok' or device = 'dev1')"}, "NOT"),
+    ({"select": "device, value * 2"}, "arithmetic"),
+    ({"order_by": [{"column": "sum(value)"}], "group_by": ["device"], "select": "device"}, "unless the aggregate is selected"),
+])
+async def test_network_sql_that_cannot_be_rewritten_is_refused_before_sending(edgelake: Any, node: StandIn,
+                                                                              args: dict[str, Any], named: str) -> None:
+    async with edgelake() as client:
+        text = await fail(client, "query", **{"database": "mydb", "table": "temperature", **args})
+    assert named in text and "destination local" in text
+    assert node.requests == []
+
+
+async def test_order_by_an_aggregate_uses_its_alias_and_keeps_the_key(edgelake: Any, node: StandIn) -> None:
+    async with edgelake() as client:
+        r = await call(client, "query", database="mydb", table="bulk", select="device, count(*)", group_by=["device"],
+                       order_by=[{"column": "count(*)", "direction": "DESC"}])
+        aliased = await call(client, "query", database="mydb", table="temperature", select="device, max(value) as m",
+                             group_by=["device"], order_by=[{"column": "max(value)", "direction": "Desc"}])
+    assert node.requests[0].command == ('sql mydb format = json "select device, count(*) as order_1 from bulk '
+                                        'group by device order by order_1 desc limit 100"')
+    assert r["rows"][0]["count(*)"] == 500 and set(r["rows"][0]) == {"device", "count(*)"} and r["row_count"] == 5
+    assert "order by m desc" in node.requests[1].command and "m" in aliased["rows"][0]
+
+
+async def test_network_only_functions_are_refused_locally(edgelake: Any, node: StandIn) -> None:
+    async with edgelake() as client:
+        text = await fail(client, "query", database="mydb", table="bulk", select="count(*)",
+                          where="timestamp >= NOW() - 2 hours", destination="local")
+        ok = await call(client, "query", database="mydb", table="bulk", select="count(*)",
+                        where="timestamp >= NOW() - 2 hours")
+    assert "NOW() answers nothing when the query runs on the node itself" in text
+    assert len(node.requests) == 1 and "count(*)" in ok["rows"][0]
+
+
+async def test_a_data_node_subset_is_the_destination(edgelake: Any, node: StandIn) -> None:
+    async with edgelake() as client:
+        r = await call(client, "query", database="mydb", table="temperature", select="device, value",
+                       where="device = 'dev1'", limit=2, destination="127.0.0.1:32048, 127.0.0.1:32048")
+    assert node.requests[0].destination == "127.0.0.1:32048" and r["row_count"] == 2
+    assert r["source"]["destination"] == "127.0.0.1:32048"
+
+
+async def test_table_format_keeps_every_row_of_every_page(edgelake: Any, node: StandIn) -> None:
+    async with edgelake() as client:
+        r = await call(client, "query", database="mydb", table="bulk", limit=2500, format="table")
+        local = await call(client, "query", database="mydb", table="bulk", limit=2500, format="table",
+                           destination="local")
+    assert r["row_count"] == 2500 == r["statistics"]["count"] and r["truncated"] is False
+    assert [row["row_id"] for row in r["rows"]] == list(range(1, 2501))
+    assert local["row_count"] == 2500
 
 
 async def test_query_arguments_are_validated(edgelake: Any, node: StandIn) -> None:
     async with edgelake() as client:
-        assert "argument 'limit'" in await fail(client, "query", database="mydb", table="t", limit=0)
-        assert "'format'" in await fail(client, "query", database="mydb", table="t", format="csv")
+        assert "argument 'limit'" in await fail(client, "query", database="mydb", table="bulk", limit=0)
+        assert "'format'" in await fail(client, "query", database="mydb", table="bulk", format="csv")
         assert "argument 'table' is required" in await fail(client, "query", database="mydb")
-        assert "direction" in await fail(client, "query", database="mydb", table="t",
+        assert "direction" in await fail(client, "query", database="mydb", table="bulk",
                                          order_by=[{"column": "value", "direction": "up"}])
+        assert "IP:Port" in await fail(client, "query", database="mydb", table="bulk", destination="somewhere")
     assert node.requests == []  # nothing bad reached the node
 
 
@@ -115,7 +187,7 @@ async def test_query_arguments_are_validated(edgelake: Any, node: StandIn) -> No
 ])
 async def test_injection_attempts_never_reach_the_node(edgelake: Any, node: StandIn, args: dict[str, Any], expected: str) -> None:
     async with edgelake() as client:
-        text = await fail(client, "query", **{"database": "mydb", "table": "t", **args})
+        text = await fail(client, "query", **{"database": "mydb", "table": "bulk", **args})
     assert expected in text
     assert node.requests == []
 
@@ -135,55 +207,127 @@ async def test_node_status_and_node_choice(edgelake: Any, node: StandIn) -> None
 
 
 async def test_server_info_is_answered_by_the_plugin(edgelake: Any, node: StandIn) -> None:
-    async with edgelake(network_timeout=90, max_rows=500) as client:
+    async with edgelake(network_timeout=90, max_rows=500, max_reply_bytes=1_000_000) as client:
         info = await call(client, "server_info")
     assert node.requests == []
-    assert info["version"] == "0.1.0"
     assert info["nodes"] == [{"name": node.address, "address": node.address, "default": True}]
     assert info["timeouts"]["network_queries"] == 90.0 and info["max_rows"] == 500
+    assert info["max_reply_bytes"] == 1_000_000 and "one per request" in info["connections"]
     by_name = {t["name"]: t for t in info["tools"]}
-    assert by_name["edgelake_query"]["timeout"] == 90.0 and by_name["edgelake_query"]["destination"] == "network"
-    assert by_name["edgelake_info_table"]["method"] == "POST"
+    assert by_name["edgelake_query"]["timeout"] == 90.0 and by_name["edgelake_query"]["destination"] == "{destination}"
+    assert by_name["edgelake_info_table"]["cases"]["partitions"] == "info table {database} {table} partitions"
     assert by_name["edgelake_list_tables"]["timeout"] == 20.0
 
 
-async def test_blockchain_get_clauses_appear_exactly_when_given(edgelake: Any, node: StandIn) -> None:
+async def test_blockchain_get_clauses_and_policy_type_lists(edgelake: Any, node: StandIn) -> None:
     async with edgelake() as client:
         everything = await call(client, "blockchain_get")
-        tables = await call(client, "blockchain_get", policy_type="table", where="dbms = mydb and name = t")
-        brought = await client.call_tool("edgelake_blockchain_get", {"policy_type": "table", "bring": "['table']['name']"})
-        recorded = await call(client, "blockchain_get", policy_type="table", bring=".json")
+        tables = await call(client, "blockchain_get", policy_type="table", where="dbms = mydb and name = bulk")
+        several = await call(client, "blockchain_get", policy_type=["master", "query", "operator"])
+        as_text = await call(client, "blockchain_get", policy_type="(master, operator)")
         bad = await fail(client, "blockchain_get", where="dbms = mydb bring ['table']")
     assert [r.command for r in node.requests] == [
         "blockchain get *",
-        "blockchain get table where dbms = mydb and name = t",
-        "blockchain get table bring ['table']['name']",
-        "blockchain get table bring.json",
+        "blockchain get table where dbms = mydb and name = bulk",
+        "blockchain get (master, query, operator)",
+        "blockchain get (master, operator)",
     ]
-    assert len(everything["policies"]) == 2
-    assert [p["table"]["name"] for p in tables["policies"]] == ["t"]
-    assert brought.content[0].text.split() == ["t", "big"]
-    assert recorded["policies"][1]["table"]["name"] == "big"
+    assert len(everything["policies"]) == 9
+    assert [p["table"]["name"] for p in tables["policies"]] == ["bulk"]
+    assert [next(iter(p)) for p in several["policies"]] == ["master", "operator"] == [next(iter(p)) for p in as_text["policies"]]
     assert "'bring'" in bad
 
 
-async def test_info_table_is_posted(edgelake: Any, node: StandIn) -> None:
+async def test_info_table_answers_what_the_node_only_prints(edgelake: Any, node: StandIn) -> None:
     async with edgelake() as client:
-        cols = await call(client, "info_table", database="mydb", table="t")
-        exists = await call(client, "info_table", database="mydb", table="nosuch", info_type="exists")
-    assert [r.method for r in node.requests] == ["POST", "POST"]
-    assert node.requests[0].command == "info table mydb t columns"
-    assert cols["info"][0] == {"name": "row_id", "type": "integer"}
-    assert exists["info"] is False
+        cols = await call(client, "info_table", database="mydb", table="temperature")
+        exists = await call(client, "info_table", database="mydb", table="bulk", info_type="exists")
+        missing = await call(client, "info_table", database="mydb", table="nosuch", info_type="exists")
+        parts = await fail(client, "info_table", database="mydb", table="temperature", info_type="partitions")
+    assert [(r.method, r.command) for r in node.requests] == [
+        ("GET", "get columns where dbms = mydb and table = temperature and format = json"),
+        ("GET", "blockchain get table where dbms = mydb and name = bulk"),
+        ("GET", "blockchain get table where dbms = mydb and name = nosuch"),
+        ("POST", "info table mydb temperature partitions"),
+    ]
+    assert cols["columns"][0] == {"name": "row_id", "type": "integer"}
+    assert exists["exists_in_metadata"] == ["bulk"] and missing["exists_in_metadata"] == []
+    assert "error 82: Missing partition declaration" in parts and "no partition declaration" in parts
 
 
 async def test_get_data_nodes_optionally_narrowed(edgelake: Any, node: StandIn) -> None:
     async with edgelake() as client:
         every = await call(client, "get_data_nodes")
-        one = await call(client, "get_data_nodes", database="mydb", table="big")
-    assert [n["Table"] for n in every["nodes"]] == ["t", "big"]
-    assert [n["Table"] for n in one["nodes"]] == ["big"] and one["nodes"][0]["External IP/Port"] == "127.0.0.1:32048"
-    assert {r.command for r in node.requests} == {"get data nodes where format = json"}
+    assert [n["Table"] for n in every["nodes"]] == ["temperature", "humidity", "bulk"]
+    assert node.requests[0].command == "get data nodes where dbms = * and table = * and format = json"
+
+
+async def test_upstream_tools_send_upstreams_commands(edgelake: Any, node: StandIn) -> None:
+    async with edgelake() as client:
+        nodes = await call(client, "get_nodes")
+        roots = await call(client, "get_root_policies")
+        children = await call(client, "get_policy_children", where="id = 6defb75b15b7677d6ddd00fa5765662e")
+        conns = await call(client, "list_connections")
+        dbs = await call(client, "list_local_databases")
+        remote = await call(client, "list_local_databases", nodes="127.0.0.1:32048")
+    assert [r.command for r in node.requests] == [
+        "blockchain get (master, query, operator) bring.json [*] [*][name] [*][ip] [*][port]",
+        "blockchain get root policies",
+        "blockchain get * where id = 6defb75b15b7677d6ddd00fa5765662e bring.json.children",
+        "get connections where format = json",
+        "get databases where format = json",
+        "get databases where format = json",
+    ]
+    assert nodes["nodes"][1] == {"policy": "operator", "name": "el-operator", "ip": "127.0.0.1", "port": 32048}
+    assert roots["policies"] == [] and children["policies"] == []
+    assert conns["connections"][0]["REST"]["local"] == "127.0.0.1:32049"
+    assert "mydb" in dbs["databases"][0] and remote["databases"][0]["node"] == "127.0.0.1:32048"
+    assert node.requests[-1].destination == "127.0.0.1:32048"
+
+
+@pytest.mark.parametrize(("status_type", "command", "field"), [
+    ("status", "get status where format = json", "status"),
+    ("version", "get version where format = mcp", "version"),
+    ("resources", "get node resources where format = json", "memory_total"),
+    ("cpu", "get cpu usage where format = json", "Average"),
+])
+async def test_monitor_nodes_asks_every_node_once(edgelake: Any, node: StandIn, status_type: str, command: str,
+                                                  field: str) -> None:
+    async with edgelake() as client:
+        r = await call(client, "monitor_nodes", status_type=status_type)
+    assert [(q.command, q.destination) for q in node.requests] == [
+        ("blockchain get (master, query, operator) bring.ip_port", ""),
+        (command, "127.0.0.1:32048"),  # the metadata names it twice (master and operator): sent once
+    ]
+    assert r["nodes"][0]["node"] == "127.0.0.1:32048" and field in r["nodes"][0]
+
+
+async def test_help_tools(edgelake: Any, node: StandIn) -> None:
+    async with edgelake() as client:
+        await call(client, "help_index")
+        await call(client, "help_topic", topic="blockchain")
+        await call(client, "help_command", command="get status")
+        bad = await fail(client, "help_command", command="get status where format = json")
+    assert [r.command for r in node.requests] == [
+        "help index where format = mcp", "help index blockchain where format = mcp",
+        "help get status where format = mcp"]
+    assert "'where'" in bad
+
+
+async def test_dry_run_returns_the_request_without_sending_it(edgelake: Any, node: StandIn) -> None:
+    async with edgelake() as client:
+        q = await call(client, "query", database="mydb", table="bulk", select="device", where="device in ('dev1')",
+                       dry_run=True)
+        p = await call(client, "info_table", database="mydb", table="bulk", info_type="partitions", dry_run=True)
+        m = await call(client, "monitor_nodes", dry_run=True)
+    assert node.requests == []
+    command = 'sql mydb format = json "select device from bulk where device = \'dev1\' limit 100"'
+    assert q["rest"] == {"method": "GET", "url": f"http://{node.address}/",
+                         "headers": {"command": command, "User-Agent": "AnyLog/1.23", "destination": "network"}}
+    assert q["cli"] == f"run client () {command}"
+    assert q["curl"].startswith(f"curl -X GET http://{node.address}/ -H 'command: sql mydb")
+    assert p["rest"]["method"] == "POST" and p["cli"] == "info table mydb bulk partitions"
+    assert "blockchain get (master, query, operator) bring.ip_port" in m["cli"]
 
 
 async def test_resource_templates(edgelake: Any) -> None:
@@ -191,8 +335,8 @@ async def test_resource_templates(edgelake: Any) -> None:
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {"edgelake://database/{database}", "edgelake://database/{database}/table/{table}"}
         db = await client.read_resource("edgelake://database/mydb")
-        table = await client.read_resource("edgelake://database/mydb/table/t")
-        assert json.loads(db.contents[0].text)["tables"] == ["big", "t"]
+        table = await client.read_resource("edgelake://database/mydb/table/bulk")
+        assert json.loads(db.contents[0].text)["tables"] == ["bulk", "humidity", "temperature"]
         columns = json.loads(table.contents[0].text)["columns"]
         assert [c["name"] for c in columns][:2] == ["row_id", "insert_timestamp"]
         with pytest.raises(Exception, match="no tables are declared for database nodb"):

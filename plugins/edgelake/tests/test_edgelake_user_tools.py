@@ -39,8 +39,8 @@ USER_TOOLS = textwrap.dedent("""
         timeout: 0.5
         parser: query
       reload:
-        description: Reload the metadata on the node.
-        command: blockchain reload metadata
+        description: Ask the node to print a table's columns on its console (it answers nothing).
+        command: info table mydb temperature columns
         empty_ok: true
         parser: text
       node_status:
@@ -67,10 +67,10 @@ async def test_user_tools_work_without_code(edgelake: Any, node: StandIn, tmp_pa
         assert version.structured_content["version"] == {"version": "EdgeLake Version: 1.4.2604",
                                                           "node_name": "el-test@127.0.0.1:32048"}
         tables = await client.call_tool("edgelake_table_list", {"database": "mydb"})
-        assert [t["Table name"] for t in tables.structured_content["tables"]] == ["big", "t"]
+        assert [t["Table name"] for t in tables.structured_content["tables"]] == ["bulk", "humidity", "temperature"]
         assert {t["Database"] for t in tables.structured_content["tables"]} == {"mydb"}
-        rows = await client.call_tool("edgelake_local_sql", {"database": "mydb", "table": "t"})
-        assert rows.structured_content["row_count"] == 5 and rows.structured_content["statistics"]["nodes"] == 0
+        rows = await client.call_tool("edgelake_local_sql", {"database": "mydb", "table": "humidity"})
+        assert rows.structured_content["row_count"] == 240 and rows.structured_content["statistics"]["nodes"] == 0
         missing = await client.call_tool("edgelake_local_sql", {"database": "mydb", "table": "no_such_table"})
         assert missing.is_error and "error 29: No metadata info" in missing.content[0].text
         reload = await client.call_tool("edgelake_reload", {})
@@ -82,8 +82,8 @@ async def test_user_tools_work_without_code(edgelake: Any, node: StandIn, tmp_pa
         sources = {t["name"]: t["source"] for t in info["tools"]}
         assert sources["edgelake_version"] == str(path) and sources["edgelake_query"] == "shipped"
     sent = [(r.method, r.command, r.destination) for r in node.requests]
-    assert ("POST", "blockchain reload metadata", "") in sent
-    assert ("GET", 'sql mydb format = json "select * from t"', "") in sent
+    assert ("POST", "info table mydb temperature columns", "") in sent
+    assert ("GET", 'sql mydb format = json "select * from humidity"', "") in sent
     assert ("GET", "get tables where dbms = mydb", "") in sent
 
 
@@ -207,9 +207,12 @@ def test_the_shipped_file_is_valid_and_complete() -> None:
     tools, disabled, problems = validate_document(yaml.safe_load(SHIPPED.read_text()), "shipped")
     assert problems == [] and disabled == set()
     assert set(tools) == {"list_databases", "list_tables", "get_schema", "query", "node_status", "server_info",
-                          "blockchain_get", "info_table", "get_data_nodes"}
-    assert tools["info_table"].method == "POST" and tools["info_table"].read_only is True
-    assert tools["query"].destination == "network" and tools["query"].timeout is None
+                          "blockchain_get", "info_table", "get_data_nodes", "get_nodes", "monitor_nodes",
+                          "get_root_policies", "get_policy_children", "list_connections", "list_local_databases",
+                          "help_index", "help_topic", "help_command"}
+    assert tools["info_table"].cases["partitions"].method == "POST" and tools["info_table"].read_only is True
+    assert tools["info_table"].cases["columns"].method == "GET"
+    assert tools["query"].destination == "{destination}" and tools["query"].timeout is None
     assert all(t.method == "GET" for n, t in tools.items() if n not in ("info_table", "server_info"))
 
 
@@ -232,7 +235,7 @@ def test_parsed_yaml_is_cached_so_pyyaml_is_not_imported_at_every_start(tmp_path
     """)
     first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert first == ["12", "True"] and second == ["12", "False"]
+    assert first == ["21", "True"] and second == ["21", "False"]
 
 
 def test_plugin_module_imports_only_plexor_and_the_standard_library() -> None:

@@ -1,4 +1,6 @@
-"""The client's HTTP/1.1 reading on the wire: replies in pieces, framing by close, extra bytes, headers it refuses."""
+"""The client's HTTP/1.1 reading on the wire: replies in pieces, framing by close, extra bytes, headers it refuses.
+
+Every request goes on its own connection (the node closes each after one reply)."""
 
 from __future__ import annotations
 
@@ -56,13 +58,13 @@ CHUNKED = (b'HTTP/1.1 200 OK\r\nContent-Type: text/json\r\nTransfer-Encoding: ch
            b'11\r\n{"Status": "ok"}\n\r\n0\r\n\r\n')
 
 
-async def test_a_reply_sent_byte_by_byte_is_read_whole_and_the_connection_kept() -> None:
+async def test_a_reply_sent_byte_by_byte_is_read_whole() -> None:
     async with raw_node(lambda head: ([CHUNKED[i:i + 1] for i in range(len(CHUNKED))], False)) as (client, requests, conns):
         for _ in range(2):
             reply = await client.send(client.nodes[0], "GET", "get status", timeout=5)
             assert reply.status == 200 and reply.reason == "OK" and reply.framing_error is None
             assert reply.body == b'{"Status": "ok"}\n' and reply.headers["transfer-encoding"] == "chunked"
-    assert len(requests) == 2 and len(conns) == 1
+    assert len(requests) == 2 and len(conns) == 2
 
 
 async def test_a_malformed_status_line_in_pieces_keeps_the_node_error() -> None:
@@ -100,7 +102,7 @@ async def test_an_interim_reply_is_skipped() -> None:
         for _ in range(2):
             reply = await client.send(client.nodes[0], "GET", "get status", timeout=5)
             assert reply.status == 200 and reply.reason == "OK" and reply.body == b"ok"
-    assert len(conns) == 1
+    assert len(conns) == 2
 
 
 async def test_bytes_after_the_reply_drop_the_connection_not_the_reply() -> None:
@@ -131,9 +133,9 @@ async def test_the_request_on_the_wire() -> None:
         await client.send(client.nodes[0], "POST", "blockchain reload metadata", headers={"X-Extra": "1"}, timeout=5)
     port = client.nodes[0].port
     assert requests[0] == (f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: AnyLog/1.23\r\n"
-                           "command: get status where format = json\r\ndestination: network\r\n\r\n").encode()
+                           "Connection: close\r\ncommand: get status where format = json\r\ndestination: network\r\n\r\n").encode()
     assert requests[1] == (f"POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: AnyLog/1.23\r\n"
-                           "command: blockchain reload metadata\r\nX-Extra: 1\r\nContent-Length: 0\r\n\r\n").encode()
+                           "Connection: close\r\ncommand: blockchain reload metadata\r\nX-Extra: 1\r\nContent-Length: 0\r\n\r\n").encode()
 
 
 @pytest.mark.parametrize(("command", "named"), [
@@ -157,3 +159,11 @@ async def test_non_ascii_in_a_query_is_a_clear_error_through_mcp(edgelake: Any, 
         assert r.structured_content["error"]["type"] == "invalid_argument"
         assert not (await client.call_tool("edgelake_node_status", {})).is_error
     assert [req.command for req in node.requests] == ["get status where format = json"]
+
+
+async def test_an_unframed_body_after_a_chunked_header_is_kept_as_the_body() -> None:
+    err = b'{"method": "get", "node": "127.0.0.1", "err_code": 155, "err_text": "Failed to determine destination node"}'
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    async with raw_node(lambda _: ([head, err[:30], err[30:]], True)) as (client, _, _c):
+        reply = await client.send(client.nodes[0], "GET", "get status", destination="network", timeout=5)
+    assert reply.status == 200 and reply.body == err and reply.framing_error

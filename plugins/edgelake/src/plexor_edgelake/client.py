@@ -1,22 +1,25 @@
-"""The EdgeLake REST client: pooled keep-alive HTTP/1.1 connections on asyncio, replies parsed by httptools.
+"""The EdgeLake REST client: one HTTP/1.1 connection per request on asyncio, replies parsed by httptools.
 
-Why this shape: a call's cost is dominated by the fixed per-request work, so
-the request is plain bytes (a prefix rendered once per node and method, then
+The node answers every request with ``Connection: close`` and closes the
+socket after one reply; a second request pipelined on the same connection is
+never answered (PROTOCOL.md, "Observed later"). So the client makes no
+keep-alive assumption: it opens a connection, sends one request saying
+``Connection: close``, reads the reply to its end (or to the close) and drops
+the connection. ``max_connections`` bounds the calls in flight per node.
+
+The request is plain bytes (a prefix rendered once per node and method, then
 the ``command`` and ``destination`` headers) and the reply is parsed by
-httptools — the Python binding of llhttp, Node.js's HTTP parser, which
-uvicorn uses — inside the connection's ``data_received``: one wake-up of the
-waiting call per reply. Measured against the stand-in node on this machine
-(see BENCH.md), parsing one reply takes about 2 µs this way against 40-90 µs
-with h11's pure-Python state machine (the previous client), and a whole
-request costs about as much as a blocking ``http.client`` request, with real
-concurrency (no thread per call), ``asyncio.timeout`` deadlines and clean
-cancellation.
+httptools (llhttp) inside ``data_received``: one wake-up of the waiting call
+per reply, ``asyncio.timeout`` deadlines and clean cancellation.
 
-It also has to survive the node's malformed replies: llhttp reads the status
-line whose reason phrase is a JSON error, and when the chunked body never
-comes (the connection closes) the response head is kept and the framing
-error recorded, so :mod:`plexor_edgelake.replies` can still report the node's
-error code and text.
+Every read is bounded: a reply larger than ``max_reply_bytes`` is abandoned
+(the connection closed at once) and reported with an error naming the
+setting, so a runaway reply cannot exhaust memory.
+
+It also survives the node's malformed replies: the status line whose reason
+phrase is a JSON error; ``Transfer-Encoding: chunked`` followed by raw JSON
+with no chunk framing (kept as the reply's body for :mod:`replies` to read);
+chunked followed by nothing at all.
 """
 
 from __future__ import annotations
@@ -24,13 +27,13 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from plexor import InvalidArgument, PlexorError
 
-__all__ = ["EdgeLakeClient", "EdgeLakeError", "Node", "NodeUnreachable", "NodeTimeout", "Reply", "parse_nodes"]
+__all__ = ["EdgeLakeClient", "EdgeLakeError", "Node", "NodeTimeout", "NodeUnreachable", "Reply", "ReplyTooLarge",
+           "parse_nodes"]
 
 
 class EdgeLakeError(PlexorError):
@@ -49,6 +52,12 @@ class NodeTimeout(EdgeLakeError):
     """The node did not answer in time."""
 
     code = "edgelake_timeout"
+
+
+class ReplyTooLarge(EdgeLakeError):
+    """The reply grew past ``[edgelake] max_reply_bytes``; it was abandoned."""
+
+    code = "edgelake_reply_too_large"
 
 
 @dataclass(frozen=True)
@@ -106,98 +115,104 @@ class Reply:
     reason: str
     headers: dict[str, str]
     body: bytes
-    framing_error: str | None = None  # the body could not be read to its end (the node's malformed replies)
+    framing_error: str | None = None  # the body could not be read as framed (the node's malformed replies)
     elapsed: float = 0.0
 
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
 
 
-class _Conn(asyncio.Protocol):
-    """One keep-alive connection to a node; it reads one reply at a time.
+_KEEP_RAW = 65536  # bytes of raw reply kept to recover an unframed body (the node's errors are small)
 
-    The reply is parsed as it arrives (httptools calls the ``on_*`` methods
-    from ``feed_data``) and the waiting call is woken once: when the reply is
-    complete, unreadable, or the connection closed.
+
+class _Exchange(asyncio.Protocol):
+    """One connection carrying one request and its reply, read under a byte limit.
+
+    httptools calls the ``on_*`` methods from ``feed_data``; the waiting call
+    is woken once: when the reply is complete, unreadable, too large, or the
+    connection closed. When a chunked header is followed by bytes that are not
+    chunk framing, parsing stops and the raw bytes after the headers are kept
+    until the node closes: that is where the node puts its error JSON.
     """
 
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
-        self.uses = 0
-        self._waiter: asyncio.Future[None] | None = None
-        self._parser: Any = None
-        self._begin(None)
+    def __init__(self, limit: int) -> None:
+        import httptools
 
-    def _begin(self, waiter: asyncio.Future[None] | None) -> None:
-        self._waiter = waiter
+        self.limit = limit
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.parser = httptools.HttpResponseParser(self)
         self.reason = b""
         self.header_list: list[tuple[bytes, bytes]] = []
         self.chunks: list[bytes] = []
+        self.raw: bytearray | None = bytearray()  # the first bytes as received, while they may be needed
+        self.received = 0
         self.status = 0
         self.headers_done = False
         self.until_close = False  # no Content-Length, not chunked: the body ends when the node closes
         self.complete = False
-        self.keep_alive = False
-        self.received = False
+        self.unframed = False
+        self.too_large = False
         self.error: str | None = None
 
-    async def exchange(self, request: bytes) -> None:
-        """Send ``request`` and wait until its reply is complete, unreadable, or the connection closed."""
-        import httptools
-
-        waiter = asyncio.get_running_loop().create_future()
-        self._begin(waiter)
-        self._parser = httptools.HttpResponseParser(self)
-        assert self.transport is not None
-        self.transport.write(request)
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-
-    def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.close()
-
-    # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         import httptools
 
-        if self._waiter is None or self.complete:
-            self.keep_alive = False  # bytes nobody asked for: this connection cannot be trusted any more
-            self.close()
+        if self.complete or self.waiter.done() and not self.unframed:
             return
-        self.received = True
+        self.received += len(data)
+        if self.received > self.limit:
+            self.too_large = True
+            self._abandon()
+            return
+        if self.raw is not None:
+            self.raw += data
+            if len(self.raw) > _KEEP_RAW and not self.unframed:
+                self.raw = None
+        if self.unframed:
+            return
         try:
-            self._parser.feed_data(data)
+            self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             if self.complete:
-                self.keep_alive = False  # more bytes after the reply's end
-            else:
-                self.error = str(exc) or type(exc).__name__
+                return  # bytes after the reply's end: ignored, the connection is dropped anyway
+            if self.headers_done and not self.chunks and self.raw is not None:
+                self.unframed = True  # chunked declared, raw bytes follow: read them until the close
+                self.error = "the body is not chunk-framed although the headers say chunked"
+                return
+            self.error = str(exc) or type(exc).__name__
             self._wake()
         except httptools.HttpParserUpgrade:
             self.error = "the node asked to switch protocols"
             self._wake()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
         if self.headers_done and self.until_close and not self.complete and self.error is None:
             self.complete = True
         self._wake()
 
+    def _abandon(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()  # do not read another byte
+        self.chunks, self.raw = [], None
+        self._wake()
+
     def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        if not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def body(self) -> bytes:
+        if self.unframed and self.raw is not None:
+            at = bytes(self.raw).find(b"\r\n\r\n")
+            return bytes(self.raw[at + 4:]) if at >= 0 else b""
+        return b"".join(self.chunks)
 
     # -- httptools callbacks -----------------------------------------------------------------------
     def on_message_begin(self) -> None:
-        if self.complete:  # a second message in the same read: stop parsing, drop the connection after this reply
+        if self.complete:  # a second message after the reply: stop parsing (nobody asked for it)
             raise _Extra()
 
     def on_status(self, status: bytes) -> None:
@@ -207,10 +222,8 @@ class _Conn(asyncio.Protocol):
         self.header_list.append((name, value))
 
     def on_headers_complete(self) -> None:
-        parser = self._parser
         self.headers_done = True
-        self.status = parser.get_status_code()
-        self.keep_alive = parser.should_keep_alive()
+        self.status = self.parser.get_status_code()
         if not (100 <= self.status < 200 or self.status in (204, 304)):
             names = {n.lower() for n, _ in self.header_list}
             self.until_close = b"content-length" not in names and b"transfer-encoding" not in names
@@ -230,25 +243,14 @@ class _Extra(Exception):
     """Raised from a parser callback to stop at the end of the reply."""
 
 
-class _StaleConnection(Exception):
-    """A pooled connection was closed by the node before it answered anything."""
-
-
-@dataclass
-class _Pool:
-    node: Node
-    limit: asyncio.Semaphore
-    idle: deque[_Conn] = field(default_factory=deque)
-    opened: int = 0
-
-
 class EdgeLakeClient:
     """Sends commands to EdgeLake nodes; one instance per kernel, shared by every tool.
 
     :param nodes: the configured nodes; the first is the default.
-    :param max_connections: connections per node (and so calls in flight per node).
+    :param max_connections: calls in flight per node (each has its own connection).
     :param retries: extra attempts after a connection failure, for read-only commands only.
     :param backoff: seconds before the first retry; doubled for each next one.
+    :param max_reply_bytes: the most bytes read of one reply (status line and headers included).
     """
 
     def __init__(
@@ -260,6 +262,7 @@ class EdgeLakeClient:
         max_connections: int = 16,
         retries: int = 2,
         backoff: float = 0.25,
+        max_reply_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         self.nodes = nodes
         self.user_agent = user_agent
@@ -267,7 +270,8 @@ class EdgeLakeClient:
         self.max_connections = max(1, max_connections)
         self.retries = max(0, retries)
         self.backoff = max(0.0, backoff)
-        self._pools: dict[str, _Pool] = {}
+        self.max_reply_bytes = max(1024, max_reply_bytes)
+        self._limits: dict[str, asyncio.Semaphore] = {}
         self._prefixes: dict[tuple[str, str], bytes] = {}
         self.stats = {"requests": 0, "connections_opened": 0, "retries": 0}
 
@@ -285,17 +289,8 @@ class EdgeLakeClient:
             f"Use one of: {known}; or add it to [edgelake] nodes in plexor.toml.",
         )
 
-    def _pool(self, node: Node) -> _Pool:
-        pool = self._pools.get(node.address)
-        if pool is None:
-            pool = self._pools[node.address] = _Pool(node, asyncio.Semaphore(self.max_connections))
-        return pool
-
     async def aclose(self) -> None:
-        for pool in self._pools.values():
-            while pool.idle:
-                pool.idle.popleft().close()
-        self._pools.clear()
+        self._limits.clear()  # nothing is kept open between requests
 
     # -- one request -------------------------------------------------------------------------------
     async def send(
@@ -309,33 +304,27 @@ class EdgeLakeClient:
         timeout: float = 20.0,
         read_only: bool = True,
     ) -> Reply:
-        """Send ``command`` and return the node's raw reply; connection failures are retried when read-only.
+        """Send ``command`` on a new connection and return the node's raw reply.
 
-        Raises :class:`NodeUnreachable` and :class:`NodeTimeout` with guidance; every
-        other reply, malformed or not, is returned for :func:`replies.check` to judge.
+        Connection failures are retried when read-only. Raises :class:`NodeUnreachable`,
+        :class:`NodeTimeout` and :class:`ReplyTooLarge` with guidance; every other reply,
+        malformed or not, is returned for :func:`replies.check` to judge.
         """
-        request = self._request(node, method, command, destination, headers)
-        pool = self._pool(node)
+        request = self.request_bytes(node, method, command, destination, headers)
+        limit = self._limits.get(node.address)
+        if limit is None:
+            limit = self._limits[node.address] = asyncio.Semaphore(self.max_connections)
         attempts = 1 + (self.retries if read_only else 0)
         started = time.perf_counter()
         last_error: BaseException | None = None
-        async with pool.limit:
+        async with limit:
             for attempt in range(attempts):
                 if attempt:
                     self.stats["retries"] += 1
                     await asyncio.sleep(self.backoff * (2 ** (attempt - 1)))
                 try:
                     async with asyncio.timeout(timeout):
-                        reply = await self._exchange(pool, request, method, command)
-                except _StaleConnection as exc:
-                    last_error = exc
-                    if not read_only:
-                        raise EdgeLakeError(
-                            f"EdgeLake node {node.label()} closed the connection before answering {command!r}",
-                            "The command may or may not have run; check the node before sending it again.",
-                            data=_details(node, command),
-                        ) from None
-                    continue
+                        reply = await self._exchange(node, request, method, command)
                 except TimeoutError:
                     raise NodeTimeout(
                         f"EdgeLake node {node.label()} did not answer {command!r} within {timeout:g} s",
@@ -360,13 +349,14 @@ class EdgeLakeClient:
             data=_details(node, command, reason=reason),
         )
 
-    def _request(self, node: Node, method: str, command: str, destination: str | None,
-                 headers: dict[str, str] | None) -> bytes:
+    def request_bytes(self, node: Node, method: str, command: str, destination: str | None,
+                      headers: dict[str, str] | None) -> bytes:
         """The request's bytes: a prefix rendered once per node and method, then this call's headers."""
         prefix = self._prefixes.get((node.address, method))
         if prefix is None:
             prefix = self._prefixes[(node.address, method)] = (
-                f"{method} / HTTP/1.1\r\nHost: {node.address}\r\nUser-Agent: {_header_value(self.user_agent, 'user_agent', node, command)}\r\n"
+                f"{method} / HTTP/1.1\r\nHost: {node.address}\r\n"
+                f"User-Agent: {_header_value(self.user_agent, 'user_agent', node, command)}\r\nConnection: close\r\n"
             ).encode("ascii")
         lines = ["command: ", _header_value(command, "command", node, command), "\r\n"]
         if destination:
@@ -379,51 +369,37 @@ class EdgeLakeClient:
         lines.append("\r\n")
         return prefix + "".join(lines).encode("ascii")
 
-    async def _connect(self, pool: _Pool) -> _Conn:
+    async def _exchange(self, node: Node, request: bytes, method: str, command: str) -> Reply:
         loop = asyncio.get_running_loop()
+        limit = self.max_reply_bytes
         async with asyncio.timeout(self.connect_timeout):
-            _, conn = await loop.create_connection(_Conn, pool.node.host, pool.node.port)
-        pool.opened += 1
+            transport, conn = await loop.create_connection(lambda: _Exchange(limit), node.host, node.port)
         self.stats["connections_opened"] += 1
-        return conn
-
-    async def _exchange(self, pool: _Pool, request: bytes, method: str, command: str) -> Reply:
-        conn: _Conn | None = None
-        while pool.idle:
-            conn = pool.idle.pop()
-            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
-                break
-            conn = None  # the node closed it while it was idle
-        reused = conn is not None
-        if conn is None:
-            conn = await self._connect(pool)
         try:
-            await conn.exchange(request)
-        except BaseException:
-            conn.close()  # a timeout or cancellation mid-reply leaves the connection unusable
-            raise
-        conn.uses += 1
+            transport.write(request)
+            await conn.waiter
+        finally:
+            transport.close()  # one request per connection: the node closes its side too
+        if conn.too_large:
+            raise ReplyTooLarge(
+                f"EdgeLake node {node.label()} sent more than {limit:,} bytes in reply to {command!r}; "
+                "the reply was abandoned ([edgelake] max_reply_bytes)",
+                "Narrow the request (a where clause, fewer columns, a smaller limit), or raise "
+                f"[edgelake] max_reply_bytes (now {limit}) in plexor.toml or PLEXOR_EDGELAKE_MAX_REPLY_BYTES.",
+                data=_details(node, command, max_reply_bytes=limit),
+            )
         if not conn.headers_done:
-            conn.close()
             if conn.error is not None:
-                raise _unreadable(pool.node, command, f"the status line or headers are malformed: {conn.error}")
-            if reused and not conn.received:
-                raise _StaleConnection()
+                raise _unreadable(node, command, f"the status line or headers are malformed: {conn.error}")
             if conn.received:
-                raise _unreadable(pool.node, command, "the node closed the connection in the middle of the reply's headers")
-            raise _unreadable(pool.node, command, "the node closed the connection without a reply")
+                raise _unreadable(node, command, "the node closed the connection in the middle of the reply's headers")
+            raise _unreadable(node, command, "the node closed the connection without a reply")
         framing_error: str | None = None
         if not conn.complete:
             framing_error = conn.error or "the node closed the connection before the reply's body ended"
-        if conn.complete and conn.keep_alive and not conn.closed:
-            pool.idle.append(conn)
-        else:
-            conn.close()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in conn.header_list}
-        return Reply(
-            pool.node, method, command, conn.status, conn.reason.decode("latin-1"), headers,
-            b"".join(conn.chunks), framing_error,
-        )
+        return Reply(node, method, command, conn.status, conn.reason.decode("latin-1"), headers,
+                     conn.body(), framing_error)
 
 
 def _header_value(value: str, what: str, node: Node, command: str) -> str:

@@ -241,11 +241,13 @@ def order_by(name: str, items: Any) -> str:
     return ", ".join(parts)
 
 
-def select_statement(args: Mapping[str, Any]) -> str:
+def select_statement(args: Mapping[str, Any], network: bool | None = None) -> str:
     """Build the query's SQL from ``table``, ``select``, ``where``, ``group_by``, ``order_by`` and ``limit``.
 
     Every part is validated by the functions above; optional parts appear
     exactly when given. Keywords are lower case, as EdgeLake's examples write them.
+    With ``network`` true or false the parts are adapted to where the query runs
+    (:mod:`plexor_edgelake.dialect`).
     """
     return assemble_select({
         "table": identifier("table", args.get("table")),
@@ -253,7 +255,7 @@ def select_statement(args: Mapping[str, Any]) -> str:
         "where": sql_condition("where", args["where"]) if args.get("where") not in (None, "") else None,
         "group_by": identifier_list("group_by", args["group_by"]) if args.get("group_by") else None,
         "order_by": order_by("order_by", args["order_by"]) if args.get("order_by") else None,
-    }, args.get("limit"))
+    }, args.get("limit"), network)
 
 
 # The parameter types whose rendered text is exactly the checked part select_statement would build.
@@ -261,8 +263,13 @@ SELECT_PART_TYPES = {"table": "identifier", "select": "select_list", "where": "s
                      "group_by": "identifier_list", "order_by": "order_by", "limit": "integer"}
 
 
-def assemble_select(parts: Mapping[str, str | None], limit: Any) -> str:
+def assemble_select(parts: Mapping[str, str | None], limit: Any, network: bool | None = None) -> str:
     """The SQL from parts already checked (``table`` … ``order_by`` as rendered text) and ``limit``."""
+    from plexor_edgelake.dialect import SQL, adapt
+
+    renames: dict[str, str] = {}
+    if network is not None:
+        parts, renames = adapt(parts, network)
     sql = f"select {parts.get('select') or '*'} from {parts['table']}"
     if parts.get("where"):
         sql += f" where {parts['where']}"
@@ -274,7 +281,9 @@ def assemble_select(parts: Mapping[str, str | None], limit: Any) -> str:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise _reject("limit", limit, "it must be a whole number of at least 1", "Pass a limit such as 100.")
         sql += f" limit {limit}"
-    return sql
+    out = SQL(sql)
+    out.renames = renames
+    return out
 
 
 BUILDERS = {"select_statement": select_statement}

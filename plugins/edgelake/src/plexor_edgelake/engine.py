@@ -45,52 +45,67 @@ class Engine:
             max_connections=int(settings["max_connections"]),
             retries=int(settings["retries"]),
             backoff=float(settings["backoff"]),
+            max_reply_bytes=int(settings.get("max_reply_bytes", 64 * 1024 * 1024)),
         )
         self.settings = settings
         self._plans: dict[str, _Plan] = {}
 
-    def timeout_for(self, tool: ToolDef) -> float:
+    def timeout_for(self, tool: ToolDef, destination: str | None = None) -> float:
         if tool.timeout is not None:
             return tool.timeout
-        return self.limits.network_timeout if tool.destination == "network" else self.limits.timeout
+        dest = destination if destination is not None else tool.destination
+        return self.limits.network_timeout if dest and dest != "local" else self.limits.timeout
 
     def _plan(self, tool: ToolDef) -> _Plan:
-        plan = self._plans.get(tool.name)
+        plan = self._plans.get(id(tool))
         if plan is None or plan.tool is not tool:
-            plan = self._plans[tool.name] = _Plan.of(tool)
+            plan = self._plans[id(tool)] = _Plan.of(tool)
         return plan
 
     def render(self, tool: ToolDef, args: Mapping[str, Any]) -> str:
         """The command text for ``args`` (defaults applied by the kernel's validation)."""
-        return self._render(tool, self._plan(tool), _plain_args(tool, args))
+        plain = _plain_args(tool, args)
+        tool = _case(tool, plain)
+        return self._render(tool, self._plan(tool), plain, _destination(tool, plain))[0]
 
-    def _render(self, tool: ToolDef, plan: _Plan, plain: dict[str, Any]) -> str:
+    def _render(self, tool: ToolDef, plan: _Plan, plain: dict[str, Any],
+                destination: str | None) -> tuple[str, dict[str, str] | None]:
+        """The command, and the result keys to rename back (aliases a network rewrite introduced)."""
         if plan.constant is not None:
-            return plan.constant
+            return plan.constant, None
         assert tool.command is not None
         values: dict[str, str | None] = {name: param.render(plain[name]) for name, param in tool.params.items()}
+        network = destination is not None
+        renames = None
         for name, builder in tool.build.items():
             if builder == "select_statement" and plan.fast_select and values.get("table") is not None:
                 # Every part was checked when its parameter was rendered just above: assemble, do not re-check.
-                values[name] = cmd.assemble_select(values, plain.get("limit"))
+                values[name] = cmd.assemble_select(values, plain.get("limit"), network)
             else:
-                values[name] = cmd.BUILDERS[builder](plain)
-        return cmd.render_command(tool.command, tool.clauses, values)
+                values[name] = cmd.BUILDERS[builder](plain, network)
+            renames = getattr(values[name], "renames", None) or renames
+        return cmd.render_command(tool.command, tool.clauses, values), renames
 
-    async def run(self, tool: ToolDef, args: Mapping[str, Any], node_choice: str | None = None) -> Result:
+    async def run(self, tool: ToolDef, args: Mapping[str, Any], node_choice: str | None = None,
+                  dry_run: bool = False) -> Result:
         if tool.handler == "server_info":
             return Result(self.server_info())
         node = self.client.node(node_choice)
-        plan = self._plan(tool)
         plain_args = _plain_args(tool, args)
-        command = self._render(tool, plan, plain_args)
+        tool = _case(tool, plain_args)
+        destination = _destination(tool, plain_args)
+        command, renames = self._render(tool, self._plan(tool), plain_args, destination)
+        if tool.targets and destination is None:
+            destination = "<nodes from: " + tool.targets + ">" if dry_run else await self._targets(tool, node)
+        if dry_run:
+            return Result(self.show(node, tool, command, destination))
         reply = await self.client.send(
-            node, tool.method, command, destination=tool.destination, headers=tool.headers,
-            timeout=self.timeout_for(tool), read_only=tool.read_only,
+            node, tool.method, command, destination=destination, headers=tool.headers,
+            timeout=self.timeout_for(tool, destination or "local"), read_only=tool.read_only,
         )
-        body, relayed = check(reply, empty_ok=tool.empty_ok, destination=tool.destination)
+        body, relayed = check(reply, empty_ok=tool.empty_ok, destination=destination)
         try:
-            parsed = parse_reply(tool.parser, body, plain_args)
+            parsed = parse_reply(tool.parser, body, plain_args, relayed)
         except ParseError as exc:
             raise EdgeLakeError(
                 f"EdgeLake node {node.label()} answered {command!r} with a reply the {tool.name} tool cannot "
@@ -103,6 +118,11 @@ class Engine:
         data = parsed.data
         guidance: list[str] = []
         rows = data.get(parsed.list_key) if parsed.list_key else None
+        if renames and isinstance(rows, list):
+            for row in rows:
+                for alias, original in renames.items():
+                    if isinstance(row, dict) and alias in row:
+                        row[original] = row.pop(alias)
         empty = (tool.parser or {}).get("empty")
         if empty and (rows == [] or (isinstance(rows, dict) and not rows)):
             fill = {k: ("" if v is None else str(v)) for k, v in plain_args.items()}
@@ -122,6 +142,8 @@ class Engine:
             else:
                 data["truncated"] = False
         data["source"] = {"node": node.name, "command": command}
+        if destination:
+            data["source"]["destination"] = destination
         if relayed:
             data["source"]["relayed_from"] = relayed
         text = parsed.text
@@ -131,6 +153,32 @@ class Engine:
             stats = data.get("statistics")
             text = text + (f"\n\n{json.dumps(stats)}" if stats else "")
         return Result(data, text=text, guidance=guidance)
+
+    async def _targets(self, tool: ToolDef, node: Node) -> str:
+        """The destination from the tool's ``targets`` command: its IP:Port list, each node once."""
+        assert tool.targets is not None
+        reply = await self.client.send(node, "GET", tool.targets, timeout=self.limits.timeout)
+        body, _ = check(reply)
+        found = list(dict.fromkeys(a.strip() for a in body.replace("\r\n", ",").split(",") if a.strip()))
+        if not found:
+            raise NotFound(f"the network's metadata names no nodes ({tool.targets!r} answered nothing)",
+                           "The node's metadata may not be synced yet; retry in a moment, or give the nodes "
+                           "as IP:Port.", data={"node": node.name, "command": tool.targets})
+        return ",".join(found)
+
+    def show(self, node: Node, tool: ToolDef, command: str, destination: str | None) -> dict[str, Any]:
+        """The request as REST, curl and the node's CLI, without sending it (dry run)."""
+        headers = {"command": command, "User-Agent": self.client.user_agent}
+        if destination:
+            headers["destination"] = destination
+        headers.update(tool.headers)
+        url = f"http://{node.address}/"
+        curl = " ".join([f"curl -X {tool.method} {_sh(url)}"] + [f"-H {_sh(f'{k}: {v}')}" for k, v in headers.items()])
+        cli = command if not destination else (f"run client ({destination}) {command}" if destination != "network"
+                                               else f"run client () {command}")
+        return {"dry_run": True, "node": node.name,
+                "rest": {"method": tool.method, "url": url, "headers": headers},
+                "curl": curl, "cli": cli}
 
     def server_info(self) -> dict[str, Any]:
         from plexor_edgelake import __version__
@@ -144,17 +192,44 @@ class Engine:
             "max_rows": self.limits.max_rows,
             "retries": {"count": self.client.retries, "backoff_seconds": self.client.backoff,
                         "applies_to": "connection failures of read-only commands"},
-            "max_connections_per_node": self.client.max_connections,
+            "max_calls_in_flight_per_node": self.client.max_connections,
+            "connections": "one per request (the node closes each connection after its reply)",
+            "max_reply_bytes": self.client.max_reply_bytes,
             "user_agent": self.client.user_agent,
             "tool_files": self.catalog.files,
             "tools": [dict(t.describe(), name=f"edgelake_{t.name}",
-                           timeout=None if t.handler else self.timeout_for(t))
+                           timeout=None if t.handler or t.cases else self.timeout_for(t, t.destination))
                       for t in self.catalog.tools.values()],
             "client_stats": dict(self.client.stats),
         }
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _case(tool: ToolDef, plain: Mapping[str, Any]) -> ToolDef:
+    """The tool itself, or the case its enum parameter picks."""
+    if not tool.cases:
+        return tool
+    return tool.cases[str(plain.get(tool.case_param or ""))]
+
+
+def _destination(tool: ToolDef, plain: Mapping[str, Any]) -> str | None:
+    """The destination header for this call: the tool's, or its destination parameter's value."""
+    name = tool.destination_param
+    if name is None:
+        return tool.destination
+    value = plain.get(name)
+    if value in (None, "", []):
+        return None
+    rendered = tool.params[name].render(value)
+    return None if rendered == "local" else rendered
+
+
+def _sh(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
 
 
 def _fill(text: str, values: Mapping[str, str]) -> str:
@@ -215,9 +290,15 @@ class _Plan:
 _ORDER_ITEM: Any = None
 
 
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
 def _order_item() -> Any:
     global _ORDER_ITEM
     if _ORDER_ITEM is None:
+        from typing import Annotated
+
         import pydantic
 
         class OrderBy(pydantic.BaseModel):
@@ -225,8 +306,8 @@ def _order_item() -> Any:
 
             model_config = pydantic.ConfigDict(extra="forbid")
             column: str = pydantic.Field(description="a column name, or an aggregate such as count(*)")
-            direction: Literal["asc", "desc"] | None = pydantic.Field(  # noqa: UP007
-                None, description="asc or desc (the node's default order is asc)"
+            direction: Annotated[Literal["asc", "desc"] | None, pydantic.BeforeValidator(_lower)] = pydantic.Field(
+                None, description="asc or desc, in any case (the node's default order is asc)"
             )
 
         _ORDER_ITEM = OrderBy
@@ -253,6 +334,8 @@ def _annotation(p: ParamDef) -> Any:
         ann = Literal[p.choices]  # type: ignore[valid-type]
     elif t == "identifier_list":
         ann = list[str]
+    elif t in ("policy_types", "destination"):
+        ann = str | list[str]
     elif t == "select_list":
         ann = str | list[str]
     elif t == "order_by":
@@ -278,7 +361,8 @@ def make_tool_function(tool: ToolDef, nodes_hint: str) -> Any:
     async def edgelake_tool(ctx: Context, **kwargs: Any) -> Result:
         engine = ctx.service(Engine)
         node = kwargs.pop("node", None)
-        return await engine.run(tool, kwargs, node)
+        dry_run = bool(kwargs.pop("dry_run", False))
+        return await engine.run(tool, kwargs, node, dry_run)
 
     params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
     annotations: dict[str, Any] = {"ctx": Context}
@@ -295,6 +379,10 @@ def make_tool_function(tool: ToolDef, nodes_hint: str) -> Any:
         params.append(inspect.Parameter("node", inspect.Parameter.KEYWORD_ONLY, annotation=str | None, default=None))
         annotations["node"] = str | None
         doc_lines.append(f":param node: which configured EdgeLake node to ask, by name or host:port (default: {nodes_hint})")
+        params.append(inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=False))
+        annotations["dry_run"] = bool
+        doc_lines.append(":param dry_run: true to send nothing and get the request back instead: as REST "
+                         "(method, URL, headers), as a curl command and as the node's CLI command")
     annotations["return"] = Result
     edgelake_tool.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     edgelake_tool.__annotations__ = annotations

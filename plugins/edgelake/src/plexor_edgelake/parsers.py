@@ -202,8 +202,23 @@ def parse_table(text: str, *, fill_down: list[str] | None = None, numbers: bool 
     spans = [(m.start(), m.end()) for m in re.finditer(r"-+", dashes)]
     columns = [header[a:(b if i < len(spans) - 1 else None)].strip() for i, (a, b) in enumerate(spans)]
     rows: list[dict[str, Any]] = []
-    for ln in lines[dash_at + 1:]:
+    rest = lines[dash_at + 1:]
+    i = 0
+    while i < len(rest):
+        ln = rest[i]
+        i += 1
         if not ln.strip():
+            # The node prints a long result in pages, each with its header and dashes again (every 25
+            # rows locally, irregularly over the network): skip a repeated header, stop at anything else.
+            j = i
+            while j < len(rest) and not rest[j].strip():
+                j += 1
+            if (j + 1 < len(rest) and rest[j].split() == header.split()
+                    and set(rest[j + 1].strip()) <= {"-", "|", " "} and "-" in rest[j + 1]):
+                dashes = rest[j + 1]
+                spans = [(m.start(), m.end()) for m in re.finditer(r"-+", dashes)]
+                i = j + 2
+                continue
             if rows or not piped:
                 break
             continue
@@ -251,6 +266,7 @@ KINDS = {
     "json": {"key", "empty"},
     "text": {"key"},
     "auto": {"key", "empty"},
+    "per_node": {"key", "empty"},
 }
 
 
@@ -302,8 +318,9 @@ def _json(body: str) -> Any:
         raise ParseError(f"the reply is not JSON ({exc.msg} at position {exc.pos})") from None
 
 
-def parse_reply(spec: Mapping[str, Any] | str | None, body: str, args: Mapping[str, Any]) -> Parsed:
-    """Apply a validated parser declaration to a reply body."""
+def parse_reply(spec: Mapping[str, Any] | str | None, body: str, args: Mapping[str, Any],
+                relayed: str | None = None) -> Parsed:
+    """Apply a validated parser declaration to a reply body (``relayed``: the node a prefix named)."""
     if spec is None:
         spec = {"kind": "auto"}
     if isinstance(spec, str):
@@ -333,6 +350,8 @@ def parse_reply(spec: Mapping[str, Any] | str | None, body: str, args: Mapping[s
                       list_key=key or "rows")
     if kind == "query":
         return parse_query(body)
+    if kind == "per_node":
+        return parse_per_node(body, relayed, key or "nodes")
     if kind == "json_path":
         doc = _json(body)
         values = _compiled(spec.get("path", "$")).evaluate(doc, args)
@@ -365,6 +384,8 @@ def parse_query(body: str) -> Parsed:
         doc = _json(stripped)
         if isinstance(doc, list):
             return Parsed({"rows": doc, "statistics": None}, list_key="rows")
+        if isinstance(doc, dict) and doc.get("reply") == "Empty data set":
+            return Parsed({"rows": [], "statistics": None}, list_key="rows")
         if isinstance(doc, dict) and "Query" in doc:
             stats = doc.get("Statistics")
             return Parsed({"rows": doc["Query"], "statistics": _stats(stats)}, list_key="rows")
@@ -378,6 +399,57 @@ def parse_query(body: str) -> Parsed:
     table = parse_table(table_text, numbers=True)
     return Parsed({"rows": table["rows"], "columns": table["columns"], "statistics": stats},
                   text=table_text.strip("\r\n"), list_key="rows")
+
+
+_FROM = re.compile(r"\[From Node ([^\]]+)\]")
+
+
+def parse_per_node(body: str, relayed: str | None, key: str) -> Parsed:
+    """Replies gathered from several nodes, as rows ``{"node": "IP:Port", ...}``.
+
+    The node wraps a JSON object from node X as ``{"X" : {...}}`` and prefixes
+    anything else with ``[From Node X]``; a reply may hold several of either.
+    """
+    rows: list[dict[str, Any]] = []
+    text = (f"[From Node {relayed}] " if relayed else "") + body
+    pieces = _FROM.split(text)
+    if len(pieces) > 1:
+        for name, part in zip(pieces[1::2], pieces[2::2], strict=False):
+            rows.append({"node": name, **_node_value(part.strip())})
+        return Parsed({key: rows}, list_key=key)
+    stripped = body.strip()
+    decoder = json.JSONDecoder()
+    at = 0
+    while at < len(stripped):
+        try:
+            doc, end = decoder.raw_decode(stripped, at)
+        except ValueError:
+            break
+        if isinstance(doc, dict) and doc and all(re.fullmatch(r"[\w.-]+:\d+", k) for k in doc):
+            rows.extend({"node": k, **_node_value(v)} for k, v in doc.items())
+        else:
+            rows.append({"node": None, **_node_value(doc)})
+        at = end
+        while at < len(stripped) and stripped[at] in " \r\n\t,":
+            at += 1
+    if not rows and stripped:
+        rows.append({"node": None, **_node_value(stripped)})
+    return Parsed({key: rows}, list_key=key)
+
+
+def _node_value(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            try:
+                table = parse_table(value)
+                return {"rows": table["rows"]}
+            except ParseError:
+                return {"text": value}
+    if isinstance(value, dict):  # the node's own "node" field (a host name) must not hide which node answered
+        return {("host" if k == "node" else k): v for k, v in value.items()}
+    return {"value": value}
 
 
 def _stats(stats: Any) -> Any:

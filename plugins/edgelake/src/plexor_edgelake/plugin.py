@@ -30,7 +30,9 @@ def plexor_add_config(config: Any) -> None:
     config.add("max_rows", int, 10000, help="the most rows a tool returns; a larger reply is cut with guidance")
     config.add("retries", int, 2, help="extra attempts after a connection failure (read-only commands only)")
     config.add("backoff", float, 0.25, help="seconds before the first retry, doubled for each next one")
-    config.add("max_connections", int, 16, help="connections (calls in flight) per node")
+    config.add("max_connections", int, 16, help="calls in flight per node (each has its own connection)")
+    config.add("max_reply_bytes", int, 64 * 1024 * 1024,
+               help="the most bytes read of one reply; a larger reply is abandoned with an error naming this setting")
     config.add("user_agent", str, "AnyLog/1.23", help="the User-Agent the node expects")
 
 
@@ -42,7 +44,7 @@ def _catalog(settings: Any) -> Any:
         from plexor_edgelake.toolspec import load_catalog
 
         parse_nodes(settings["nodes"])  # a bad node list fails the plugin before any tool is registered
-        for name in ("timeout", "network_timeout", "connect_timeout", "max_rows", "max_connections"):
+        for name in ("timeout", "network_timeout", "connect_timeout", "max_rows", "max_connections", "max_reply_bytes"):
             if settings[name] <= 0:
                 raise ConfigError(f"[edgelake] {name} = {settings[name]!r} must be greater than 0",
                                   f"Set {name} to a positive number.")

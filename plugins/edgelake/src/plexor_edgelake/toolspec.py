@@ -19,15 +19,13 @@ the tool and field it concerns; the plugin then fails to start with that list
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plexor import ConfigError
 from plexor_edgelake import command as cmd
+from plexor_edgelake import values
 from plexor_edgelake.parsers import validate_parser
 
 __all__ = ["Catalog", "ParamDef", "ToolDef", "load_catalog", "method_for", "validate_document"]
@@ -48,10 +46,14 @@ PARAM_TYPES = {
     "order_by": "a list of {column, direction}",
     "edgelake_condition": "a policy condition",
     "bring": "a bring clause",
+    "policy_types": "a policy type, or a list of them",
+    "destination": "network, local, or nodes as IP:Port",
+    "words": "plain words (a help topic or command)",
 }
 PARAM_KEYS = {"type", "description", "required", "default", "choices", "minimum", "maximum", "wildcard"}
 TOOL_KEYS = {"description", "command", "clauses", "method", "destination", "timeout", "read_only", "params",
-             "build", "parser", "handler", "headers", "enabled", "empty_ok", "title"}
+             "build", "parser", "handler", "headers", "enabled", "empty_ok", "title", "cases", "targets"}
+CASE_KEYS = {"command", "clauses", "method", "destination", "parser", "empty_ok", "build", "headers", "read_only"}
 HANDLERS = {"server_info"}
 RESERVED_PARAMS = {"node", "ctx"}
 RESERVED_HEADERS = {"command", "destination", "host", "content-length", "transfer-encoding", "connection", "user-agent"}
@@ -101,6 +103,9 @@ _RENDER: dict[str, Any] = {
     "order_by": lambda p, v: cmd.order_by(p.name, v),
     "edgelake_condition": lambda p, v: cmd.edgelake_condition(p.name, v),
     "bring": lambda p, v: cmd.bring_clause(p.name, v),
+    "policy_types": lambda p, v: values.policy_types(p.name, v),
+    "destination": lambda p, v: values.destination(p.name, v),
+    "words": lambda p, v: values.words(p.name, v),
 }
 
 
@@ -122,6 +127,15 @@ class ToolDef:
     headers: dict[str, str] = field(default_factory=dict)
     empty_ok: bool = False
     title: str | None = None
+    case_param: str | None = None  # the enum parameter whose value picks one of ``cases``
+    cases: dict[str, ToolDef] = field(default_factory=dict)
+    targets: str | None = None  # a command answering IP:Port,...: the destination when it is not given
+
+    @property
+    def destination_param(self) -> str | None:
+        """The parameter holding the destination, when ``destination`` is ``{param}``."""
+        d = self.destination
+        return d[1:-1] if d and d.startswith("{") and d.endswith("}") else None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -129,6 +143,9 @@ class ToolDef:
             "command": self.command.text if self.command else None,
             "clauses": [c.text for c in self.clauses], "method": self.method if self.command else None,
             "destination": self.destination, "timeout": self.timeout, "read_only": self.read_only,
+            **({"cases": {k: c.command.text if c.command else None for k, c in self.cases.items()},
+                "case_parameter": self.case_param} if self.cases else {}),
+            **({"targets": self.targets} if self.targets else {}),
         }
 
 
@@ -219,8 +236,10 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
     if not isinstance(desc, str) or not desc.strip():
         problems.append(f"{where}.description: required; tell the model what the tool does and returns")
     tool = ToolDef(name, (desc or "").strip(), source, title=spec.get("title"))
+    if "cases" in spec:
+        return _check_cases(name, spec, source, problems, tool, before)
     if ("command" in spec) == ("handler" in spec):
-        problems.append(f"{where}: give exactly one of command (an EdgeLake command template) or handler")
+        problems.append(f"{where}: give exactly one of command (an EdgeLake command template), cases or handler")
         return None
     if "handler" in spec:
         if spec["handler"] not in HANDLERS:
@@ -288,9 +307,23 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
     else:
         tool.method = method
     dest = spec.get("destination")
-    if dest is not None and not (isinstance(dest, str) and _DESTINATION.match(dest)):
-        problems.append(f"{where}.destination: must be local, network or a list of IP:port")
+    dest_param = dest[1:-1] if isinstance(dest, str) and dest.startswith("{") and dest.endswith("}") else None
+    if dest_param is not None:
+        if dest_param not in tool.params or tool.params[dest_param].type != "destination":
+            problems.append(f"{where}.destination: {dest} must name a parameter of type destination")
+    elif dest is not None and not (isinstance(dest, str) and _DESTINATION.match(dest)):
+        problems.append(f"{where}.destination: must be local, network, a list of IP:port, or {{param}}")
     tool.destination = None if dest in (None, "local") else dest
+    targets = spec.get("targets")
+    if targets is not None:
+        if not isinstance(targets, str) or method_for(targets) != "GET" or "{" in targets:
+            problems.append(f"{where}.targets: must be a fixed read command answering IP:Port,... "
+                            "(e.g. 'blockchain get (master, query, operator) bring.ip_port')")
+        elif dest_param is None:
+            problems.append(f"{where}.targets: needs destination: {{param}} (the parameter that, when given, "
+                            "replaces the targets)")
+        else:
+            tool.targets = targets
     timeout = spec.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600):
         problems.append(f"{where}.timeout: must be a number of seconds between 0 and 3600")
@@ -325,6 +358,50 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
     return tool if len(problems) == before else None
 
 
+def _check_cases(name: str, spec: dict[str, Any], source: str, problems: list[str], tool: ToolDef,
+                 before: int) -> ToolDef | None:
+    """``cases: {param: P, VALUE: {command, parser, ...}, ...}``: one command per value of the enum P.
+
+    Each case is checked as a tool of its own with the parent's parameters, so
+    everything a tool may declare about its command (clauses, method,
+    destination, parser, empty_ok) it may declare per case.
+    """
+    where = f"tools.{name}.cases"
+    cases = spec["cases"]
+    if "command" in spec or "handler" in spec:
+        problems.append(f"tools.{name}: give either cases or command/handler, not both")
+        return None
+    if not isinstance(cases, dict) or not isinstance(cases.get("param"), str):
+        problems.append(f"{where}: must be a mapping with param (an enum parameter) and one entry per choice")
+        return None
+    param = cases["param"]
+    pspec = (spec.get("params") or {}).get(param)
+    choices = pspec.get("choices") if isinstance(pspec, dict) and pspec.get("type") == "enum" else None
+    if not choices:
+        problems.append(f"{where}.param: {param!r} must be a parameter of type enum")
+        return None
+    inherited = {k: v for k, v in spec.items() if k not in ("cases", "description") and k not in CASE_KEYS}
+    for value in choices:
+        case = cases.get(value)
+        if not isinstance(case, dict):
+            problems.append(f"{where}: no entry for {param} = {value!r} (every choice needs its command)")
+            continue
+        for key in set(case) - CASE_KEYS:
+            problems.append(f"{where}.{value}: unknown key {key!r}{_near(key, CASE_KEYS)}")
+        sub = _check_tool(name, {**inherited, "description": tool.description or "-", **case}, source, problems)
+        if sub is not None:
+            tool.cases[value] = sub
+    for key in set(cases) - set(choices) - {"param"}:
+        problems.append(f"{where}: {key!r} is not a choice of {param}")
+    if len(problems) != before or not tool.cases:
+        return None
+    first = next(iter(tool.cases.values()))
+    tool.params, tool.case_param = first.params, param
+    tool.read_only = all(c.read_only for c in tool.cases.values())
+    tool.timeout = first.timeout
+    return tool
+
+
 def validate_document(doc: Any, source: str) -> tuple[dict[str, ToolDef], set[str], list[str]]:
     """``(tools, disabled names, problems)`` for one parsed file."""
     problems: list[str] = []
@@ -355,74 +432,8 @@ def validate_document(doc: Any, source: str) -> tuple[dict[str, ToolDef], set[st
     return tools, disabled, problems
 
 
-def _read_yaml(path: Path, raw: bytes) -> Any:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        return yaml.load(raw, Loader=loader)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(
-            f"the EdgeLake tools file {path} is not valid YAML{where}: {problem}",
-            "Fix the YAML syntax (indentation, quotes around templates with ':' or '{'), "
-            "or remove tools_file from [edgelake] in plexor.toml.",
-        ) from None
-
-
-def _parse_cached(path: Path, raw: bytes, cache_dir: Path | None) -> Any:
-    """Parse ``raw``; a JSON copy keyed by the content's hash spares importing PyYAML at the next start."""
-    digest = hashlib.sha256(raw).hexdigest()[:32]
-    cache = cache_dir / f"tools-{digest}.v{CACHE_VERSION}.json" if cache_dir is not None else None
-    if cache is not None:
-        try:
-            return json.loads(cache.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            pass
-    doc = _read_yaml(path, raw)
-    if cache is not None:
-        try:
-            text = json.dumps(doc)
-            cache_dir.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
-            tmp = cache.with_suffix(".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(cache)
-        except (OSError, TypeError, ValueError):
-            pass  # not JSON-able (YAML dates...) or read-only: parse again next time
-    return doc
-
-
 def load_catalog(user_file: Path | None = None, *, cache_dir: Path | None = None, shipped: Path = SHIPPED) -> Catalog:
-    """The shipped tools, then the user's file on top (a tool of the same name replaces the shipped one;
-    ``name: {enabled: false}`` removes it). Any problem raises :class:`ConfigError` listing all of them."""
-    raw = shipped.read_bytes()
-    tools, _, problems = validate_document(_parse_cached(shipped, raw, cache_dir), "shipped")
-    if problems:  # pragma: no cover - guarded by the test suite
-        raise ConfigError(f"the shipped tools.yaml is invalid: {'; '.join(problems)}", "Reinstall plexor-edgelake.")
-    files = [str(shipped)]
-    if user_file is not None:
-        path = Path(user_file).expanduser()
-        try:
-            user_raw = path.read_bytes()
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read the EdgeLake tools file {path} ([edgelake] tools_file): {exc.strerror or exc}",
-                "Fix the path in [edgelake] tools_file (or PLEXOR_EDGELAKE_TOOLS_FILE), or remove the setting.",
-            ) from None
-        user_tools, disabled, user_problems = validate_document(_parse_cached(path, user_raw, cache_dir), str(path))
-        if user_problems:
-            listing = "\n".join(f"  - {p}" for p in user_problems)
-            raise ConfigError(
-                f"the EdgeLake tools file {path} has {len(user_problems)} problem"
-                f"{'s' if len(user_problems) > 1 else ''}:\n{listing}",
-                "Fix these entries (the README's 'Your own tools' section describes every key), or remove "
-                "tools_file from [edgelake] in plexor.toml; the plugin does not start with a half-valid file.",
-                data={"file": str(path), "problems": user_problems},
-            )
-        for name in disabled:
-            tools.pop(name, None)
-        tools.update(user_tools)
-        files.append(str(path))
-    return Catalog(tools, files)
+    """The shipped tools, then the user's file on top (see :func:`plexor_edgelake.loader.load_catalog`)."""
+    from plexor_edgelake.loader import load_catalog as load
+
+    return load(user_file, cache_dir=cache_dir, shipped=shipped)
