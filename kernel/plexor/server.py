@@ -12,10 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
-import json
-import os
-import secrets
 import time
 import weakref
 from typing import Any
@@ -25,11 +21,21 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 
 from plexor import __version__
-from plexor.asking import AskError, Exchange, InputRequired, client_capabilities
+from plexor.asking import AskError, InputRequired
 from plexor.core.kernel import Kernel
 from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
+from plexor.serving.asked import (
+    BAD_STATE,
+    asked,
+    check_input_responses,
+    exchange_of,
+    progress_token,
+    state_key,
+    stateless_era,
+)
+from plexor.serving.boot import Boot
 
-__all__ = ["RESOURCE_NOT_FOUND", "build_server"]
+__all__ = ["RESOURCE_NOT_FOUND", "Boot", "build_server"]
 
 RESOURCE_NOT_FOUND = -32002
 SERVER_NOT_READY = -32000
@@ -97,59 +103,6 @@ class _Sessions:
         return list(self._sessions)
 
 
-class Boot:
-    """Loads and starts the kernel once the first request has been answered (stdio).
-
-    The ``initialize`` result does not depend on plugins, so it goes out at the
-    speed of the bare SDK; loading (plugin imports, registration) and starting
-    (storage, startup hooks) follow at once, and any request that needs the
-    plugins waits for loading to finish.
-    """
-
-    def __init__(self, kernel: Kernel, *, on_started: Any = None) -> None:
-        import anyio
-
-        self.kernel = kernel
-        self.on_started = on_started
-        self.loaded = anyio.Event()
-        self._tg: Any = None
-        self._begun = False
-
-    def attach(self, task_group: Any) -> None:
-        self._tg = task_group
-
-    def begin(self) -> None:
-        if not self._begun and self._tg is not None:
-            self._begun = True
-            self._tg.start_soon(self._run)
-
-    async def fallback(self, delay: float) -> None:
-        """Begin anyway after ``delay`` seconds, so warm-up is not held back by a silent client."""
-        import anyio
-
-        await anyio.sleep(delay)
-        self.begin()
-
-    async def _run(self) -> None:
-        import anyio
-
-        from plexor.core.kernel import State
-
-        await anyio.sleep(0)  # let the pending response be written first
-        try:
-            if self.kernel.state == State.CREATED:
-                # In a worker thread so the loop keeps writing responses meanwhile.
-                await anyio.to_thread.run_sync(self.kernel.load)
-        except Exception as exc:  # noqa: BLE001 - e.g. a config file broken since the CLI checked it
-            self.kernel.log.error("kernel_load_failed", error=str(exc))
-        finally:
-            self.loaded.set()
-        if self.kernel.state == State.LOADING:
-            await self.kernel.start()
-            if self.on_started is not None:
-                self.on_started()
-
-
 def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None) -> PlexorServer:
     """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``)."""
     size = page_size or kernel.page_size
@@ -207,15 +160,15 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         return types.ListToolsResult(tools=items, next_cursor=nxt)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
-        exchange = _exchange(ctx)
+        exchange = exchange_of(ctx)
         try:
             outcome = await kernel.call_tool(
                 params.name, params.arguments, session=ctx.session, request_id=ctx.request_id,
-                progress_token=_progress_token(params.meta),
+                progress_token=progress_token(params.meta),
                 close_sse_stream=getattr(ctx, "close_sse_stream", None), exchange=exchange,
             )
         except BaseException as exc:
-            return _asked(exc, exchange, tool=True)
+            return asked(exc, exchange, tool=True)
         if outcome.content:  # image, audio or resource blocks: validated from their wire dicts
             return types.CallToolResult.model_validate({
                 "content": [{"type": "text", "text": outcome.text}, *outcome.content],
@@ -243,13 +196,13 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=nxt)
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
-        exchange = _exchange(ctx)
+        exchange = exchange_of(ctx)
         try:
             contents = await kernel.read_resource(str(params.uri), session=ctx.session, request_id=ctx.request_id, exchange=exchange)
         except (InputRequired, AskError, BaseExceptionGroup) as exc:
-            return _asked(exc, exchange)
+            return asked(exc, exchange)
         except NotFound as err:
-            if _stateless_era(ctx):  # SEP-2164: -32602 with data.uri from 2026-07-28 on
+            if stateless_era(ctx):  # SEP-2164: -32602 with data.uri from 2026-07-28 on
                 raise MCPError(types.INVALID_PARAMS, err.render(), {**(err.payload() or {}), "uri": str(params.uri)}) from None
             raise _protocol_error(err) from None
         except PlexorError as err:
@@ -272,12 +225,12 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         return types.ListPromptsResult(prompts=items, next_cursor=nxt)
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
-        exchange = _exchange(ctx)
+        exchange = exchange_of(ctx)
         try:
             description, messages = await kernel.get_prompt(
                 params.name, dict(params.arguments or {}), session=ctx.session, request_id=ctx.request_id, exchange=exchange)
         except (InputRequired, AskError, BaseExceptionGroup) as exc:
-            return _asked(exc, exchange)
+            return asked(exc, exchange)
         except PlexorError as err:
             if isinstance(err, NotFound):  # an unknown prompt name is invalid params in MCP
                 raise MCPError(types.INVALID_PARAMS, err.render(), err.payload()) from None
@@ -358,8 +311,8 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             connection = getattr(ctx.session, "_connection", None)
             if connection is not None:
                 sessions.add(connection)
-        if ctx.method in ASKING_METHODS and ctx.params and "inputResponses" in ctx.params and _stateless_era(ctx):
-            _check_input_responses(ctx.params["inputResponses"])
+        if ctx.method in ASKING_METHODS and ctx.params and "inputResponses" in ctx.params and stateless_era(ctx):
+            check_input_responses(ctx.params["inputResponses"])
         started = time.perf_counter()
         try:
             return await call_next(ctx)
@@ -367,7 +320,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             raise _protocol_error(err) from None
         except MCPError as err:
             if isinstance(err.error.data, dict) and err.error.data.get("reason") == "invalid_request_state":
-                raise MCPError(err.error.code, err.error.message + ": " + _BAD_STATE, err.error.data) from None
+                raise MCPError(err.error.code, err.error.message + ": " + BAD_STATE, err.error.data) from None
             raise
         except Exception as exc:
             name = type(exc).__name__
@@ -383,128 +336,8 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
     # Inside the guidance middleware, so a refused requestState gets its advice appended.
-    security = RequestStateSecurity(keys=[_state_key(kernel)], ttl=REQUEST_STATE_TTL)
+    security = RequestStateSecurity(keys=[state_key(kernel)], ttl=REQUEST_STATE_TTL)
     server.middleware.append(RequestStateBoundary(security, default_audience="plexor"))
     return server
 
 
-_BAD_STATE = (
-    "this requestState was not issued by this server for this exact request (same tool or prompt "
-    "name or resource URI, same arguments), was altered, or is more than an hour old. Send the "
-    "request again without requestState and inputResponses to start over."
-)
-
-
-def _state_key(kernel: Kernel) -> bytes:
-    """The secret that seals requestState, shared by every process using this data directory.
-
-    Kept in ``<data>/request-state.key`` (mode 0600), made on first use; so
-    ``--workers`` processes, the daemon and a restarted server all accept each
-    other's state. Falls back to a key held in memory when the data directory
-    cannot be written (state then dies with the process).
-    """
-    path = kernel.paths.data_dir / "request-state.key"
-    try:
-        return bytes.fromhex(path.read_text(encoding="ascii").strip())
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError) as exc:
-        kernel.log.warning("request_state_key_unreadable", path=str(path), error=str(exc),
-                           hint="delete the file to have a new key made; using a per-process key")
-        return os.urandom(32)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as fh:
-            fh.write(secrets.token_hex(32) + "\n")
-        try:
-            os.link(tmp, path)  # atomic, and never replaces a key another process made first
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
-        return bytes.fromhex(path.read_text(encoding="ascii").strip())
-    except (OSError, ValueError) as exc:
-        kernel.log.warning("request_state_key_not_saved", path=str(path), error=str(exc),
-                           hint="multi-round requests will not survive a restart or span --workers")
-        return os.urandom(32)
-
-
-def _exchange(ctx: Any) -> Exchange:
-    """What ``ctx.ask`` needs for this request: the era, the client's capabilities, the answers so far."""
-    modern = _stateless_era(ctx)
-    raw = ctx.params or {}
-    resumed = None
-    if modern and raw.get("requestState") is not None:
-        try:  # the boundary has verified and decrypted it: plaintext this server minted
-            resumed = json.loads(raw["requestState"])
-        except (TypeError, ValueError):
-            raise MCPError(types.INVALID_PARAMS, "Invalid or expired requestState: " + _BAD_STATE) from None
-    return Exchange(
-        modern=modern, capabilities=lambda: client_capabilities(ctx.session),
-        responses=raw.get("inputResponses") if modern else None, resumed=resumed,
-        session=ctx.session, request_id=ctx.request_id,
-    )
-
-
-def _asked(exc: BaseException, exchange: Exchange, *, tool: bool = False) -> Any:
-    """Answer a call that asked the client something (or could not); re-raise anything else."""
-    inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 else exc
-    if isinstance(inner, InputRequired):
-        try:
-            state = exchange.carry()
-        except PlexorError as err:  # ctx.state held something that is not JSON
-            if tool:
-                return types.CallToolResult(content=[types.TextContent(type="text", text=err.render())],
-                                            structured_content={"error": err.payload()}, is_error=True)
-            raise MCPError(types.INTERNAL_ERROR, err.render(), err.payload()) from None
-        return types.InputRequiredResult.model_validate(
-            {"resultType": "input_required", "inputRequests": inner.requests, "requestState": state})
-    if isinstance(inner, AskError):
-        raise MCPError(inner.rpc_code, inner.render(), {**inner.data, "guidance": inner.guidance}) from None
-    raise exc
-
-
-def _check_input_responses(value: Any) -> None:
-    """Refuse malformed ``inputResponses`` with advice, before the SDK's terse params error."""
-    if not isinstance(value, dict):
-        raise MCPError(types.INVALID_PARAMS, (
-            f"inputResponses must be an object mapping each input request key to its answer, not {json.dumps(value)[:40]}: "
-            "leave it out on a first request, and on a retry send the answers under the keys of the inputRequests you were given."),
-            {"field": "inputResponses"})
-    from pydantic import ValidationError
-
-    for key, answer in value.items():
-        try:
-            if not isinstance(answer, dict):
-                raise ValueError(f"not an object but {json.dumps(answer)[:40]}")
-            _response_adapter().validate_python(answer)
-        except (ValueError, ValidationError) as exc:
-            why = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else "it matches none of the answer shapes"
-            raise MCPError(types.INVALID_PARAMS, (
-                f"inputResponses[{key!r}] is not a valid answer ({why}): expected an ElicitResult "
-                '{"action": "accept" | "decline" | "cancel", "content": {...}}, a CreateMessageResult or a ListRootsResult. '
-                "Answer under the same key as the input request, with the result its method defines."),
-                {"field": "inputResponses", "key": key}) from None
-
-
-@functools.cache
-def _response_adapter() -> Any:
-    """Validates one answer against the union of answer shapes (built once, on first use)."""
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(types.InputResponse)
-
-
-def _stateless_era(ctx: Any) -> bool:
-    version = getattr(ctx, "protocol_version", None) or ""
-    return version >= "2026-07-28"
-
-
-def _progress_token(meta: Any) -> Any:
-    if meta is None:
-        return None
-    if isinstance(meta, dict):
-        return meta.get("progressToken", meta.get("progress_token"))
-    return getattr(meta, "progress_token", None)

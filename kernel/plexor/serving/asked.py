@@ -1,0 +1,145 @@
+"""The server's side of asking (SEP-2322): the sealing key, the exchange of a request, its answers.
+
+See :mod:`plexor.asking` for what a tool sees; this module turns a request into an
+``Exchange`` and an ``InputRequired`` (or a failed question) into its wire answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import secrets
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+from plexor.asking import AskError, Exchange, InputRequired, client_capabilities
+from plexor.core.kernel import Kernel
+from plexor.errors import PlexorError
+
+__all__ = ["BAD_STATE", "asked", "check_input_responses", "exchange_of", "progress_token", "stateless_era",
+           "state_key"]
+
+
+BAD_STATE = (
+    "this requestState was not issued by this server for this exact request (same tool or prompt "
+    "name or resource URI, same arguments), was altered, or is more than an hour old. Send the "
+    "request again without requestState and inputResponses to start over."
+)
+
+
+def state_key(kernel: Kernel) -> bytes:
+    """The secret that seals requestState, shared by every process using this data directory.
+
+    Kept in ``<data>/request-state.key`` (mode 0600), made on first use; so
+    ``--workers`` processes, the daemon and a restarted server all accept each
+    other's state. Falls back to a key held in memory when the data directory
+    cannot be written (state then dies with the process).
+    """
+    path = kernel.paths.data_dir / "request-state.key"
+    try:
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as exc:
+        kernel.log.warning("requeststate_key_unreadable", path=str(path), error=str(exc),
+                           hint="delete the file to have a new key made; using a per-process key")
+        return os.urandom(32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(tmp, path)  # atomic, and never replaces a key another process made first
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError) as exc:
+        kernel.log.warning("requeststate_key_not_saved", path=str(path), error=str(exc),
+                           hint="multi-round requests will not survive a restart or span --workers")
+        return os.urandom(32)
+
+
+def exchange_of(ctx: Any) -> Exchange:
+    """What ``ctx.ask`` needs for this request: the era, the client's capabilities, the answers so far."""
+    modern = stateless_era(ctx)
+    raw = ctx.params or {}
+    resumed = None
+    if modern and raw.get("requestState") is not None:
+        try:  # the boundary has verified and decrypted it: plaintext this server minted
+            resumed = json.loads(raw["requestState"])
+        except (TypeError, ValueError):
+            raise MCPError(types.INVALID_PARAMS, "Invalid or expired requestState: " + BAD_STATE) from None
+    return Exchange(
+        modern=modern, capabilities=lambda: client_capabilities(ctx.session),
+        responses=raw.get("inputResponses") if modern else None, resumed=resumed,
+        session=ctx.session, request_id=ctx.request_id,
+    )
+
+
+def asked(exc: BaseException, exchange: Exchange, *, tool: bool = False) -> Any:
+    """Answer a call that asked the client something (or could not); re-raise anything else."""
+    inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 else exc
+    if isinstance(inner, InputRequired):
+        try:
+            state = exchange.carry()
+        except PlexorError as err:  # ctx.state held something that is not JSON
+            if tool:
+                return types.CallToolResult(content=[types.TextContent(type="text", text=err.render())],
+                                            structured_content={"error": err.payload()}, is_error=True)
+            raise MCPError(types.INTERNAL_ERROR, err.render(), err.payload()) from None
+        return types.InputRequiredResult.model_validate(
+            {"resultType": "input_required", "inputRequests": inner.requests, "requestState": state})
+    if isinstance(inner, AskError):
+        raise MCPError(inner.rpc_code, inner.render(), {**inner.data, "guidance": inner.guidance}) from None
+    raise exc
+
+
+def check_input_responses(value: Any) -> None:
+    """Refuse malformed ``inputResponses`` with advice, before the SDK's terse params error."""
+    if not isinstance(value, dict):
+        raise MCPError(types.INVALID_PARAMS, (
+            f"inputResponses must be an object mapping each input request key to its answer, not {json.dumps(value)[:40]}: "
+            "leave it out on a first request, and on a retry send the answers under the keys of the inputRequests you were given."),
+            {"field": "inputResponses"})
+    from pydantic import ValidationError
+
+    for key, answer in value.items():
+        try:
+            if not isinstance(answer, dict):
+                raise ValueError(f"not an object but {json.dumps(answer)[:40]}")
+            _response_adapter().validate_python(answer)
+        except (ValueError, ValidationError) as exc:
+            why = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else "it matches none of the answer shapes"
+            raise MCPError(types.INVALID_PARAMS, (
+                f"inputResponses[{key!r}] is not a valid answer ({why}): expected an ElicitResult "
+                '{"action": "accept" | "decline" | "cancel", "content": {...}}, a CreateMessageResult or a ListRootsResult. '
+                "Answer under the same key as the input request, with the result its method defines."),
+                {"field": "inputResponses", "key": key}) from None
+
+
+@functools.cache
+def _response_adapter() -> Any:
+    """Validates one answer against the union of answer shapes (built once, on first use)."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(types.InputResponse)
+
+
+def stateless_era(ctx: Any) -> bool:
+    version = getattr(ctx, "protocol_version", None) or ""
+    return version >= "2026-07-28"
+
+
+def progress_token(meta: Any) -> Any:
+    if meta is None:
+        return None
+    if isinstance(meta, dict):
+        return meta.get("progressToken", meta.get("progress_token"))
+    return getattr(meta, "progress_token", None)

@@ -1,0 +1,211 @@
+"""ASGI checks in front of every HTTP route (``/mcp``, ``/sse``, ``/messages/``, ``/healthz``).
+
+- ``HostOriginGuard``: DNS-rebinding protection. The Host and Origin headers are parsed (host
+  and port) and matched exactly against the allow-lists, never by prefix, so
+  ``Host: 127.0.0.1:8765@evil.example`` is refused (421), as is a foreign Origin (403).
+- ``BearerAuth``: ``Authorization: Bearer <token>``, the scheme case-insensitive (RFC 7235);
+  more than one Authorization header is refused (400) rather than one of them winning.
+- ``TrimMcpHeaders``: ``Mcp-*`` values without surrounding whitespace (RFC 9110 section 5.5).
+- ``AnswerIds``: a body the SDK refuses with 400 and ``"id": null`` is answered with the
+  request's own id and a message that says what was wrong (``plexor.serving.wire``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["AnswerIds", "BearerAuth", "HostOriginGuard", "TrimMcpHeaders", "default_allow_lists", "is_loopback",
+           "parse_host", "parse_origin"]
+
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(\d{1,5}|\*))?$")
+_ORIGIN = re.compile(r"^(https?)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(\d{1,5}|\*))?$")
+
+
+def parse_host(value: str) -> tuple[str, str | None] | None:
+    """``host[:port]`` as (lower-case host, port or None); None when it is not exactly that."""
+    m = _HOST.match(value.strip())
+    return (m.group(1).lower(), m.group(2)) if m else None
+
+
+def parse_origin(value: str) -> tuple[str, str, str | None] | None:
+    """``scheme://host[:port]`` as (scheme, host, port or None); None for anything else (a path, userinfo, "null")."""
+    m = _ORIGIN.match(value.strip())
+    return (m.group(1).lower(), m.group(2).lower(), m.group(3)) if m else None
+
+
+def _port_ok(allowed: str | None, given: str | None) -> bool:
+    return allowed == "*" or allowed == given
+
+
+async def _refuse(send: Any, status: int, error: str, message: str, guidance: str,
+                  headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    body = json.dumps({"error": error, "message": message, "guidance": guidance}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class HostOriginGuard:
+    """Refuse a Host (421) or Origin (403) that is not on the allow-lists, on every route."""
+
+    def __init__(self, app: Any, hosts: Iterable[str], origins: Iterable[str]) -> None:
+        self.app = app
+        self.hosts = [h for h in (parse_host(x) for x in hosts) if h is not None]
+        self.origins = [o for o in (parse_origin(x) for x in origins) if o is not None]
+
+    def host_allowed(self, value: str) -> bool:
+        given = parse_host(value)
+        return given is not None and any(h == given[0] and _port_ok(p, given[1]) for h, p in self.hosts)
+
+    def origin_allowed(self, value: str) -> bool:
+        given = parse_origin(value)
+        return given is not None and any(
+            s == given[0] and h == given[1] and _port_ok(p, given[2]) for s, h, p in self.origins)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        hosts = [v for k, v in scope.get("headers") or () if k == b"host"]
+        origins = [v for k, v in scope.get("headers") or () if k == b"origin"]
+        if len(hosts) != 1 or not self.host_allowed(hosts[0].decode("latin-1")):
+            shown = hosts[0].decode("latin-1")[:80] if hosts else "(none)"
+            await _refuse(send, 421, "misdirected_request", f"Host {shown!r} is not allowed",
+                          "Connect through an address the server was started for, or start it with "
+                          "--allow-host HOST[:PORT] (or PLEXOR_ALLOWED_HOSTS) to allow this one.")
+            return
+        if len(origins) > 1 or (origins and not self.origin_allowed(origins[0].decode("latin-1"))):
+            shown = origins[0].decode("latin-1")[:80]
+            await _refuse(send, 403, "forbidden_origin", f"Origin {shown!r} is not allowed",
+                          "Start the server with --allow-origin URL (or PLEXOR_ALLOWED_ORIGINS) to allow "
+                          "a web page from this origin.")
+            return
+        await self.app(scope, receive, send)
+
+
+def default_allow_lists(host: str, extra_hosts: Iterable[str], extra_origins: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Loopback names on any port, the bound host, plus what the user added."""
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*",
+               "http://127.0.0.1", "http://localhost", "http://[::1]"]
+    if host not in ("0.0.0.0", "::") and not is_loopback(host):
+        named = f"[{host}]" if ":" in host.strip("[]") else host
+        hosts += [f"{named}:*", named]
+        origins += [f"http://{named}:*", f"https://{named}:*", f"http://{named}", f"https://{named}"]
+    return hosts + list(extra_hosts), origins + list(extra_origins)
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class BearerAuth:
+    """Every HTTP request needs exactly one ``Authorization: Bearer <token>`` with the right token."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = [v for k, v in scope.get("headers") or () if k == b"authorization"]
+        if len(given) > 1:
+            await _refuse(send, 400, "bad_request", "more than one Authorization header",
+                          "Send exactly one 'Authorization: Bearer <token>' header.")
+            return
+        scheme, _, token = (given[0] if given else b"").strip().partition(b" ")
+        if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.token):
+            await _refuse(send, 401, "unauthorized", "missing or wrong bearer token",
+                          "Send 'Authorization: Bearer <token>' with the token the server was started with "
+                          "(--token or PLEXOR_TOKEN).", [(b"www-authenticate", b'Bearer realm="plexor"')])
+            return
+        await self.app(scope, receive, send)
+
+
+class TrimMcpHeaders:
+    """Drop leading/trailing whitespace from ``Mcp-*`` header values.
+
+    RFC 9110 section 5.5 excludes that whitespace from a field value, but the HTTP parser may keep
+    it, and the SDK compares ``Mcp-Name`` with the body byte for byte (SEP-2243).
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = scope.get("headers") or []
+            if any(v != v.strip(b" \t") for k, v in headers if k.startswith(b"mcp-")):
+                scope = {**scope, "headers": [(k, v.strip(b" \t") if k.startswith(b"mcp-") else v) for k, v in headers]}
+        await self.app(scope, receive, send)
+
+
+class AnswerIds:
+    """A POST the SDK refuses with 400 and ``"id": null`` gets the request's id and a clear message.
+
+    The body is kept as the app reads it; only a 400 JSON answer is held back and, when the
+    request carried a readable id (or the SDK's text was a raw validation report), rewritten.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        held: dict[str, Any] = {}
+
+        async def keep(message_receive: Any = receive) -> Any:
+            message = await message_receive()
+            if message["type"] == "http.request":
+                chunks.append(message.get("body", b""))
+            return message
+
+        async def answer(message: Any) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 400:
+                held["start"] = message
+                held["body"] = b""
+                return
+            if "start" in held and message["type"] == "http.response.body":
+                held["body"] += message.get("body", b"")
+                if message.get("more_body"):
+                    return
+                start, body = held.pop("start"), _rewritten(held.pop("body"), b"".join(chunks))
+                headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+                await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+            await send(message)
+
+        await self.app(scope, keep, answer)
+
+
+def _rewritten(answer: bytes, request: bytes) -> bytes:
+    from plexor.serving.wire import diagnose
+
+    try:
+        sent = json.loads(answer)
+    except ValueError:
+        return answer
+    if not isinstance(sent, dict) or sent.get("id") is not None or not isinstance(sent.get("error"), dict):
+        return answer
+    replies = diagnose(request)
+    leaky = str(sent["error"].get("message", "")).startswith("Validation error")
+    if not replies or (all(r.id is None for r in replies) and not leaky):
+        return answer
+    wire = [r.wire() for r in replies]
+    return json.dumps(wire[0] if len(wire) == 1 else wire).encode()

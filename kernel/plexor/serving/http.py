@@ -1,0 +1,352 @@
+"""Streamable HTTP and legacy SSE, through the SDK, under uvicorn.
+
+Security defaults: bind 127.0.0.1; Host/Origin allow-lists matched exactly on every route
+(``plexor.serving.guard``); an optional bearer token (``--token`` or ``PLEXOR_TOKEN``); a
+request body limit (413) and a per-request time limit; header and body read timeouts and a
+connection cap (``plexor.serving.protocol``). A non-loopback bind without a token is refused
+by the CLI unless explicitly allowed. Stateless Streamable HTTP can run in several worker
+processes (``--workers``), each with its own kernel over the same storage. Streamable HTTP
+keeps a bounded in-memory event store, so a client whose SSE stream drops can resume it with
+``Last-Event-ID``. ``docs/transports.md`` describes all of it.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import json
+import os
+import signal
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.server.streamable_http import EventStore  # already loaded by mcp.server.lowlevel
+
+from plexor.core.kernel import Kernel, State
+from plexor.serving.guard import default_allow_lists
+from plexor.serving.stdio import Watchdog, _freeze_heap
+
+__all__ = ["HttpOptions", "bind_socket", "build_http_app", "serve_http", "worker_app"]
+
+OPTIONS_ENV = "PLEXOR_HTTP_OPTIONS"  # how `--workers` hands the options to each worker process
+
+
+@dataclass
+class HttpOptions:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str | None = None
+    stateless: bool = False
+    transport: str = "http"  # "http" (Streamable HTTP) or "sse"
+    allowed_hosts: list[str] = field(default_factory=list)
+    allowed_origins: list[str] = field(default_factory=list)
+    max_body_bytes: int = 4 * 1024 * 1024
+    request_timeout: float = 300.0  # one MCP request (e.g. a tool call) may run this long
+    grace: float = 30.0  # on SIGTERM, in-flight calls get this long to finish
+    json_response: bool = False
+    workers: int = 1
+    sse_retry_ms: int = 1000  # the reconnect delay suggested to clients on resumable SSE streams
+    event_history: int = 2000  # events kept for Last-Event-ID resumption (all streams together)
+    header_timeout: float = 10.0  # a request's headers must arrive within this many seconds
+    body_timeout: float = 60.0  # and its body within this many seconds of the headers
+    max_connections: int = 0  # open connections at most; 0: three quarters of the file descriptor limit
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, raw: str) -> HttpOptions:
+        return cls(**json.loads(raw))
+
+
+class _MemoryEventStore(EventStore):
+    """The SDK's ``EventStore`` kept in memory: the last ``limit`` events of all streams.
+
+    Enough for a client to resume a dropped SSE stream with ``Last-Event-ID``
+    (and for the server to send the priming event and ``retry`` hint).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._events: collections.OrderedDict[str, tuple[str, Any]] = collections.OrderedDict()
+        self._limit = max(16, limit)
+        self._ids = itertools.count(1)
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        event_id = f"{next(self._ids)}"
+        self._events[event_id] = (stream_id, message)
+        while len(self._events) > self._limit:
+            self._events.popitem(last=False)
+        return event_id
+
+    async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
+        from mcp.server.streamable_http import EventMessage
+
+        if last_event_id not in self._events:
+            return None
+        stream_id = self._events[last_event_id][0]
+        found = False
+        for event_id, (sid, message) in list(self._events.items()):
+            if found and sid == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))
+            if event_id == last_event_id:
+                found = True
+        return stream_id
+
+
+def _timeout_middleware(seconds: float) -> Callable[..., Any]:
+    """SDK middleware: a request running longer than ``seconds`` is cancelled and answered with guidance."""
+
+    import anyio
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    async def middleware(ctx: Any, call_next: Any) -> Any:
+        if ctx.request_id is None:  # notifications are not timed
+            return await call_next(ctx)
+        with anyio.move_on_after(seconds) as scope:
+            return await call_next(ctx)
+        if not scope.cancelled_caught:  # pragma: no cover - the body returned
+            return None
+        message = (f"{ctx.method} took longer than the server's limit of {seconds:g} s and was cancelled. "
+                   "Narrow the request, or start the server with a larger --request-timeout.")
+        if ctx.method == "tools/call":
+            return types.CallToolResult.model_validate({
+                "content": [{"type": "text", "text": message}], "isError": True,
+                "structuredContent": {"error": {"message": message, "kind": "timeout", "limit_seconds": seconds}},
+            })
+        raise MCPError(types.INTERNAL_ERROR, message, {"kind": "timeout", "limit_seconds": seconds})
+
+    return middleware
+
+
+def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], Any] | None = None,
+                   on_stop: Callable[[], Any] | None = None) -> Any:
+    """The ASGI app for Streamable HTTP (``/mcp``) or legacy SSE (``/sse`` + ``/messages/``), plus ``/healthz``.
+
+    ``on_ready`` runs once the kernel has started (the daemon writes its registry
+    file then); ``on_stop`` when serving ends. Every route is behind the Host/Origin
+    guard and, with a token, the bearer check.
+    """
+    import contextlib
+
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Mount, Route
+
+    from plexor.server import build_server
+    from plexor.serving.guard import AnswerIds, BearerAuth, HostOriginGuard, TrimMcpHeaders
+
+    if kernel.state == State.CREATED:
+        kernel.load()
+    server = build_server(kernel)
+    server.middleware.append(_timeout_middleware(opts.request_timeout))
+    # Host and Origin are checked by HostOriginGuard (exact matches, every route); the SDK keeps its Content-Type check.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+    async def started() -> None:
+        import asyncio
+
+        from plexor.serving.protocol import install_accept_log
+
+        install_accept_log(asyncio.get_running_loop(), kernel.log)
+        await kernel.start()
+        _freeze_heap()
+        if on_ready is not None:
+            on_ready()
+
+    async def stopped() -> None:
+        try:
+            await kernel.stop(opts.grace)
+        finally:
+            if on_stop is not None:
+                on_stop()
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse(kernel.health())
+
+    if opts.transport == "sse":
+        from mcp.server.sse import SseServerTransport
+
+        sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=opts.max_body_bytes)
+
+        async def handle_sse(request: Request) -> Response:
+            async with sse.connect_sse(request.scope, request.receive, request._send) as streams:
+                await server.run(streams[0], streams[1], server.create_initialization_options())
+            return Response()
+
+        @contextlib.asynccontextmanager
+        async def sse_lifespan(app: Any) -> Any:
+            await started()
+            try:
+                yield
+            finally:
+                await stopped()
+
+        app: Any = Starlette(routes=[
+            Route("/healthz", healthz),
+            Route("/sse", handle_sse, methods=["GET"]),
+            Mount("/messages/", app=sse.handle_post_message),
+        ], lifespan=sse_lifespan)
+    else:
+        inner = server.streamable_http_app(
+            streamable_http_path="/mcp",
+            stateless_http=opts.stateless,
+            json_response=opts.json_response,
+            event_store=None if opts.stateless else _MemoryEventStore(opts.event_history),
+            retry_interval=opts.sse_retry_ms,
+            transport_security=security,
+            host=opts.host,
+            max_request_body_size=opts.max_body_bytes,
+            custom_starlette_routes=[Route("/healthz", healthz)],
+        )
+        manager_lifespan = inner.router.lifespan_context
+
+        @contextlib.asynccontextmanager
+        async def http_lifespan(app: Any) -> Any:
+            await started()
+            try:
+                async with manager_lifespan(app):
+                    yield
+            finally:
+                await stopped()
+
+        inner.router.lifespan_context = http_lifespan
+        app = TrimMcpHeaders(inner)
+    app = AnswerIds(app)
+    if opts.token:
+        app = BearerAuth(app, opts.token)
+    hosts, origins = default_allow_lists(opts.host, opts.allowed_hosts, opts.allowed_origins)
+    return HostOriginGuard(app, hosts, origins)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (``port`` 0: any free port); raises ``OSError``.
+
+    Created with ``IPPROTO_TCP`` so asyncio sets ``TCP_NODELAY`` on every accepted connection
+    (the protocol sets it too, for sockets made elsewhere).
+    """
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _uvicorn_config(app: Any, opts: HttpOptions, **extra: Any) -> Any:
+    import uvicorn
+
+    from plexor.serving.protocol import Limits
+
+    config = uvicorn.Config(
+        app,
+        host=opts.host,
+        port=opts.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        http="plexor.serving.protocol:LimitedHttp",
+        # uvicorn stops accepting on SIGTERM, waits this long for open requests, then the lifespan stops the kernel.
+        timeout_graceful_shutdown=max(1, int(opts.grace)),
+        log_config=None,
+        **extra,
+    )
+    config.plexor_limits = Limits(opts.header_timeout, opts.body_timeout, opts.max_connections)  # type: ignore[attr-defined]
+    return config
+
+
+def worker_app() -> Any:
+    """App factory for ``--workers`` (uvicorn imports ``plexor.serving.http:worker_app`` in each worker)."""
+    from plexor.log import configure
+
+    configure(os.environ.get("PLEXOR_LOG_LEVEL") or "warning")
+    opts = HttpOptions.from_json(os.environ[OPTIONS_ENV])
+    kernel = Kernel()
+    kernel.load()
+    return build_http_app(kernel, opts)
+
+
+def serve_http(kernel: Kernel | None, opts: HttpOptions, *, sock: socket.socket | None = None,
+               on_ready: Callable[[], Any] | None = None, on_stop: Callable[[], Any] | None = None) -> None:
+    """Run uvicorn until SIGTERM/SIGINT: it stops accepting, lets open requests finish, then the kernel drains and stops.
+
+    With ``opts.workers > 1`` (stateless Streamable HTTP only) uvicorn starts that
+    many processes on one socket; each builds its own kernel from the environment.
+    """
+
+    if opts.workers > 1:
+        if not opts.stateless or opts.transport != "http":
+            raise ValueError("--workers needs stateless Streamable HTTP (--stateless): sessions cannot span processes")
+        os.environ[OPTIONS_ENV] = opts.to_json()
+        config = _uvicorn_config("plexor.serving.http:worker_app", opts, factory=True, workers=opts.workers)
+        from uvicorn.supervisors import Multiprocess
+
+        listen = sock if sock is not None else bind_socket(opts.host, opts.port)
+        if on_ready is not None:
+            on_ready()
+        try:
+            Multiprocess(config, sockets=[listen]).run()
+        finally:
+            if on_stop is not None:
+                on_stop()
+        return
+    assert kernel is not None
+    app = build_http_app(kernel, opts, on_ready=on_ready, on_stop=on_stop)
+    server = _draining_server_class()(_uvicorn_config(app, opts), kernel, opts.grace)
+    server.run(sockets=[sock] if sock is not None else None)
+
+
+def _draining_server_class() -> Any:
+    import asyncio
+
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        """uvicorn, but the first SIGTERM/SIGINT drains the kernel before uvicorn starts closing.
+
+        Plain uvicorn (and sse-starlette, which watches uvicorn's exit flag) would
+        end open SSE response streams at once; a tool call in flight would lose
+        its answer. Here new calls are refused with guidance while in-flight
+        ones finish (up to ``grace`` seconds); then uvicorn shuts down as usual.
+        A second signal exits at once, and a shutdown that hangs (a plugin's
+        hook) is ended by a watchdog after twice the grace period plus a margin.
+        """
+
+        def __init__(self, config: Any, kernel: Kernel, grace: float) -> None:
+            super().__init__(config)
+            self._kernel = kernel
+            self._grace = grace
+            self._draining = False
+            self._loop: Any = None
+            from plexor.serving.stdio import EXIT_MARGIN
+
+            self._watchdog = Watchdog(kernel, 2 * grace + EXIT_MARGIN + max(1, int(grace)))
+
+        async def serve(self, sockets: Any = None) -> None:
+            self._loop = asyncio.get_running_loop()
+            await super().serve(sockets=sockets)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self._draining or self._loop is None:
+                super().handle_exit(sig, frame)
+                return
+            self._draining = True
+            self._kernel.log.info("signal", signal=signal.Signals(sig).name, action="draining")
+            self._watchdog.arm(signal.Signals(sig).name)  # from here a second signal exits at once
+
+            async def drain_then_exit() -> None:
+                try:
+                    await self._kernel.drain(self._grace)
+                    await asyncio.sleep(0.2)  # let the last responses reach their clients
+                finally:
+                    super(DrainingServer, self).handle_exit(sig, frame)
+
+            self._loop.call_soon_threadsafe(lambda: self._loop.create_task(drain_then_exit()))
+
+    return DrainingServer

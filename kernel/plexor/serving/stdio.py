@@ -1,0 +1,350 @@
+"""Serving one client over stdin/stdout, through the SDK's ``stdio_server``.
+
+Plexor hands the SDK its own ends of the pipe:
+
+- stdin is read through the event loop (a SIGTERM is never stuck behind a blocking read);
+- stdout is written through the event loop too, or, when it is not a pipe, from a thread
+  with its own limiter: never through the 40-thread pool that blocking tools share, so
+  replies (even ``ping``) do not wait behind slow tool calls;
+- every line the SDK refuses is answered (``plexor.serving.wire``): a request with a
+  readable id gets exactly one JSON-RPC error carrying that id.
+
+Exit is bounded: after stdin closes or the first SIGTERM/SIGINT, in-flight calls get
+``grace`` seconds and the kernel's stop as long again; a watchdog ends the process if
+shutdown takes longer than that (plus a margin), whatever a plugin does, and a second
+signal exits at once.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from plexor.core.kernel import Kernel
+
+__all__ = ["serve_stdio"]
+
+EXIT_MARGIN = 5.0  # seconds beyond the grace periods before the watchdog ends the process
+
+
+class StdinLines:
+    """Lines of stdin for the SDK's ``stdio_server``, read without a blocking thread.
+
+    A pipe is read through the event loop (cancellable at once); anything else (a regular
+    file) falls back to a thread. A line longer than ``limit`` is skipped whole and handed
+    on as an invalid message. Each line handed out is also kept in ``given`` until the
+    reader of the SDK's stream takes the message made of it (see ``AnsweringStream``).
+    """
+
+    def __init__(self, limit: int = 64 * 1024 * 1024) -> None:
+        self._fd = os.dup(sys.stdin.fileno())
+        self._limit = limit
+        self._reader: Any = None
+        self._file: Any = None
+        self._limiter: Any = None
+        self.given: collections.deque[str] = collections.deque()
+
+    def __aiter__(self) -> StdinLines:
+        return self
+
+    async def _open(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=self._limit)
+        pipe = os.fdopen(self._fd, "rb", buffering=0)
+        try:
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+            self._reader = reader
+        except (ValueError, OSError):  # not a pipe, socket or tty
+            import io
+
+            self._file = io.TextIOWrapper(pipe, encoding="utf-8", errors="replace")
+            self._limiter = _own_limiter()  # never waits for a slot behind blocking tool calls
+
+    async def __anext__(self) -> str:
+        import asyncio
+
+        import anyio
+
+        if self._reader is None and self._file is None:
+            await self._open()
+        if self._file is not None:
+            line = await anyio.to_thread.run_sync(self._file.readline, abandon_on_cancel=True,
+                                                  limiter=self._limiter)
+        else:
+            try:
+                raw = await self._reader.readline()
+            except (asyncio.LimitOverrunError, ValueError):
+                await self._skip_rest()
+                raw = b"{oversized line skipped}\n"
+            line = raw.decode("utf-8", "replace")
+        if not line:
+            raise StopAsyncIteration
+        self.given.append(line)
+        return line
+
+    async def _skip_rest(self) -> None:
+        import asyncio
+
+        while True:
+            try:
+                await self._reader.readuntil(b"\n")
+                return
+            except asyncio.LimitOverrunError as exc:
+                await self._reader.readexactly(exc.consumed)
+            except asyncio.IncompleteReadError:
+                return
+
+
+def _own_limiter() -> Any:
+    import anyio
+
+    return anyio.CapacityLimiter(1)
+
+
+class StdoutPipe:
+    """The protocol's end of stdout, for the SDK's ``stdio_server`` (``write`` + ``flush``).
+
+    fd 1 is moved to a private descriptor and pointed at stderr, so a stray ``print`` in a
+    plugin (or a child process) never reaches the protocol stream. A pipe or socket is
+    written through the event loop; anything else from a dedicated thread.
+    """
+
+    def __init__(self) -> None:
+        import fcntl
+
+        sys.stdout.flush()
+        self._fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+        os.dup2(2, 1)
+        self._writer: Any = None
+        self._limiter: Any = None
+        self._pending: list[str] = []
+        self._file: Any = None
+
+    async def _open(self) -> None:
+        import asyncio
+        import stat
+
+        mode = os.fstat(self._fd).st_mode
+        shared = _same_file(self._fd, 2)  # non-blocking would leak onto stderr through a shared description
+        if (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and not shared:
+            loop = asyncio.get_running_loop()
+            pipe = os.fdopen(self._fd, "wb", buffering=0, closefd=False)
+            transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+            self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        else:
+            self._file = os.fdopen(self._fd, "wb", buffering=0, closefd=False)
+            self._limiter = _own_limiter()
+
+    async def write(self, text: str) -> None:
+        self._pending.append(text)
+
+    async def flush(self) -> None:
+        import anyio
+
+        if self._writer is None and self._file is None:
+            await self._open()
+        data = "".join(self._pending).encode("utf-8", "replace")
+        self._pending.clear()
+        if self._writer is not None:
+            self._writer.write(data)
+            await self._writer.drain()
+        else:
+            await anyio.to_thread.run_sync(self._file.write, data, limiter=self._limiter)
+
+    async def settle(self, timeout: float = 5.0) -> None:
+        """Wait (bounded) until what the event loop still buffers has reached the pipe."""
+        import anyio
+
+        if self._writer is None:
+            return
+        with anyio.move_on_after(timeout):
+            while self._writer.transport.get_write_buffer_size():
+                await anyio.sleep(0.01)
+
+    def restore(self) -> None:
+        try:
+            os.dup2(self._fd, 1)
+        except OSError:
+            pass
+
+
+def _same_file(a: int, b: int) -> bool:
+    try:
+        sa, sb = os.fstat(a), os.fstat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+class AnsweringStream:
+    """The SDK's read stream, answering what it could not parse instead of dropping it.
+
+    The SDK's stdin reader turns each line into exactly one item, a message or an
+    exception, so the lines handed out and the items taken here pair off in order.
+    """
+
+    def __init__(self, inner: Any, write: Any, lines: collections.deque[str], log: Any) -> None:
+        self._inner = inner
+        self._write = write
+        self._lines = lines
+        self._log = log
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        from plexor.serving.wire import diagnose, stray_id
+
+        while True:
+            item = await self._inner.receive()
+            line = self._lines.popleft() if self._lines else ""
+            if isinstance(item, Exception):
+                replies = diagnose(line)
+            elif isinstance(item.message, types.JSONRPCNotification):
+                stray = stray_id(line)
+                replies = [stray] if stray is not None else []
+                if not replies:
+                    return item
+            else:
+                return item
+            self._log.info("message_refused", answered=len(replies), reason=replies[0].message[:120] if replies else
+                           "a malformed response or notification")
+            for reply in replies:
+                error = types.JSONRPCError.model_validate(reply.wire())
+                await self._write.send(SessionMessage(error))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def close(self) -> None:
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()
+
+    def __aiter__(self) -> AnsweringStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> AnsweringStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+class Watchdog:
+    """Ends the process if shutdown takes longer than promised; a second signal ends it at once."""
+
+    def __init__(self, kernel: Kernel, bound: float) -> None:
+        self.kernel = kernel
+        self.bound = bound
+        self._armed = False
+
+    def arm(self, reason: str) -> None:
+        """Make the next SIGTERM/SIGINT exit immediately, and start the clock (once)."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._second_signal)
+        if self._armed:
+            return
+        self._armed = True
+        timer = threading.Timer(self.bound, self._expired, args=(reason,))
+        timer.daemon = True
+        timer.start()
+
+    def _second_signal(self, signum: int, frame: Any) -> None:
+        _hard_exit(f"second {signal.Signals(signum).name}: exiting at once", 128 + signum)
+
+    def _expired(self, reason: str) -> None:
+        _hard_exit(f"shutdown after {reason} took longer than {self.bound:g} s (a plugin's shutdown hook hangs?): "
+                   "exiting", 1)
+
+
+def _hard_exit(message: str, code: int) -> None:
+    import json
+    import time
+
+    line = json.dumps({"event": "exit_forced", "level": "error", "reason": message,
+                       "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    try:
+        os.write(2, (line + "\n").encode())
+    finally:
+        os._exit(code)
+
+
+async def _run_until_signal(kernel: Kernel, scope: Any, grace: float, watchdog: Watchdog) -> None:
+    """On SIGTERM/SIGINT: stop taking calls, let in-flight ones finish, then end serving."""
+    import anyio
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            break
+        else:  # pragma: no cover - the receiver never ends by itself
+            return
+    kernel.log.info("signal", signal=name)
+    watchdog.arm(name)  # after the receiver is gone, which put the default handlers back
+    await kernel.drain(grace)
+    await anyio.sleep(0.2)  # let the answers of the calls that just finished reach the client
+    scope.cancel()
+
+
+def _freeze_heap() -> None:
+    """Move what exists after start-up out of the garbage collector's sight (``gc.freeze``).
+
+    The kernel, the plugins, their schemas and the SDK's models live as long as the process; a
+    full collection walked all of them on every request burst (about 30 us a call under load,
+    bench/http_profile.py). Only serving processes do this, never a kernel made in a test.
+    """
+    import gc
+
+    gc.freeze()
+
+
+async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
+    """Serve one client over stdin/stdout until EOF or a signal; then drain and stop the kernel."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    from plexor.server import Boot, build_server
+
+    boot = Boot(kernel, on_started=_freeze_heap)
+    server = build_server(kernel, boot=boot)
+    watchdog = Watchdog(kernel, 2 * grace + EXIT_MARGIN)
+    stdin, stdout = StdinLines(), StdoutPipe()
+    try:
+        async with anyio.create_task_group() as tg:
+            # The handshake is answered first; plugins load and start right after
+            # it, and requests that need them wait for loading (and a plugin still
+            # starting is waited for, bounded) instead of failing.
+            boot.attach(tg)
+            tg.start_soon(boot.fallback, 0.5)
+            tg.start_soon(_run_until_signal, kernel, tg.cancel_scope, grace, watchdog)
+            async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+                reader = AnsweringStream(read_stream, write_stream, stdin.given, kernel.log)
+                await server.run(reader, write_stream, server.create_initialization_options())  # type: ignore[arg-type]
+            kernel.log.info("stdin_closed")
+            watchdog.arm("stdin closed")
+            await kernel.drain(grace)
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await kernel.stop(grace)
+            await stdout.settle()
+        stdout.restore()
