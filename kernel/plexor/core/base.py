@@ -87,11 +87,25 @@ class KernelBase(_Machine):
     def has_hook(self, rec: PluginRecord, hook: str) -> bool:
         return any(i.plugin_name == rec.name for i in getattr(self.pm.hook, hook).get_hookimpls())
 
-    async def _call_async(self, rec: PluginRecord, hook: str, **kwargs: Any) -> None:
-        """Call a hook that may return an awaitable (startup, shutdown), and await it."""
-        result = self._call(rec, hook, **kwargs)
-        if inspect.isawaitable(result):
-            await result
+    async def _run_hook(self, rec: PluginRecord, hook: str, timeout: float) -> None:
+        """Run ``plexor_startup``/``plexor_shutdown`` within ``timeout`` seconds (``TimeoutError`` past it).
+
+        A sync implementation runs in a worker thread, so one that blocks never freezes the event
+        loop (``ping`` and every other plugin keep answering); if it hangs it is abandoned there.
+        """
+        import anyio
+
+        impls = [i for i in getattr(self.pm.hook, hook).get_hookimpls() if i.plugin_name == rec.name]
+        if not impls:
+            return
+        with anyio.fail_after(timeout):
+            if inspect.iscoroutinefunction(impls[0].function):
+                result = self._call(rec, hook, plugin=rec.handle)
+            else:
+                result = await anyio.to_thread.run_sync(lambda: self._call(rec, hook, plugin=rec.handle),
+                                                        abandon_on_cancel=True)
+            if inspect.isawaitable(result):
+                await result
 
     def plugin_guidance(self, rec: PluginRecord, exc: BaseException, context: dict[str, Any]) -> Any:
         """The plugin's own ``plexor_error_guidance`` answer (str, PlexorError or None); never raises."""

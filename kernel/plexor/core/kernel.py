@@ -13,7 +13,7 @@ from plexor.core.loader import BUILTIN, Loader
 from plexor.core.pipeline import Pipeline
 from plexor.core.records import TRANSITIONS, PluginRecord, State
 from plexor.core.results import Outcome, to_json
-from plexor.errors import NotFound
+from plexor.errors import NotFound, PluginError
 
 __all__ = ["BUILTIN", "TRANSITIONS", "Kernel", "Outcome", "PluginRecord", "State", "to_json"]
 
@@ -81,7 +81,14 @@ class Kernel(Loader, Pipeline):
                     return db
 
                 rec.database = await anyio.to_thread.run_sync(open_and_migrate)
-            await self._call_async(rec, "plexor_startup", plugin=rec.handle)
+            # Calls wait PLEXOR_START_WAIT for a plugin to start; one still in its startup hook
+            # after twice that is hung: it fails alone instead of holding the server.
+            try:
+                await self._run_hook(rec, "plexor_startup", 2 * self.start_wait)
+            except TimeoutError:
+                raise PluginError(f"plexor_startup did not finish within {2 * self.start_wait:g} s (twice "
+                                  "PLEXOR_START_WAIT)", "Do long warm-up in the background and report it with "
+                                  "plugin.warming()/plugin.warmed(), or raise PLEXOR_START_WAIT.") from None
             rec._started.set()
             if rec.state == State.STARTING and not rec._warming:
                 rec._move(State.READY)
@@ -121,7 +128,10 @@ class Kernel(Loader, Pipeline):
         for rec in self.records.values():
             if rec.state == State.DRAINING:
                 try:
-                    await self._call_async(rec, "plexor_shutdown", plugin=rec.handle)
+                    await self._run_hook(rec, "plexor_shutdown", self.start_wait)
+                except TimeoutError:
+                    self.log.error("plugin_shutdown_timeout", plugin=rec.name, hint=f"plexor_shutdown did not "
+                                   f"finish within PLEXOR_START_WAIT={self.start_wait:g} s; it was left behind")
                 except Exception as exc:  # noqa: BLE001
                     self.log.error("plugin_shutdown_failed", plugin=rec.name, error=f"{type(exc).__name__}: {exc}")
                 await self._close_storage(rec)

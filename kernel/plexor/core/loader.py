@@ -89,7 +89,7 @@ class Loader(KernelBase):
             if (rec.name in blocked and rec.name != BUILTIN) or not allowed:
                 rec._move(State.DISABLED)
                 continue
-            self._load_one(rec)
+            self._load_bounded(rec)
         for var, names in (("PLEXOR_PLUGINS", only or []), ("PLEXOR_DISABLE", sorted(blocked))):
             for name in names:
                 if name not in self.records:
@@ -122,6 +122,20 @@ class Loader(KernelBase):
             dist = ep.dist
             found.append(PluginRecord(ep.name, dist.name if dist else "?", dist.version if dist else "?", entry_point=ep))
         return found
+
+    def _load_bounded(self, rec: PluginRecord) -> None:
+        """Load one plugin in a thread of its own; a hang at import or in a register hook fails it after
+        PLEXOR_START_WAIT seconds (1 at least) and the other plugins load on."""
+        import threading
+
+        worker = threading.Thread(target=self._load_one, args=(rec,), name=f"plexor-load-{rec.name}", daemon=True)
+        worker.start()
+        worker.join(max(self.start_wait, 1.0))
+        if worker.is_alive():
+            self._fail_plugin(rec, PluginError(
+                f"importing or registering did not finish within {max(self.start_wait, 1.0):g} s (PLEXOR_START_WAIT)",
+                "Something in the plugin's module or its register hooks waits forever (a network call, a lock?): "
+                "move it into plexor_startup or a function that needs it, or raise PLEXOR_START_WAIT."), "loading")
 
     def _load_one(self, rec: PluginRecord) -> None:
         from plexor.core.records import State
@@ -157,6 +171,8 @@ class Loader(KernelBase):
             self._call(rec, "plexor_register_resource_templates", register=TemplateRegistrar(staged, rec.name), settings=s)
             self._call(rec, "plexor_register_prompts", register=PromptRegistrar(staged, rec.name, ns, sep), settings=s)
             self._refuse_clashes(rec, staged)
+            if rec.state is not State.LOADING:  # given up on (it hung) while this thread was still working
+                return
             rec.registry = staged
             self.registry.merge(staged)
         except Exception as exc:  # noqa: BLE001 - isolate the plugin, whatever it raised
