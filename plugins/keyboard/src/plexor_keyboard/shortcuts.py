@@ -121,10 +121,10 @@ def _tokenize(text: str) -> list[_Token]:
     """The words and glyphs of ``text``, each with the separator that stood before it."""
     s = _clean(text)
     tokens: list[_Token] = []
-    i = 0
+    i, n = 0, len(s)
     expect_key = True  # at the start and after a separator, '+' and '-' are keys ("cmd++", "⌘-")
     sep = ""
-    while i < len(s):
+    while i < n:
         c = s[i]
         if c.isspace():
             if not expect_key and sep not in ("+", "-"):
@@ -145,8 +145,10 @@ def _tokenize(text: str) -> list[_Token]:
 def _longest_name_at(tokens: list[_Token], i: int, catalog: Catalog) -> tuple[int, Entry] | None:
     """The widest run of 2-4 tokens from ``i``, joined by spaces or '-', that names a key ("page down")."""
     for width in (4, 3, 2):
+        if i + width > len(tokens):
+            continue
         span = tokens[i:i + width]
-        if len(span) < width or any(t.sep not in (" ", "-") for t in span[1:]):
+        if any(t.sep not in (" ", "-") for t in span[1:]):
             continue
         entry = catalog.exact(" ".join(t.text for t in span))
         if entry is not None:
@@ -172,27 +174,27 @@ def _resolve(tokens: list[_Token], catalog: Catalog, shortcut: str, merge: bool 
     out: Read = []
     i = 0
     while i < len(tokens):
-        hit = _longest_name_at(tokens, i, catalog) if merge else None
-        width, entry = hit if hit is not None else (1, _one_key(tokens[i].text, catalog, shortcut))
-        out.append((" ".join(t.text for t in tokens[i:i + width]), entry))
-        i += width
+        hit = _longest_name_at(tokens, i, catalog) if merge and i + 1 < len(tokens) else None
+        if hit is None:
+            out.append((tokens[i].text, _one_key(tokens[i].text, catalog, shortcut)))
+            i += 1
+        else:
+            width, entry = hit
+            out.append((" ".join(t.text for t in tokens[i:i + width]), entry))
+            i += width
     return out
-
-
-def _is_modifier(entry: Entry) -> bool:
-    return entry.key.constant in _BY_CONSTANT
 
 
 def _read_keys(shortcut: str, catalog: Catalog) -> Read:
     """The keys of ``shortcut``, in the order written."""
     tokens = _tokenize(shortcut)
     read = _resolve(tokens, catalog, shortcut)
-    side_last = any(" " in w and w.lower().rsplit(" ", 1)[1] in ("left", "right") for w, _ in read)
-    if side_last and all(_is_modifier(e) for _, e in read):
+    if all(e.key.constant in _BY_CONSTANT for _, e in read) and any(
+            " " in w and w.lower().rsplit(" ", 1)[1] in ("left", "right") for w, _ in read):
         # "shift right" read as Right Shift leaves no main key; word by word it is Shift + Right Arrow
         # ("right shift", side first, stays the modifier's name)
         unmerged = _resolve(tokens, catalog, shortcut, merge=False)
-        if sum(not _is_modifier(e) for _, e in unmerged) == 1:
+        if sum(e.key.constant not in _BY_CONSTANT for _, e in unmerged) == 1:
             return unmerged
     return read
 
