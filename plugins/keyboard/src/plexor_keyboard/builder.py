@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from importlib import resources
 from typing import Any, NamedTuple
 
@@ -23,7 +24,6 @@ from plexor_keyboard.layouts import LAYOUT_ALIASES, LAYOUT_IDS
 from plexor_keyboard.model import CatalogError, Entry, Key, norm
 
 __all__ = [
-    "KeyFacts",
     "load_json",
     "index_names",
     "read_categories",
@@ -33,16 +33,6 @@ __all__ = [
     "search_forms",
     "unused_codes",
 ]
-
-
-class KeyFacts(NamedTuple):
-    """A key before its aliases are known: Apple's code and group, and its curated name."""
-
-    code: int
-    name: str
-    category: str
-    symbol: str
-    group: str
 
 
 class _Planned(NamedTuple):
@@ -60,21 +50,21 @@ def load_json(name: str) -> Any:
     return json.loads(resources.files("plexor_keyboard").joinpath("data").joinpath(name).read_text(encoding="utf-8"))
 
 
-def read_constants(constants: list[dict[str, Any]]) -> dict[str, KeyFacts]:
-    """Apple's constants (kvk.json), each with its name from :data:`names.KEYS`, in the file's order."""
+def read_constants(constants: list[dict[str, Any]]) -> dict[str, Key]:
+    """Apple's constants (kvk.json) as keys with their curated names but no aliases yet, in the file's order."""
     given = {c["constant"] for c in constants}
     described = set(names.KEYS)
     if described != given:
         raise CatalogError(f"names.KEYS and kvk.json differ: missing {sorted(given - described)}, "
                            f"extra {sorted(described - given)}")
-    facts: dict[str, KeyFacts] = {}
+    bare: dict[str, Key] = {}
     for c in constants:
         code = int(c["code"])
         if f"0x{code:02X}" != c["hex"].upper().replace("0X", "0x"):
             raise CatalogError(f"{c['constant']}: code {c['code']} and hex {c['hex']} disagree")
         name, category, symbol, _ = names.KEYS[c["constant"]]
-        facts[c["constant"]] = KeyFacts(code, name, category, symbol, c["group"])
-    return facts
+        bare[c["constant"]] = Key(c["constant"], code, name, category, symbol, c["group"], ())
+    return bare
 
 
 # ---------------------------------------------------------------------------- names
@@ -86,10 +76,10 @@ class _NamePlan:
     the others become alternatives) or the claim is ``only_if_free``.
     """
 
-    def __init__(self, facts: dict[str, KeyFacts]) -> None:
-        self.facts = facts
+    def __init__(self, bare: dict[str, Key]) -> None:
+        self.bare = bare
         self.planned: dict[str, _Planned] = {}
-        self.aliases: dict[str, list[str]] = {c: [] for c in facts}  # what each key lists as its aliases
+        self.aliases: dict[str, list[str]] = {c: [] for c in bare}  # what each key lists as its aliases
         self.ambiguous = {norm(a): (a, cands, note) for a, (cands, note) in names.AMBIGUOUS.items()}
 
     def add(self, alias: str, constant: str, kind: str, *, only_if_free: bool = False, listed: bool = True) -> None:
@@ -123,7 +113,7 @@ class _NamePlan:
         return True
 
     def _list(self, constant: str, alias: str, kind: str) -> None:
-        if kind in ("name", "constant") or alias == self.facts[constant].name:
+        if kind in ("name", "constant") or alias == self.bare[constant].name:
             return
         if alias not in self.aliases[constant]:
             self.aliases[constant].append(alias)
@@ -140,9 +130,9 @@ class _NamePlan:
 
 
 def _claim_names_and_constants(plan: _NamePlan) -> None:
-    for constant, facts in plan.facts.items():
-        plan.add(facts.name, constant, "name")
-    for constant in plan.facts:
+    for constant, key in plan.bare.items():
+        plan.add(key.name, constant, "name")
+    for constant in plan.bare:
         plan.add(constant, constant, "constant")
         tail = constant[len("kVK_"):]
         plan.add(tail, constant, "constant", only_if_free=True)  # "Space", "ANSI_A"
@@ -186,22 +176,19 @@ def _claim_keypad(plan: _NamePlan) -> None:
                 plan.add(f"{prefix} {part}", constant, "keypad", listed=listed)
 
 
-def index_names(facts: dict[str, KeyFacts]) -> tuple[dict[str, Key], dict[str, Entry]]:
+def index_names(bare: dict[str, Key]) -> tuple[dict[str, Key], dict[str, Entry]]:
     """The keys with their aliases, and the index from every normalised name to what it resolves to.
 
     The order of the steps matters: a key's own name is claimed first, curated aliases
     before generated forms, so a generated form never takes a name from a curated one.
     """
-    plan = _NamePlan(facts)
+    plan = _NamePlan(bare)
     _claim_names_and_constants(plan)
     _claim_curated(plan)
     _claim_sides(plan)
     _claim_keypad(plan)
     plan.add_unclaimed_ambiguous()
-    keys = {
-        constant: Key(constant, f.code, f.name, f.category, f.symbol, f.group, tuple(plan.aliases[constant]))
-        for constant, f in facts.items()
-    }
+    keys = {constant: replace(key, aliases=tuple(plan.aliases[constant])) for constant, key in bare.items()}
     index = {
         n: Entry(keys[p.constant], p.kind, p.alias, tuple(keys[a] for a in p.alternatives), p.note)
         for n, p in plan.planned.items()

@@ -255,8 +255,8 @@ def _check_key_name(raw: str) -> None:
 # ---------------------------------------------------------------------- build
 def build() -> Catalog:
     """Join the packaged Apple data with the curated names; raise :class:`CatalogError` on any contradiction."""
-    facts = builder.read_constants(builder.load_json("kvk.json")["constants"])
-    by_constant, index = builder.index_names(facts)
+    bare = builder.read_constants(builder.load_json("kvk.json")["constants"])
+    by_constant, index = builder.index_names(bare)
     keys = tuple(sorted(by_constant.values(), key=lambda k: k.code))
     by_code: dict[int, list[Key]] = {}
     for k in keys:

@@ -12,11 +12,13 @@ refuses data whose layouts differ from them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from plexor import ConfigError, InvalidArgument
 from plexor_keyboard.model import norm
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor import Settings
 
 __all__ = [
     "DEFAULT_LAYOUT",
@@ -99,14 +101,14 @@ def layout_id(value: str) -> str:
     return found
 
 
-def configured_layout(settings: Mapping[str, Any]) -> str:
+def configured_layout(settings: Settings) -> str:
     """The layout id of the ``default_layout`` setting; an unknown one is a configuration error naming its source."""
     value = settings.get("default_layout")
     if value is None or not str(value).strip():
         return DEFAULT_LAYOUT
     found = find_layout(str(value))
     if found is None:
-        source = _describe_source(getattr(settings, "sources", {}).get("default_layout", ""))
+        source = _describe_source(settings.sources.get("default_layout", ""))
         raise ConfigError(
             f"default_layout = {value!r} in {source} is not a keyboard layout",
             layout_guidance(str(value)),

@@ -184,6 +184,20 @@ SIDES: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 # Names that fit several keys: the most likely key first, then the others, with why.
+def _several(candidates: tuple[str, ...], note: str, *written: str) -> dict[str, tuple[tuple[str, ...], str]]:
+    """The same candidates and note for several spellings of one name."""
+    return {w: (candidates, note) for w in written}
+
+
+def _either_side(left: str, right: str, title: str, *written: str) -> dict[str, tuple[tuple[str, ...], str]]:
+    return _several((left, right), f"{title} exists on both sides; the left one is the usual answer.", *written)
+
+
+_STAR = "'*' is Shift+8 on the main block, or the keypad's Multiply."
+_UNDERSCORE = "'_' is Shift+Minus on ANSI and ISO keyboards; JIS keyboards also have their own underscore key."
+_EQUALS = "Equals is on the main block and on the keypad."
+_JIS_COMMA = "Comma is on the main block; JIS keypads have their own comma."
+
 AMBIGUOUS: dict[str, tuple[tuple[str, ...], str]] = {
     "enter": (("kVK_Return", "kVK_ANSI_KeypadEnter"),
               "On a Mac 'enter' usually means Return (the big key); the numeric keypad's Enter is a different key."),
@@ -191,41 +205,26 @@ AMBIGUOUS: dict[str, tuple[tuple[str, ...], str]] = {
             "The Mac key labelled 'delete' erases backwards (like Backspace); PC 'Del' is Forward Delete (fn+Delete)."),
     "delete": (("kVK_Delete", "kVK_ForwardDelete"),
                "The Mac key labelled 'delete' erases backwards (like Backspace); PC 'Delete' is Forward Delete."),
-    "command": (("kVK_Command", "kVK_RightCommand"), "Command exists on both sides; the left one is the usual answer."),
-    "cmd": (("kVK_Command", "kVK_RightCommand"), "Command exists on both sides; the left one is the usual answer."),
-    "⌘": (("kVK_Command", "kVK_RightCommand"), "Command exists on both sides; the left one is the usual answer."),
-    "shift": (("kVK_Shift", "kVK_RightShift"), "Shift exists on both sides; the left one is the usual answer."),
-    "⇧": (("kVK_Shift", "kVK_RightShift"), "Shift exists on both sides; the left one is the usual answer."),
-    "option": (("kVK_Option", "kVK_RightOption"), "Option exists on both sides; the left one is the usual answer."),
-    "opt": (("kVK_Option", "kVK_RightOption"), "Option exists on both sides; the left one is the usual answer."),
+    **_either_side("kVK_Command", "kVK_RightCommand", "Command", "command", "cmd", "⌘"),
+    **_either_side("kVK_Shift", "kVK_RightShift", "Shift", "shift", "⇧"),
+    **_either_side("kVK_Option", "kVK_RightOption", "Option", "option", "opt"),
     "alt": (("kVK_Option", "kVK_RightOption"), "Alt is the Mac's Option key; the left one is the usual answer."),
     "alternate": (("kVK_Option", "kVK_RightOption"), "Alternate is the Mac's Option key."),
-    "⌥": (("kVK_Option", "kVK_RightOption"), "Option exists on both sides; the left one is the usual answer."),
-    "control": (("kVK_Control", "kVK_RightControl"), "Control exists on both sides; the left one is the usual answer."),
-    "ctrl": (("kVK_Control", "kVK_RightControl"), "Control exists on both sides; the left one is the usual answer."),
-    "ctl": (("kVK_Control", "kVK_RightControl"), "Control exists on both sides; the left one is the usual answer."),
-    "⌃": (("kVK_Control", "kVK_RightControl"), "Control exists on both sides; the left one is the usual answer."),
+    **_either_side("kVK_Option", "kVK_RightOption", "Option", "⌥"),
+    **_either_side("kVK_Control", "kVK_RightControl", "Control", "control", "ctrl", "ctl", "⌃"),
     "-": (("kVK_ANSI_Minus", "kVK_ANSI_KeypadMinus"), "'-' is on the main block and on the keypad."),
     "minus": (("kVK_ANSI_Minus", "kVK_ANSI_KeypadMinus"), "Minus is on the main block and on the keypad."),
-    "_": (("kVK_ANSI_Minus", "kVK_JIS_Underscore"),
-          "'_' is Shift+Minus on ANSI and ISO keyboards; JIS keyboards also have their own underscore key."),
-    "underscore": (("kVK_ANSI_Minus", "kVK_JIS_Underscore"),
-                   "'_' is Shift+Minus on ANSI and ISO keyboards; JIS keyboards also have their own underscore key."),
+    **_several(("kVK_ANSI_Minus", "kVK_JIS_Underscore"), _UNDERSCORE, "_", "underscore"),
     "=": (("kVK_ANSI_Equal", "kVK_ANSI_KeypadEquals"), "'=' is on the main block and on the keypad."),
-    "equal": (("kVK_ANSI_Equal", "kVK_ANSI_KeypadEquals"), "Equals is on the main block and on the keypad."),
-    "equals": (("kVK_ANSI_Equal", "kVK_ANSI_KeypadEquals"), "Equals is on the main block and on the keypad."),
-    "+": (("kVK_ANSI_Equal", "kVK_ANSI_KeypadPlus"), "'+' is Shift+Equal on the main block, or the keypad's Plus."),
-    "plus": (("kVK_ANSI_Equal", "kVK_ANSI_KeypadPlus"), "'+' is Shift+Equal on the main block, or the keypad's Plus."),
-    "*": (("kVK_ANSI_8", "kVK_ANSI_KeypadMultiply"), "'*' is Shift+8 on the main block, or the keypad's Multiply."),
-    "asterisk": (("kVK_ANSI_8", "kVK_ANSI_KeypadMultiply"),
-                 "'*' is Shift+8 on the main block, or the keypad's Multiply."),
-    "star": (("kVK_ANSI_8", "kVK_ANSI_KeypadMultiply"), "'*' is Shift+8 on the main block, or the keypad's Multiply."),
+    **_several(("kVK_ANSI_Equal", "kVK_ANSI_KeypadEquals"), _EQUALS, "equal", "equals"),
+    **_several(("kVK_ANSI_Equal", "kVK_ANSI_KeypadPlus"), "'+' is Shift+Equal on the main block, or the keypad's Plus.",
+               "+", "plus"),
+    **_several(("kVK_ANSI_8", "kVK_ANSI_KeypadMultiply"), _STAR, "*", "asterisk", "star"),
     "/": (("kVK_ANSI_Slash", "kVK_ANSI_KeypadDivide"), "'/' is on the main block and on the keypad."),
     "slash": (("kVK_ANSI_Slash", "kVK_ANSI_KeypadDivide"), "Slash is on the main block and on the keypad."),
     ".": (("kVK_ANSI_Period", "kVK_ANSI_KeypadDecimal"), "'.' is on the main block and on the keypad."),
     "period": (("kVK_ANSI_Period", "kVK_ANSI_KeypadDecimal"), "Period is on the main block and on the keypad."),
     "dot": (("kVK_ANSI_Period", "kVK_ANSI_KeypadDecimal"), "'.' is on the main block and on the keypad."),
     ",": (("kVK_ANSI_Comma", "kVK_JIS_KeypadComma"), "',' is on the main block; JIS keypads have their own comma."),
-    "comma": (("kVK_ANSI_Comma", "kVK_JIS_KeypadComma"),
-              "Comma is on the main block; JIS keypads have their own comma."),
+    "comma": (("kVK_ANSI_Comma", "kVK_JIS_KeypadComma"), _JIS_COMMA),
 }
