@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from plexor_folder_search.chunking import chunk_text, language_of
-from plexor_folder_search.extract import ExtractError, Unsupported, extract, kind_of
+from plexor_folder_search.extract import Bounded, ExtractError, Limits, Unsupported, extract, kind_of
 from plexor_folder_search.safefs import ReadRefused, display_path, name_problem, read_inside, special_kind
 
 __all__ = ["IgnoreRules", "IndexOptions", "Indexer", "ScanReport"]
@@ -48,6 +48,7 @@ class IndexOptions:
     exclude: list[str] = field(default_factory=list)
     batch_files: int = 64
     batch_chars: int = 2_000_000
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -471,7 +472,11 @@ class Indexer:
                 moves.append((item, fid, old_rel))
                 continue
             try:
-                ex = extract(item.rel, data)
+                ex = extract(item.rel, data, limits=self.options.limits)
+            except Bounded as exc:
+                skipped.append((item.rel, exc.reason, exc.detail, item.size, item.mtime_ns))
+                prepared.append((item, fp, None, []))
+                continue
             except Unsupported as exc:
                 skipped.append((item.rel, "binary file", str(exc), item.size, item.mtime_ns))
                 prepared.append((item, fp, None, []))

@@ -8,33 +8,23 @@ background thread after startup (see :mod:`plexor_folder_search.service`).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plexor import Context, Data, PlexorError, PluginHandle, Progress, Result, hookimpl
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor import ConfigSpec
+
 PLEXOR_NAMESPACE = "folders"
 NAME = "folder-search"
-# wordllama's weight, tuned on SciFact's train judgements with bench/folder_search.py --tune (see BENCH.md);
-# each model carries its own (embed.Embedder.fusion_weight), used when the setting is left unset.
-FUSION_WEIGHT = 0.4
-
 RO = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 
 
 @hookimpl
-def plexor_add_config(config: Any) -> None:
-    config.add("folders", list, [], help='folders to index: ["~/notes", {path = "~/work", name = "work"}]')
-    config.add("model", str, "wordllama", help="embedding model: wordllama (default), minilm (extra [minilm]) or none",
-               choices=["wordllama", "minilm", "none"])
-    config.add("fusion_weight", float, None,
-               help="weight of the semantic score in hybrid ranking (0..1); unset: the model's weight tuned on "
-                    "SciFact train (wordllama 0.4, minilm 0.7)")
-    config.add("max_file_size", int, 10 * 1024 * 1024, help="files larger than this many bytes are skipped")
-    config.add("exclude", list, [], help="extra gitignore-style patterns to skip in every folder")
-    config.add("chunk_size", int, 1100, help="target chunk length in characters")
-    config.add("chunk_overlap", int, 150, help="characters repeated between consecutive chunks of one section")
-    config.add("watch", bool, True, help="watch folders and re-index changed files within about a second")
-    config.add("debounce_ms", int, 300, help="quiet time before a burst of file changes is indexed as one batch")
+def plexor_add_config(config: ConfigSpec) -> None:
+    from plexor_folder_search.defaults import declare
+
+    declare(config)
 
 
 @hookimpl
@@ -58,22 +48,14 @@ def plexor_register_commands(cli: Any, plugin: PluginHandle) -> None:
 def plexor_startup(plugin: PluginHandle) -> None:
     from plexor_folder_search.service import FolderService
 
-    service = plugin.provide(FolderService(plugin.settings, log=plugin.log, on_progress=plugin.warming))
+    service = FolderService(plugin.settings, log=plugin.log, on_progress=plugin.warming)
+    plugin.provide(service, close=service.stop)  # the kernel stops it at shutdown
     service.open_specs()
     if service.folders:
         plugin.warming(0.0, "opening the folder indexes")
         service.start(on_warm=plugin.warmed)
     else:
         service.start(on_warm=None)
-
-
-@hookimpl
-def plexor_shutdown(plugin: PluginHandle) -> None:
-    from plexor_folder_search.service import FolderService
-
-    service = plugin.withdraw(FolderService)
-    if service is not None:
-        service.stop()
 
 
 @hookimpl

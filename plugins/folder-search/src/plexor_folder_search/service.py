@@ -16,6 +16,8 @@ from typing import Any
 
 from plexor import InvalidArgument, NotFound, PlexorError
 from plexor_folder_search import tokens
+from plexor_folder_search.defaults import FolderSettings
+from plexor_folder_search.extract import Limits
 from plexor_folder_search.folders import FolderSpec, load_folders, resolve_inside
 from plexor_folder_search.indexer import CACHE_DIRS, DEPENDENCY_DIRS, VCS_DIRS, Indexer, IndexOptions, ScanReport
 from plexor_folder_search.search import DEFAULT_WEIGHT, SearchEngine, make_snippet
@@ -83,28 +85,25 @@ class FolderState:
                 "fraction": round(self.fraction, 3), "message": self.message}
 
 
-def _options(settings: Any) -> IndexOptions:
-    return IndexOptions(
-        max_file_size=int(settings.get("max_file_size", 10 * 1024 * 1024)),
-        chunk_size=int(settings.get("chunk_size", 1100)),
-        chunk_overlap=int(settings.get("chunk_overlap", 150)),
-        exclude=list(settings.get("exclude", []) or []),
-    )
+def _options(config: FolderSettings) -> IndexOptions:
+    return IndexOptions(max_file_size=config.max_file_size, chunk_size=config.chunk_size,
+                        chunk_overlap=config.chunk_overlap, exclude=list(config.exclude),
+                        limits=Limits(max_unpacked_size=config.max_unpacked_size, timeout=config.extract_timeout))
 
 
 class FolderService:
     """Everything the tools and the CLI use; one per kernel (or per CLI command)."""
 
     def __init__(self, settings: Any, *, log: Any = None, on_progress: Callable[[float, str], None] | None = None) -> None:
-        self.settings = settings
-        self.data_dir = Path(settings.data_dir)
+        self.config = FolderSettings.read(settings)
+        self.data_dir = self.config.data_dir
         self.index_dir = self.data_dir / "indexes"
         self.log = log or _StdLog()
         self.on_progress = on_progress
         self.warnings: list[str] = []
-        self.model_name = str(settings.get("model", "wordllama"))
+        self.model_name = self.config.model
         # None: the model's own weight (tuned per model on SciFact train), known once the model is loaded.
-        self._weight_setting = settings.get("fusion_weight")
+        self._weight_setting = self.config.fusion_weight
         self.weight = float(self._weight_setting) if self._weight_setting is not None else DEFAULT_WEIGHT
         self.embedder: Any = None
         self.embedder_error: tuple[str, str] | None = None
@@ -130,7 +129,7 @@ class FolderService:
 
     def open_specs(self) -> None:
         """Cheap: the folder list only (startup must not wait for models or indexes)."""
-        self.specs = load_folders(list(self.settings.get("folders", []) or []), self.data_dir, self.warnings)
+        self.specs = load_folders(list(self.config.folders), self.data_dir, self.warnings)
         for w in self.warnings:
             self.log.warning("folder_config", warning=w)
         for spec in self.specs:
@@ -178,7 +177,7 @@ class FolderService:
             return st
         dim = self.embedder.dim if self.embedder is not None else 0
         st.vectors = VectorIndex(dim, getattr(self.embedder, "coarse_dims", None)) if self.embedder is not None else None
-        st.indexer = Indexer(spec.root, st.store, st.vectors, self.embedder, _options(self.settings),
+        st.indexer = Indexer(spec.root, st.store, st.vectors, self.embedder, _options(self.config),
                              private=[self.data_dir.resolve()] if self.data_dir.exists() else [self.data_dir])
         st.engine = SearchEngine(st.store, st.vectors, self.embedder, self.weight)
         return st
@@ -199,7 +198,7 @@ class FolderService:
     # ------------------------------------------------------------------ warm-up
     def start(self, *, watch: bool | None = None, on_warm: Callable[[], None] | None = None) -> None:
         """In a background thread: open the indexes, start watching, then scan every folder."""
-        self._want_watch = bool(self.settings.get("watch", True)) if watch is None else watch
+        self._want_watch = self.config.watch if watch is None else watch
         self._on_warm = on_warm
         self._thread = threading.Thread(target=self._warm, name="folder-search-warmup", daemon=True)
         self._thread.start()
@@ -208,7 +207,7 @@ class FolderService:
         want_watch = self._want_watch
         if want_watch and self.folders:
             try:
-                self._watcher = _Watcher(self, float(self.settings.get("debounce_ms", 300)) / 1000.0)
+                self._watcher = _Watcher(self, self.config.debounce_ms / 1000.0)
                 self._watcher.start()
             except Exception as exc:  # noqa: BLE001 - no inotify etc.: search still works, just not live
                 self._watcher = None
@@ -702,9 +701,9 @@ class FolderService:
             "folders": folders,
             "totals": {"folders": len(folders), "documents": total_docs, "chunks": total_chunks, "index_bytes": total_bytes},
             "index_dir": str(self.index_dir),
-            "settings": {"max_file_size": int(self.settings.get("max_file_size", 0)),
-                         "chunk_size": int(self.settings.get("chunk_size", 0)),
-                         "exclude": list(self.settings.get("exclude", []) or [])},
+            "settings": {"max_file_size": self.config.max_file_size, "max_unpacked_size": self.config.max_unpacked_size,
+                         "extract_timeout": self.config.extract_timeout, "chunk_size": self.config.chunk_size,
+                         "exclude": list(self.config.exclude)},
             "warnings": list(self.warnings),
         }
 
