@@ -1,9 +1,10 @@
 """Turning a file into indexable text, with its title and outline.
 
 Plain text, Markdown, reStructuredText and source code are decoded as text;
-HTML goes through the standard library's parser; PDF, DOCX, XLSX and PPTX go
-through pypdfium2, python-docx, openpyxl and python-pptx, each imported only
-when a file of that type is met. Converted documents are rendered with
+HTML and DOCX go through the standard library's parsers (DOCX streamed); PDF,
+XLSX and PPTX go through pypdfium2, openpyxl and python-pptx, each imported
+only when a file of that type is met. Office files are zip archives: their
+unpacked size is checked before anything is inflated (:func:`check_archive`). Converted documents are rendered with
 Markdown headings (one per page, slide, sheet or styled heading) so the
 chunker can follow their structure.
 """
