@@ -80,4 +80,8 @@ def test_draw_handles_very_deep_chains_iteratively():
     text, drawn = draw(rows, 1, root_seq=1)
     lines = text.splitlines()
     assert drawn == depth and len(lines) == depth
-    assert lines[-1] == " " * 4 * (depth - 2) + "└── n5000"
+    # The chain is indented for its first levels, then drawn flat: the drawing grows with the number of
+    # nodes, not with its square (it used to indent every level: 50 MB for this chain).
+    assert lines[:5] == ["(root)", "└── n2", "    └── n3", "        └── n4", "            ↳ n5"]
+    assert lines[-1] == " " * 12 + "↳ n5000"
+    assert len(text) < 20 * depth

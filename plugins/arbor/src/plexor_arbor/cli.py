@@ -40,7 +40,7 @@ def sweep(as_json: bool) -> None:
     """Archive trees scheduled longer than scheduled_window; purge trees archived longer than archive_window."""
 
     def run(store: Any, settings: Any) -> dict[str, Any]:
-        result = store.sweep(settings["scheduled_window"], settings["archive_window"])
+        result: dict[str, Any] = store.sweep(settings["scheduled_window"], settings["archive_window"])
         result["scheduled_window"] = settings["scheduled_window"]
         result["archive_window"] = settings["archive_window"]
         return result

@@ -8,6 +8,7 @@ docstring is the description a model reads. They all work through the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NotRequired
 
 # pydantic needs typing_extensions' TypedDict on Python < 3.12 to build the schema.
@@ -171,35 +172,33 @@ def tree_set_head(ctx: Context, tree_id: str, node_id: str) -> dict[str, Any]:
     return _store(ctx).set_head(tree_id, node_id)
 
 
-def tree_render(ctx: Context, tree_id: str, node_id: str | None = None, max_depth: int | None = None) -> Result:
+def tree_render(
+    ctx: Context,
+    tree_id: str,
+    node_id: str | None = None,
+    max_depth: int | None = None,
+    offset: int = 0,
+    limit: int = 2000,
+) -> Result:
     """Draw a tree (or the subtree under node_id) as text with box drawing, one line per node:
     the role as a prefix ("User: Hello"), long text cut to 57 characters plus "...", newlines
-    shown as ↵, external nodes as [source:identifier]. Use it to show a conversation's branches.
+    shown as ↵ and other control characters escaped, external nodes as [source:identifier].
+    A long chain of single replies is drawn as "↳ ..." lines without indenting further.
+    Use it to show a conversation's branches. A big tree comes in pages: when next_offset is
+    not null, call again with offset=next_offset for the following lines.
 
     :param tree_id: the tree's id.
     :param node_id: draw only the subtree under this node (default: the whole tree).
     :param max_depth: draw at most this many levels below the starting node (0 = the node alone).
+    :param offset: lines of the drawing to skip (0 for the first page, then next_offset).
+    :param limit: lines per page, 1-10000.
     """
-    from plexor_arbor.render import draw
-
-    if max_depth is not None and max_depth < 0:
-        raise InvalidArgument(f"max_depth must be 0 or more, got {max_depth}", "Leave it out to draw every level.")
-    store = _store(ctx)
-    row, rows = store.subtree(tree_id, node_id, max_depth)
-    start = row[1] if node_id is None else next(r[0] for r in rows if r[8] == 0)
-    text, drawn = draw(rows, start, max_depth, root_seq=row[1])
-    ids = {r[0]: r[2] for r in rows}
-    head = ids.get(row[2]) or store._ids_of([row[2]]).get(row[2])
-    data = {
-        "tree_id": row[0],
-        "root": ids.get(row[1]) or store._ids_of([row[1]]).get(row[1]),
-        "head": head,
-        "start": ids.get(start),
-        "nodes_drawn": drawn,
-        "max_depth": max_depth,
-        "rendering": text,
-    }
-    return Result(data, text=text)
+    data = _store(ctx).render(tree_id, node_id, max_depth, offset=offset, limit=limit)
+    more = data["next_offset"]
+    guidance = [] if more is None else [
+        f"Lines {offset + 1}-{more} of {data['total_lines']}: call arbor_tree_render again with offset={more} "
+        "for the next page."]
+    return Result(data, text=data["rendering"], guidance=guidance)
 
 
 # ------------------------------------------------------------------ nodes
@@ -289,18 +288,27 @@ def context_list_leaves(ctx: Context, tree_id: str) -> dict[str, Any]:
     return {"tree_id": tree_id, "leaves": leaves, "count": len(leaves)}
 
 
-def context_get_path(ctx: Context, tree_id: str, node_id: str | None = None) -> dict[str, Any]:
+def context_get_path(ctx: Context, tree_id: str, node_id: str | None = None, limit: int = 10_000) -> dict[str, Any]:
     """Get the conversation context for a node: the full nodes (data, metadata) from the root to it,
     in order. This is what to send to a model to continue from that node.
 
+    A path longer than limit comes in pages that end at the node: the result holds its last
+    ``limit`` nodes, start_depth is the first one's depth, and continue_from names the node to
+    pass as node_id for the part before (null once the page starts at the root).
+
     :param tree_id: the tree's id.
     :param node_id: the node the context ends at (default: the tree's head).
+    :param limit: at most this many nodes (the ones nearest the node), 1-100000.
     """
+    if not 1 <= limit <= 100_000:
+        raise InvalidArgument(f"limit must be between 1 and 100000, got {limit}",
+                              "Use at most 100000 nodes a page; continue_from leads to the part before.")
     store = _store(ctx)
     if node_id is None:
         node_id = store.head_id(tree_id)
-    nodes = store.path(tree_id, node_id)
-    return {"tree_id": tree_id, "node_id": nodes[-1]["id"], "nodes": nodes, "depth": len(nodes) - 1}
+    page = store.path_page(tree_id, node_id, limit)
+    return {"tree_id": tree_id, "node_id": page.nodes[-1]["id"], "nodes": page.nodes, "depth": page.depth,
+            "start_depth": page.start_depth, "continue_from": page.continue_from}
 
 
 def context_get_handles(ctx: Context, tree_id: str, node_id: str | None = None) -> dict[str, Any]:
@@ -317,19 +325,21 @@ def context_get_handles(ctx: Context, tree_id: str, node_id: str | None = None) 
     return {"tree_id": tree_id, "node_id": node_id, "handles": handles, "count": len(handles)}
 
 
-TOOLS: list[tuple[Any, dict[str, Any]]] = []
 _RO = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 _W = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
 _WI = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
-for _f in (tree_get, tree_get_skeleton, tree_list, tree_list_scheduled, tree_list_archived, tree_get_archived,
-           tree_get_head, tree_render, node_get, node_get_children, node_get_parent, node_get_path,
-           context_list_leaves, context_get_path, context_get_handles):
-    TOOLS.append((_f, _RO))
-for _f in (tree_create, tree_claim, node_create_text, node_create_external):
-    TOOLS.append((_f, _W))
-for _f in (tree_update_metadata, tree_set_head):
-    TOOLS.append((_f, _WI))
-TOOLS.append((tree_release, {**_W, "destructiveHint": True}))
+_READS: tuple[Callable[..., Any], ...] = (
+    tree_get, tree_get_skeleton, tree_list, tree_list_scheduled, tree_list_archived, tree_get_archived,
+    tree_get_head, tree_render, node_get, node_get_children, node_get_parent, node_get_path,
+    context_list_leaves, context_get_path, context_get_handles)
+_WRITES: tuple[Callable[..., Any], ...] = (tree_create, tree_claim, node_create_text, node_create_external)
+_IDEMPOTENT: tuple[Callable[..., Any], ...] = (tree_update_metadata, tree_set_head)
+TOOLS: list[tuple[Callable[..., Any], dict[str, Any]]] = [
+    *((f, _RO) for f in _READS),
+    *((f, _W) for f in _WRITES),
+    *((f, _WI) for f in _IDEMPOTENT),
+    (tree_release, {**_W, "destructiveHint": True}),
+]
 
 
 # -------------------------------------------------------------- resources
