@@ -11,9 +11,11 @@ Contenders, run in short alternating batches (10 per round, node and call) so
 a burst of load on a shared machine hits one batch of each and the median over
 batches drops it; every time is per call:
 
-* **bare request** (the anchor): a keep-alive ``http.client`` request from
-  this process (send the command header, read the whole body) — the cheapest
-  way a script can talk to the node;
+* **bare request** (the anchor): an ``http.client`` request from this process
+  on a new connection with ``Connection: close`` (send the command header, read
+  the whole body, close) — what talking to the node costs, since a real node
+  closes the connection after every reply and never answers a second request
+  on it (PROTOCOL.md, "Observed later");
 * **plugin's client alone**: ``EdgeLakeClient.send`` (no kernel, no parsing);
 * **kernel.call_tool** (in process): argument validation, command rendering,
   the request, reply checks, parsing, the result envelope;
@@ -24,7 +26,8 @@ batches drops it; every time is per call:
   serve`` in a subprocess and the SDK's ``ClientSession`` in this process.
 
 Two calls: ``node_status`` (``get status where format = json``, 85 bytes) and
-``query`` (a network query through SQLite, 2 rows).
+``query`` (a network query the capture holds: 3 rows in 4 chunks). The plugin,
+like the bare request, opens one connection per request.
 
 Run: ``python bench/edgelake.py [--calls 2000] [--rounds 5] [--write]``;
 ``--write`` also writes the tables into ``plugins/edgelake/BENCH.md``.
@@ -53,8 +56,8 @@ BATCHES = 10  # per round, node and call; contenders alternate batch by batch
 CASES = {
     "node_status": ("get status where format = json", None, {}),
     "query": (
-        'sql mydb format = json "select * from t order by value desc limit 2"', "network",
-        {"database": "mydb", "table": "t", "order_by": [{"column": "value", "direction": "desc"}], "limit": 2},
+        'sql mydb format = json "select device, value from temperature where device = \'dev1\' limit 3"', "network",
+        {"database": "mydb", "table": "temperature", "select": "device, value", "where": "device = 'dev1'", "limit": 3},
     ),
 }
 LATENCIES = {"fast": 0.0, "ms1": 0.001, "ms5": 0.005}  # node name -> seconds the stand-in waits per reply
@@ -70,21 +73,19 @@ def start_node(delay: float) -> tuple[subprocess.Popen[str], int]:
 
 
 class Bare:
-    """The anchor: keep-alive ``http.client`` connections, one per port."""
-
-    def __init__(self) -> None:
-        self.conns: dict[int, http.client.HTTPConnection] = {}
+    """The anchor: one ``http.client`` connection per request, ``Connection: close``, as the node requires."""
 
     def request(self, port: int, command: str, destination: str | None) -> bytes:
-        conn = self.conns.get(port)
-        if conn is None:
-            conn = self.conns[port] = http.client.HTTPConnection("127.0.0.1", port)
-        headers = {"command": command, "User-Agent": "AnyLog/1.23"}
+        conn = http.client.HTTPConnection("127.0.0.1", port)
+        headers = {"command": command, "User-Agent": "AnyLog/1.23", "Connection": "close"}
         if destination:
             headers["destination"] = destination
-        conn.request("GET", "/", headers=headers)
-        resp = conn.getresponse()
-        body = resp.read()
+        try:
+            conn.request("GET", "/", headers=headers)
+            resp = conn.getresponse()
+            body = resp.read()
+        finally:
+            conn.close()
         if resp.status != 200 or not body:
             raise RuntimeError(f"bare request failed: {resp.status} {body[:100]!r}")
         return body
@@ -96,8 +97,7 @@ class Bare:
         return (time.perf_counter() - started) / n
 
     def close(self) -> None:
-        for conn in self.conns.values():
-            conn.close()
+        pass  # nothing is kept open
 
 
 # --------------------------------------------------------------------------------------------------

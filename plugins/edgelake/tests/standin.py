@@ -23,8 +23,9 @@ shows (see PROTOCOL.md, "Observed later"), with the node's headers and framing:
 * ``info table`` over POST: 200 with an empty body (the answer goes to the
   node's console), 155 with destination network, err 82 for partitions;
 * the wrong HTTP method: 400 err 156; anything else: the status-line error 2;
-* ``help ...`` is not in the capture: its replies here are SYNTHESISED (JSON
-  shaped after the node's source), the only replies that are.
+* ``help ...`` replies come from ``data/responses-help.txt``, captured the same
+  way (raw socket, byte for byte) from a real node of the same version; an
+  unknown topic answers ``""``, an unknown command ``{}``, as that node does.
 
 It runs its own event loop in a thread, so synchronous code (the benchmark)
 and async tests can use it alike. ``python standin.py`` runs it on its own.
@@ -49,6 +50,7 @@ from standin_sql import COLUMNS, SqlNode, seed
 
 DATA = Path(__file__).parent / "data"
 RESPONSES = DATA / "responses-2.txt"
+HELP = DATA / "responses-help.txt"  # help replies, captured the same way from a real node for this plugin
 SELF = "127.0.0.1:32048"  # the captured node's TCP address: what the policies name
 
 __all__ = ["Record", "Request", "StandIn", "free_port", "load_records"]
@@ -178,7 +180,7 @@ class StandIn:
     port: int = 0  # 0: any free port
 
     def __post_init__(self) -> None:
-        self.records = load_records(self.responses)
+        self.records = load_records(self.responses) + (load_records(HELP) if self.responses == RESPONSES else [])
         self._by_key: dict[tuple[str, str, str, str], Record] = {}
         for r in self.records:
             variant = ("no-user-agent" if "without a User-Agent" in r.note else
@@ -412,20 +414,10 @@ class StandIn:
         return framed("200 OK", "text/json", json.dumps(dict(COLUMNS[m.group(2)])).encode())
 
     def _help(self, command: str) -> bytes:
-        # SYNTHESISED: no help reply was captured. Shaped after the node's source (_print_help).
-        words = command.split()
-        mcp = words[-4:] == ["where", "format", "=", "mcp"]
-        words = words[1:-4] if mcp else words[1:]
-        if words[:1] == ["index"] and len(words) == 1:
-            body: Any = {"index": ["blockchain", "configuration", "data", "metadata", "monitor", "query", "streaming"]}
-        elif words[:1] == ["index"]:
-            body = {"commands": ["blockchain get", "blockchain insert"] if words[1] == "blockchain" else []}
-        elif words:
-            body = {"command": {"usage": " ".join(words) + " [where format = json]", "explanations": "(stand-in text)",
-                                "examples": [" ".join(words)]}}
-        else:
-            body = {"commands": ["get status", "blockchain get", "sql"]}
-        return framed("200 OK", "text/json" if mcp else "text", json.dumps(body).encode())
+        # What the real node answered for a topic or a command it does not know (responses-help.txt).
+        if command.startswith("help index "):
+            return framed("200 OK", "text", b'""')
+        return framed("200 OK", "text/json", b"{}")
 
 
 def free_port() -> int:

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from standin import RESPONSES, Request, StandIn, load_records
+from standin import HELP, RESPONSES, Request, StandIn, load_records
 
 REFERENCE = Path("/work/shared/reference/edgelake/responses-2.txt")
 RECORDS = load_records()
@@ -37,11 +37,12 @@ def test_shipped_copy_equals_the_shared_reference() -> None:
     assert RESPONSES.read_bytes() == REFERENCE.read_bytes()
 
 
-def test_the_capture_has_its_157_replies() -> None:
-    assert len(RECORDS) == 157
+def test_the_capture_has_its_157_replies_and_the_help_capture_5() -> None:
+    assert len(load_records()) == 157 and len(load_records(HELP)) == 5
     assert all(r.raw.startswith(b"HTTP/1.1 ") for r in RECORDS)
 
 
+RECORDS = RECORDS + load_records(HELP)
 REPLAYED = [i for i, r in enumerate(RECORDS) if not r.note or "paths replaced" in r.note]
 
 

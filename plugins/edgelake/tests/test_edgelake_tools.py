@@ -304,13 +304,20 @@ async def test_monitor_nodes_asks_every_node_once(edgelake: Any, node: StandIn, 
 
 async def test_help_tools(edgelake: Any, node: StandIn) -> None:
     async with edgelake() as client:
-        await call(client, "help_index")
-        await call(client, "help_topic", topic="blockchain")
-        await call(client, "help_command", command="get status")
+        index = await call(client, "help_index")
+        topic = await call(client, "help_topic", topic="blockchain")
+        one = await call(client, "help_command", command="get status")
+        no_topic = await fail(client, "help_topic", topic="nosuchtopic")
+        no_command = await fail(client, "help_command", command="no such command")
         bad = await fail(client, "help_command", command="get status where format = json")
     assert [r.command for r in node.requests] == [
         "help index where format = mcp", "help index blockchain where format = mcp",
-        "help get status where format = mcp"]
+        "help get status where format = mcp", "help index nosuchtopic where format = mcp",
+        "help no such command where format = mcp"]
+    assert "blockchain" in index["help"] and "blockchain get" in topic["help"]
+    assert one["help"]["command"]["usage"].startswith("get status where format = [table/json/mcp]")
+    assert "has no topic nosuchtopic" in no_topic and "edgelake_help_index" in no_topic
+    assert "knows no command no such command" in no_command
     assert "'where'" in bad
 
 

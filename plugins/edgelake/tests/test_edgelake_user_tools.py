@@ -244,3 +244,61 @@ def test_plugin_module_imports_only_plexor_and_the_standard_library() -> None:
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def _readme_tools(tmp_path: Path) -> Path:
+    import re
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(.*?)```", readme, re.S)
+    assert block is not None
+    return write(tmp_path, block.group(1), "readme-tools.yaml")
+
+
+async def test_the_readme_example_runs_cases_and_targets_without_code(edgelake: Any, node: StandIn, tmp_path: Path) -> None:
+    async with edgelake(tools_file=str(_readme_tools(tmp_path))) as client:
+        r = await client.call_tool("edgelake_operator_load", {})
+        assert not r.is_error, r.content[0].text
+        rows = r.structured_content["nodes"]
+        other = await client.call_tool("edgelake_operator_load", {"what": "resources", "nodes": "127.0.0.1:32048"})
+    assert rows == [{"node": "127.0.0.1:32048", "Core 1": 0.0, "Core 2": 0.0, "Average": 0.0}]
+    assert [(q.command, q.destination) for q in node.requests] == [
+        ("blockchain get operator bring.ip_port", ""),
+        ("get cpu usage where format = json", "127.0.0.1:32048"),
+        ("get node resources where format = json", "127.0.0.1:32048"),
+    ]
+    assert other.structured_content["nodes"][0]["host"] == "vm"
+
+
+def test_cases_and_targets_are_validated(tmp_path: Path) -> None:
+    bad = write(tmp_path, textwrap.dedent("""\
+        version: 1
+        tools:
+          one:
+            description: x
+            params:
+              what: {type: enum, choices: [a, b]}
+              nodes: {type: string}
+            cases:
+              param: what
+              a: {command: get status, colour: red}
+              c: {command: get version}
+            targets: get status {nodes}
+          two:
+            description: y
+            params:
+              kind: {type: string}
+            cases: {param: kind, x: {command: get status}}
+          three:
+            description: z
+            command: get status
+            targets: blockchain get operator bring.ip_port
+    """))
+    with pytest.raises(ConfigError) as err:
+        load_catalog(bad)
+    text = err.value.message
+    assert "tools.one.cases: no entry for what = 'b'" in text
+    assert "tools.one.cases.a: unknown key 'colour'" in text
+    assert "tools.one.cases: 'c' is not a choice of what" in text
+    assert "tools.two.cases.param: 'kind' must be a parameter of type enum" in text
+    assert "tools.three.targets: needs destination: {param}" in text

@@ -48,7 +48,7 @@ class Engine:
             max_reply_bytes=int(settings.get("max_reply_bytes", 64 * 1024 * 1024)),
         )
         self.settings = settings
-        self._plans: dict[str, _Plan] = {}
+        self._plans: dict[int, _Plan] = {}
 
     def timeout_for(self, tool: ToolDef, destination: str | None = None) -> float:
         if tool.timeout is not None:
@@ -124,7 +124,7 @@ class Engine:
                     if isinstance(row, dict) and alias in row:
                         row[original] = row.pop(alias)
         empty = (tool.parser or {}).get("empty")
-        if empty and (rows == [] or (isinstance(rows, dict) and not rows)):
+        if empty and rows in ([], {}, ""):
             fill = {k: ("" if v is None else str(v)) for k, v in plain_args.items()}
             raise NotFound(_fill(empty["message"], fill), _fill(empty.get("guidance") or "", fill) or None,
                            data={"node": node.name, "command": command})

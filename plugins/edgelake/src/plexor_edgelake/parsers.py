@@ -333,7 +333,7 @@ def parse_reply(spec: Mapping[str, Any] | str | None, body: str, args: Mapping[s
         return Parsed({key or "data": _json(body)}, list_key=key or "data")
     if kind == "auto":
         stripped = body.strip()
-        if stripped[:1] in ("{", "[") or stripped in ("true", "false", "null") or re.fullmatch(r"-?\d+(\.\d+)?", stripped):
+        if stripped[:1] in ("{", "[", '"') or stripped in ("true", "false", "null") or re.fullmatch(r"-?\d+(\.\d+)?", stripped):
             try:
                 return Parsed({key or "data": json.loads(stripped)}, list_key=key or "data")
             except ValueError:

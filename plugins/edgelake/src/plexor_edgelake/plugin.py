@@ -111,14 +111,10 @@ async def read_table(database: str, table: str, ctx: Context) -> dict[str, Any]:
 def plexor_startup(plugin: PluginHandle) -> None:
     from plexor_edgelake.engine import Engine
 
-    plugin.provide(Engine(_catalog(plugin.settings), plugin.settings))
+    engine = Engine(_catalog(plugin.settings), plugin.settings)
+    plugin.provide(engine, close=engine.aclose)  # the kernel closes its connections at shutdown
 
 
 @hookimpl
-async def plexor_shutdown(plugin: PluginHandle) -> None:
-    from plexor_edgelake.engine import Engine
-
-    engine = plugin.withdraw(Engine)
+def plexor_shutdown(plugin: PluginHandle) -> None:
     _catalogs.pop(id(plugin.settings), None)
-    if engine is not None:
-        await engine.aclose()
