@@ -8,7 +8,7 @@ from plexor import InvalidArgument
 from plexor_folder_search import tokens
 from plexor_folder_search.chunking import chunk_text
 from plexor_folder_search.folders import resolve_inside
-from plexor_folder_search.indexer import IgnoreRules
+from plexor_folder_search.ignore import IgnoreRules
 from plexor_folder_search.search import fts_or, fts_phrase, make_snippet
 
 

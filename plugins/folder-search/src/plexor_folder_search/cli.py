@@ -5,37 +5,45 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from plexor import PlexorError
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor import Settings
+    from plexor_folder_search.defaults import FolderSettings
+    from plexor_folder_search.service import FolderService
+
 NAME = "folder-search"
 
 
-def cli_settings() -> Any:
+def cli_settings() -> Settings:
     """This plugin's settings as the server would see them, from the handle click carries in ``obj``."""
     try:
-        return click.get_current_context().obj.settings
+        settings: Settings = click.get_current_context().obj.settings
+    except PlexorError as exc:
+        raise click.ClickException(exc.render()) from exc
+    return settings
+
+
+def _config() -> FolderSettings:
+    from plexor_folder_search.defaults import FolderSettings
+
+    try:
+        return FolderSettings.read(cli_settings())
     except PlexorError as exc:
         raise click.ClickException(exc.render()) from exc
 
 
-def _service(watch: bool = False) -> Any:
+def _service() -> FolderService:
     from plexor_folder_search.service import FolderService
 
-    service = FolderService(cli_settings())
     try:
-        service.open()
+        return FolderService(cli_settings()).open_as_is()
     except PlexorError as exc:
         raise click.ClickException(exc.render()) from exc
-    for st in service.folders.values():
-        if st.state == "pending":
-            # The CLI reads the index as it stands (`index` refreshes it); nothing is warming up here.
-            service._prepare_vectors(st)
-            st.state, st.initial_done = "ready", True
-    return service
 
 
 @click.group(NAME)
@@ -54,23 +62,23 @@ def add(path: Path, name: str | None) -> None:
     """Make the folder PATH searchable."""
     from plexor_folder_search.folders import load_folders, read_cli_folders, save_cli_folders
 
-    settings = cli_settings()
+    config = _config()
     root = path.expanduser().resolve()
     if not root.is_dir():
         raise click.UsageError(f"{path} is not a directory")
-    existing = load_folders(list(settings.get("folders", []) or []), Path(settings.data_dir))
+    existing = load_folders(list(config.folders), config.data_dir)
     for spec in existing:
         if spec.root == root:
             raise click.ClickException(f"{root} is already a folder, named {spec.name!r} (from {spec.source})")
         if name and spec.name == name:
             raise click.ClickException(f"the name {name!r} is taken by {spec.root}; pick another with --name")
-    items = read_cli_folders(Path(settings.data_dir))
+    items = read_cli_folders(config.data_dir)
     entry = {"path": str(root)}
     if name:
         entry["name"] = name
     items.append(entry)
-    save_cli_folders(Path(settings.data_dir), items)
-    final = next((s.name for s in load_folders(list(settings.get("folders", []) or []), Path(settings.data_dir))
+    save_cli_folders(config.data_dir, items)
+    final = next((s.name for s in load_folders(list(config.folders), config.data_dir)
                   if s.root == root), name or root.name)
     click.echo(f"Added {final!r}: {root}")
     click.echo(f"Index it now with `plexor folder-search index {final}` (a running server indexes it after a restart).")
@@ -82,9 +90,9 @@ def remove(folder: str) -> None:
     """Stop searching FOLDER (a name or path) and delete its index; the files themselves are untouched."""
     from plexor_folder_search.folders import load_folders, read_cli_folders, save_cli_folders
 
-    settings = cli_settings()
-    data_dir = Path(settings.data_dir)
-    specs = load_folders(list(settings.get("folders", []) or []), data_dir)
+    config = _config()
+    data_dir = config.data_dir
+    specs = load_folders(list(config.folders), data_dir)
     try:
         wanted = Path(folder).expanduser().resolve()
     except OSError:
@@ -180,18 +188,7 @@ def status(as_json: bool) -> None:
     service = _service()
     try:
         info = service.server_info()
-        examples: dict[str, dict[str, list[str]]] = {}
-        for st in service.folders.values():
-            if st.store is None:
-                continue
-            with st.store.reader() as conn:
-                rows = conn.execute("SELECT reason, path, detail FROM skipped ORDER BY reason, path").fetchall()
-            per: dict[str, list[str]] = {}
-            for reason, path, detail in rows:
-                lst = per.setdefault(reason, [])
-                if len(lst) < 3:
-                    lst.append(path + (f" ({detail})" if detail else ""))
-            examples[st.name] = per
+        examples = service.skipped_examples()
     finally:
         service.stop()
     if as_json:
@@ -223,7 +220,7 @@ def status(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def search(query: str, folder: str | None, exact: tuple[str, ...], limit: int, documents: bool, as_json: bool) -> None:
     """Search the indexed folders for QUERY (by meaning and keywords) from the terminal."""
-    from plexor_folder_search.plugin import _render_hits
+    from plexor_folder_search.render import render_hits
 
     if not query and not exact:
         raise click.UsageError("give a QUERY, --exact PHRASE, or both")
@@ -237,4 +234,4 @@ def search(query: str, folder: str | None, exact: tuple[str, ...], limit: int, d
         raise click.ClickException(exc.render()) from exc
     finally:
         service.stop()
-    click.echo(json.dumps(data, indent=2) if as_json else _render_hits(data, doc_level=documents))
+    click.echo(json.dumps(data, indent=2) if as_json else render_hits(data, doc_level=documents))

@@ -20,6 +20,8 @@ from html.parser import HTMLParser
 from pathlib import PurePosixPath
 from typing import Any
 
+from plexor_folder_search.defaults import DEFAULTS
+
 __all__ = ["Bounded", "Extracted", "ExtractError", "Limits", "Unsupported", "extract", "kind_of"]
 
 MARKDOWN = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
@@ -65,8 +67,8 @@ class Bounded(ExtractError):
 class Limits:
     """Bounds on extracting one document (settings ``max_unpacked_size`` and ``extract_timeout``)."""
 
-    max_unpacked_size: int = 32 * 1024 * 1024
-    timeout: float = 30.0
+    max_unpacked_size: int = DEFAULTS["max_unpacked_size"]
+    timeout: float = DEFAULTS["extract_timeout"]
     max_members: int = 10_000
 
     def deadline(self) -> float:

@@ -10,45 +10,40 @@ reported there while indexing carries on.
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import os
 import stat as statmod
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from plexor_folder_search.chunking import chunk_text, language_of
-from plexor_folder_search.extract import Bounded, ExtractError, Limits, Unsupported, extract, kind_of
+from plexor_folder_search.extract import Bounded, ExtractError, Limits, Unsupported, extract
+from plexor_folder_search.ignore import IgnoreRules, SubRules
 from plexor_folder_search.safefs import ReadRefused, display_path, name_problem, read_inside, special_kind
+from plexor_folder_search.walk import Skip, Walker, symlink_reason
 
-__all__ = ["IgnoreRules", "IndexOptions", "Indexer", "ScanReport"]
+__all__ = ["IndexOptions", "Indexer", "ScanReport"]
 
-VCS_DIRS = {".git", ".hg", ".svn", ".bzr", "_darcs", ".fossil"}
-DEPENDENCY_DIRS = {"node_modules", "bower_components", "jspm_packages"}
-CACHE_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", ".cache",
-              ".gradle", ".next", ".parcel-cache", ".eggs"}
-VENV_NAMES = {".venv", "venv", ".virtualenv"}
 # Skip reasons that depend only on a file's content: kept without re-reading while its size and time stay the same.
 CONTENT_REASONS = {"binary file", "corrupt or unreadable document", "too large when unpacked", "took too long to extract"}
 
 ProgressFn = Callable[[int, int, str], None]
-# (path, reason, detail, size, mtime_ns) of something not indexed
-Skip = tuple[str, str, str | None, int | None, int | None]
 
 
 @dataclass
 class IndexOptions:
-    max_file_size: int = 10 * 1024 * 1024
-    chunk_size: int = 1100
-    chunk_overlap: int = 150
-    exclude: list[str] = field(default_factory=list)
+    """What the indexer needs of the settings (built by the service from :class:`FolderSettings`)."""
+
+    max_file_size: int
+    chunk_size: int
+    chunk_overlap: int
+    exclude: list[str]
+    limits: Limits
     batch_files: int = 64
     batch_chars: int = 2_000_000
-    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -65,109 +60,6 @@ class ScanReport:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-class IgnoreRules:
-    """Decides what is not indexed: VCS, dependency, cache and venv folders, .gitignore, user excludes."""
-
-    def __init__(self, root: Path, exclude: list[str], private: list[Path] | None = None) -> None:
-        self.root = root
-        self._specs: dict[str, tuple[float, Any]] = {}
-        self._exclude = self._compile(exclude) if exclude else None
-        self._private = [p for p in (private or []) if p == root or p.is_relative_to(root)]
-
-    @staticmethod
-    def _compile(lines: list[str]) -> Any:
-        import pathspec
-
-        factory = getattr(pathspec, "GitIgnoreSpec", None)
-        if factory is not None:
-            return factory.from_lines(lines)
-        return pathspec.PathSpec.from_lines("gitwildmatch", lines)  # pragma: no cover - old pathspec
-
-    def _gitignore(self, rel_dir: str) -> Any:
-        path = self.root / rel_dir / ".gitignore" if rel_dir else self.root / ".gitignore"
-        try:
-            mtime = path.stat().st_mtime
-        except OSError:
-            self._specs.pop(rel_dir, None)
-            return None
-        cached = self._specs.get(rel_dir)
-        if cached and cached[0] == mtime:
-            return cached[1]
-        try:
-            spec = self._compile(path.read_text(encoding="utf-8", errors="replace").splitlines())
-        except Exception:  # noqa: BLE001 - a broken .gitignore must not stop indexing
-            spec = None
-        self._specs[rel_dir] = (mtime, spec)
-        return spec
-
-    @staticmethod
-    def _decide(spec: Any, path: str) -> bool | None:
-        check = getattr(spec, "check_file", None)
-        if check is not None:
-            result = check(path)
-            return getattr(result, "include", None)
-        return True if spec.match_file(path) else None  # pragma: no cover
-
-    def dir_reason(self, rel: str, abs_path: Path) -> str | None:
-        """Why the directory ``rel`` is skipped, or ``None``."""
-        name = rel.rsplit("/", 1)[-1]
-        if name in VCS_DIRS:
-            return "version-control folder"
-        if name in DEPENDENCY_DIRS:
-            return "dependency folder"
-        if name in CACHE_DIRS:
-            return "cache folder"
-        if name in VENV_NAMES or (abs_path / "pyvenv.cfg").exists() or (abs_path / "conda-meta").is_dir():
-            return "virtual environment"
-        if any(abs_path == p for p in self._private):
-            return "Plexor's own data"
-        return self._pattern_reason(rel, True)
-
-    def _pattern_reason(self, rel: str, is_dir: bool) -> str | None:
-        target = rel + "/" if is_dir else rel
-        if self._exclude is not None and self._decide(self._exclude, target):
-            return "excluded by the exclude setting"
-        parts = rel.split("/")
-        decision: bool | None = None
-        for depth in range(len(parts)):
-            base = "/".join(parts[:depth])
-            spec = self._gitignore(base)
-            if spec is None:
-                continue
-            sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
-            d = self._decide(spec, sub)
-            if d is not None:
-                decision = d
-        return "ignored by .gitignore" if decision else None
-
-    def file_reason(self, rel: str) -> str | None:
-        return self._pattern_reason(rel, False)
-
-    def path_reason(self, rel: str) -> str | None:
-        """For one path (from the watcher): check every ancestor directory, then the file itself."""
-        parts = rel.split("/")
-        for depth in range(1, len(parts)):
-            sub = "/".join(parts[:depth])
-            reason = self.dir_reason(sub, self.root / sub)
-            if reason:
-                return reason
-        return self.file_reason(rel)
-
-
-def _symlink_reason(path: str, root: Path) -> tuple[str, str | None]:
-    """Why a symbolic link in the folder is not indexed (links are never followed)."""
-    try:
-        os.stat(path)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return ("symlink loop", None)
-        return ("broken symlink", exc.strerror)
-    target = Path(os.path.realpath(path))
-    if not target.is_relative_to(root):
-        return ("symlink pointing outside the folder", str(target))
-    return ("symlink (its target is indexed at its own path)", None)
 
 
 def fingerprint(data: bytes) -> str:
@@ -189,12 +81,12 @@ class Indexer:
     def __init__(self, root: Path, store: Any, vectors: Any, embedder: Any, options: IndexOptions,
                  private: list[Path] | None = None) -> None:
         self.root = root
-        self.top = root  # the folder itself (``root`` is a subdirectory when one directory is re-walked)
         self.store = store
         self.vectors = vectors
         self.embedder = embedder
         self.options = options
         self.rules = IgnoreRules(root, options.exclude, private)
+        self.walker = Walker(root, self.rules, options.max_file_size)
         self.lock = threading.Lock()  # one scan or update at a time per folder
         self._pool: Any = None
         self._pending: Any = None
@@ -202,65 +94,7 @@ class Indexer:
     # ------------------------------------------------------------------ walking
     def walk(self) -> tuple[dict[str, tuple[int, int]], list[Skip]]:
         """Every indexable file ``rel -> (size, mtime_ns)`` and the skips ``(rel, reason, detail, size, mtime)``."""
-        files: dict[str, tuple[int, int]] = {}
-        skipped: list[Skip] = []
-        stack = [""]
-        while stack:
-            rel_dir = stack.pop()
-            abs_dir = self.root / rel_dir if rel_dir else self.root
-            try:
-                entries = sorted(os.scandir(abs_dir), key=lambda e: e.name)
-            except OSError as exc:
-                skipped.append((rel_dir or ".", "unreadable folder", exc.strerror, None, None))
-                continue
-            for entry in entries:
-                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                try:
-                    self._walk_entry(entry, rel, files, skipped, stack)
-                except Exception as exc:  # noqa: BLE001 - one odd entry must never fail its folder
-                    skipped.append((display_path(rel), "unreadable", f"{type(exc).__name__}: {exc}", None, None))
-        return files, skipped
-
-    def _walk_entry(self, entry: os.DirEntry[str], rel: str, files: dict[str, tuple[int, int]],
-                    skipped: list[Skip], stack: list[str]) -> None:
-        problem = name_problem(rel)
-        if problem:
-            skipped.append((display_path(rel), problem, "rename it to have it indexed", None, None))
-            return
-        try:
-            if entry.is_symlink():
-                skipped.append((rel, *_symlink_reason(entry.path, self.top), None, None))
-                return
-            if entry.is_dir(follow_symlinks=False):
-                reason = self.rules.dir_reason(rel, Path(entry.path))
-                if reason:
-                    skipped.append((rel + "/", reason, None, None, None))
-                else:
-                    stack.append(rel)
-                return
-            st = entry.stat(follow_symlinks=False)
-        except OSError as exc:
-            skipped.append((rel, "unreadable", exc.strerror, None, None))
-            return
-        if not statmod.S_ISREG(st.st_mode):
-            skipped.append((rel, "not a regular file", special_kind(st.st_mode), None, None))
-            return
-        reason = self.rules.file_reason(rel)
-        if reason:
-            skipped.append((rel, reason, None, st.st_size, st.st_mtime_ns))
-            return
-        pre = self._pre_skip(rel, st.st_size)
-        if pre:
-            skipped.append((rel, pre[0], pre[1], st.st_size, st.st_mtime_ns))
-            return
-        files[rel] = (st.st_size, st.st_mtime_ns)
-
-    def _pre_skip(self, rel: str, size: int) -> tuple[str, str | None] | None:
-        if kind_of(rel) is None:
-            return ("binary file", None)
-        if size > self.options.max_file_size:
-            return ("too large", f"{size} bytes; the limit is max_file_size = {self.options.max_file_size}")
-        return None
+        return self.walker.walk()
 
     # ------------------------------------------------------------------ scanning
     def scan(self, progress: ProgressFn | None = None, stop: threading.Event | None = None) -> ScanReport:
@@ -318,9 +152,7 @@ class Indexer:
                     sub_disk: dict[str, tuple[int, int]] = {}
                     forget.append(rel)
                     if not reason and not self.rules.dir_reason(rel, abs_path):
-                        sub = Indexer(abs_path, None, None, None, self.options)
-                        sub.rules = _SubRules(self.rules, rel)
-                        sub.top = self.top
+                        sub = Walker(abs_path, SubRules(self.rules, rel), self.options.max_file_size, top=self.root)
                         files, sub_skips = sub.walk()
                         sub_disk = {f"{rel}/{k}": v for k, v in files.items()}
                         skipped.extend((f"{rel}/{r}", why, d, s, m) for r, why, d, s, m in sub_skips)
@@ -345,12 +177,12 @@ class Indexer:
                             gone[krel] = kst
                     forget.append(rel)
                     if st is not None and statmod.S_ISLNK(st.st_mode):
-                        skipped.append((rel, *_symlink_reason(str(abs_path), self.top), None, None))
+                        skipped.append((rel, *symlink_reason(str(abs_path), self.root), None, None))
                     elif st is not None:
                         skipped.append((rel, "not a regular file", special_kind(st.st_mode), None, None))
                     continue
                 reason = self.rules.path_reason(rel)
-                pre = None if reason else self._pre_skip(rel, st.st_size)
+                pre = None if reason else self.walker.pre_skip(rel, st.st_size)
                 if reason or pre:
                     if old is not None:
                         gone[rel] = old
@@ -563,15 +395,3 @@ def _embed_text(rel: str, heading: str, body: str) -> str:
     return f"{heading}\n{body}" if heading else body
 
 
-class _SubRules(IgnoreRules):
-    """The parent's rules, seen from a subdirectory (for re-walking one directory)."""
-
-    def __init__(self, parent: IgnoreRules, prefix: str) -> None:  # noqa: D107
-        self.parent = parent
-        self.prefix = prefix
-
-    def dir_reason(self, rel: str, abs_path: Path) -> str | None:
-        return self.parent.dir_reason(f"{self.prefix}/{rel}", abs_path)
-
-    def file_reason(self, rel: str) -> str | None:
-        return self.parent.file_reason(f"{self.prefix}/{rel}")

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from plexor import Context, Data, PlexorError, PluginHandle, Progress, Result, hookimpl
+from plexor_folder_search.render import render_explore, render_hits
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor import ConfigSpec
@@ -74,27 +75,6 @@ def _service(ctx: Context) -> Any:
     return ctx.service(FolderService)
 
 
-def _render_hits(data: dict[str, Any], doc_level: bool = False) -> str:
-    lines = []
-    mode = data.get("mode", "")
-    head = f"{data['total']} matches in folder {data['folder']!r} ({mode})"
-    if data.get("partial"):
-        prog = data.get("indexing", {})
-        head += f"; still indexing, {round(prog.get('fraction', 0) * 100)}% done, results may be incomplete"
-    lines.append(head)
-    for i, r in enumerate(data["results"], start=data["offset"] + 1):
-        if doc_level:
-            b = r["best_chunk"]
-            lines.append(f"{i}. {r['path']} (score {r['score']}) lines {b['lines'][0]}-{b['lines'][1]}: {b['snippet']}")
-        else:
-            lines.append(f"{i}. {r['path']}#{r['chunk_id']} lines {r['lines'][0]}-{r['lines'][1]} (score {r['score']}): {r['snippet']}")
-    if data.get("continuation_token"):
-        lines.append(f"More: pass continuation_token={data['continuation_token']!r}")
-    for note in data.get("notes", []):
-        lines.append(f"Note: {note}")
-    return "\n".join(lines)
-
-
 def search_content(
     ctx: Context,
     folder: str | None = None,
@@ -119,7 +99,7 @@ def search_content(
     """
     concepts = " ".join(semantic_concepts) if isinstance(semantic_concepts, list) else semantic_concepts
     data = _service(ctx).search_content(folder, concepts, list(exact_terms or []), limit, continuation_token)
-    return Result(data, _render_hits(data))
+    return Result(data, render_hits(data))
 
 
 def find_documents(
@@ -136,7 +116,7 @@ def find_documents(
     :param continuation_token: the token from the previous page, to get the next one (same query).
     """
     data = _service(ctx).find_documents(folder, query, limit, continuation_token)
-    return Result(data, _render_hits(data, doc_level=True))
+    return Result(data, render_hits(data, doc_level=True))
 
 
 def list_folders(ctx: Context) -> dict[str, Any]:
@@ -175,16 +155,7 @@ def explore(ctx: Context, folder: str | None = None, sub_path: str | None = None
     :param sub_path: the directory to show, relative to the folder (default: the top).
     """
     data = _service(ctx).explore(folder, sub_path)
-    lines = [f"{data['folder']}/{data['sub_path']} ({data['documents']} documents)".replace("//", "/")]
-    entries = data["entries"]
-    for i, e in enumerate(entries):
-        branch = "└── " if i == len(entries) - 1 else "├── "
-        lines.append(branch + e["name"] + (f" ({e['documents']})" if e["type"] == "directory" else ""))
-    if data["truncated"]:
-        lines.append("… (more entries; use sub_path to look inside a directory)")
-    if data["skipped"]:
-        lines.append("skipped: " + ", ".join(f"{n} {r}" for r, n in data["skipped"].items()))
-    return Result(data, "\n".join(lines))
+    return Result(data, render_explore(data))
 
 
 def get_document_metadata(ctx: Context, path: str, folder: str | None = None) -> dict[str, Any]:

@@ -1,0 +1,74 @@
+"""What the service knows of one folder while it runs, and a logger for use outside a kernel."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from plexor_folder_search.folders import FolderSpec
+from plexor_folder_search.indexer import Indexer
+from plexor_folder_search.search import SearchEngine
+from plexor_folder_search.store import IndexStore, VectorIndex
+
+__all__ = ["FolderState", "StdLog"]
+
+
+class StdLog:
+    """A structlog-like facade over stdlib logging, for use outside a kernel (the CLI)."""
+
+    def __init__(self) -> None:
+        self._log = logging.getLogger("plexor.folder_search")
+
+    def _emit(self, level: int, event: str, **kw: Any) -> None:
+        self._log.log(level, "%s %s", event, json.dumps(kw, default=str))
+
+    def info(self, event: str, **kw: Any) -> None:
+        self._emit(logging.INFO, event, **kw)
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self._emit(logging.WARNING, event, **kw)
+
+    def error(self, event: str, **kw: Any) -> None:
+        self._emit(logging.ERROR, event, **kw)
+
+    def debug(self, event: str, **kw: Any) -> None:
+        self._emit(logging.DEBUG, event, **kw)
+
+
+
+@dataclass
+class FolderState:
+    spec: FolderSpec
+    store: IndexStore | None = None
+    vectors: VectorIndex | None = None
+    indexer: Indexer | None = None
+    engine: SearchEngine | None = None
+    state: str = "pending"  # pending -> indexing -> ready | error
+    done: int = 0
+    total: int = 0
+    message: str | None = None
+    error: str | None = None
+    last_scan: dict[str, Any] | None = None
+    last_update: float | None = None
+    initial_done: bool = False
+    live_batches: int = 0  # batches of watched changes applied (a burst of writes is coalesced into one)
+    live_paths: int = 0
+    last_batch: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def fraction(self) -> float:
+        if self.state == "ready":
+            return 1.0
+        return (self.done / self.total) if self.total else 0.0
+
+    def progress(self) -> dict[str, Any]:
+        return {"state": self.state, "done": self.done, "total": self.total,
+                "fraction": round(self.fraction, 3), "message": self.message}
+
+
