@@ -6,9 +6,8 @@ writes) rather than the kernel's peewee storage. It is schema-versioned with
 ``PRAGMA user_version``; an index written by a newer version of the plugin is
 refused, never silently rebuilt.
 
-Vectors are kept in memory in a :class:`VectorIndex` (one contiguous numpy
-matrix) and searched with one matrix-vector product (coarse-to-fine on a large
-index of Matryoshka vectors).
+Vectors are stored here as blobs and kept in memory in a
+:class:`~plexor_folder_search.vectors.VectorIndex`.
 """
 
 from __future__ import annotations
@@ -19,9 +18,11 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from plexor_folder_search.vectors import VectorIndex
 
 __all__ = ["SCHEMA_VERSION", "IndexStore", "SchemaError", "VectorIndex"]
 
@@ -80,174 +81,6 @@ MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
 
 class SchemaError(Exception):
     """The index file was written by a newer plugin version (or is not an index at all)."""
-
-
-class VectorIndex:
-    """Chunk vectors in memory: sorted ids and one contiguous (n, dim) float32 matrix, updated incrementally.
-
-    :meth:`search` is one matrix-vector product and ``argpartition``. For a
-    model whose vectors are Matryoshka-trained (their leading dimensions are
-    themselves an embedding, as wordllama's are), a large index is searched
-    coarse-to-fine: a normalised copy of the first ``coarse_dims`` dimensions
-    picks ``4 k`` candidates, which are then rescored with the full vectors.
-    """
-
-    COARSE_MIN_ROWS = 20_000
-
-    def __init__(self, dim: int, coarse_dims: int | None = None) -> None:
-        import numpy as np
-
-        self._np = np
-        self.dim = dim
-        self.coarse_dims = coarse_dims if coarse_dims and coarse_dims < dim else None
-        self.ids = np.empty(0, dtype=np.int64)
-        self.matrix = np.empty((0, dim), dtype=np.float32)
-        self._prefix: Any = None
-        self._removed: set[int] = set()
-        self._pending_ids: list[Any] = []
-        self._pending_vecs: list[Any] = []
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        with self._lock:
-            self._compact()
-            return len(self.ids)
-
-    def load(self, ids: Any, matrix: Any) -> None:
-        np = self._np
-        order = np.argsort(ids, kind="stable")
-        with self._lock:
-            self.ids = np.ascontiguousarray(ids[order])
-            self.matrix = np.ascontiguousarray(matrix[order], dtype=np.float32)
-            self._prefix = None
-            self._removed.clear()
-            self._pending_ids.clear()
-            self._pending_vecs.clear()
-            self._build_prefix()
-
-    def add(self, ids: Iterable[int], vectors: Any) -> None:
-        np = self._np
-        arr = np.fromiter(ids, dtype=np.int64)
-        if not len(arr):
-            return
-        with self._lock:
-            self._removed.difference_update(arr.tolist())
-            self._pending_ids.append(arr)
-            self._pending_vecs.append(np.asarray(vectors, dtype=np.float32).reshape(len(arr), self.dim))
-
-    def remove(self, ids: Iterable[int]) -> None:
-        ids = list(ids)
-        if not ids:
-            return
-        with self._lock:
-            if self._pending_ids:
-                self._compact()
-            self._removed.update(ids)
-
-    def clear(self) -> None:
-        self.load(self._np.empty(0, dtype=self._np.int64), self._np.empty((0, self.dim), dtype=self._np.float32))
-
-    def _compact(self) -> None:
-        np = self._np
-        if not self._removed and not self._pending_ids:
-            return
-        ids, mat = self.ids, self.matrix
-        if self._removed:
-            keep = ~np.isin(ids, np.fromiter(self._removed, dtype=np.int64))
-            ids, mat = ids[keep], mat[keep]
-            self._removed.clear()
-        if self._pending_ids:
-            ids = np.concatenate([ids, *self._pending_ids])
-            mat = np.concatenate([mat, *self._pending_vecs])
-            self._pending_ids.clear()
-            self._pending_vecs.clear()
-            order = np.argsort(ids, kind="stable")
-            ids, mat = ids[order], mat[order]
-        self.ids, self.matrix = np.ascontiguousarray(ids), np.ascontiguousarray(mat)
-        self._prefix = None
-        self._build_prefix()
-
-    def _build_prefix(self) -> None:
-        np = self._np
-        if self.coarse_dims is None or len(self.ids) < self.COARSE_MIN_ROWS:
-            self._prefix = None
-            return
-        pre = np.ascontiguousarray(self.matrix[:, : self.coarse_dims])
-        norms = np.linalg.norm(pre, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        pre /= norms
-        self._prefix = pre
-
-    def snapshot(self) -> tuple[Any, Any]:
-        """The current (ids, matrix), consistent with each other."""
-        with self._lock:
-            self._compact()
-            return self.ids, self.matrix
-
-    def search(self, query: Any, k: int) -> VectorHits:
-        """The ``k`` chunks nearest to ``query`` (L2-normalised like the stored vectors), unordered.
-
-        The result can also give the similarity of any other chunk (:meth:`VectorHits.more`).
-        """
-        np = self._np
-        with self._lock:
-            self._compact()
-            ids, mat, pre = self.ids, self.matrix, self._prefix
-        n = len(ids)
-        q = np.asarray(query, dtype=np.float32)
-        k = max(0, min(k, n))
-        full = None
-        with single_threaded_blas():
-            if k == 0:
-                pos = np.empty(0, dtype=np.int64)
-                sims = np.empty(0, dtype=np.float32)
-            elif pre is not None:
-                qp = q[: pre.shape[1]]
-                qp = qp / max(float(np.linalg.norm(qp)), 1e-12)
-                coarse = pre @ qp
-                c = min(n, 4 * k)
-                pos = np.argpartition(-coarse, c - 1)[:c] if c < n else np.arange(n)
-                sims = mat[pos] @ q
-                if k < len(pos):
-                    sel = np.argpartition(-sims, k - 1)[:k]
-                    pos, sims = pos[sel], sims[sel]
-            else:
-                full = mat @ q
-                pos = np.argpartition(-full, k - 1)[:k] if k < n else np.arange(n)
-                sims = full[pos]
-        return VectorHits(ids, mat, q, pos, sims, full)
-
-    def nbytes(self) -> int:
-        extra = self._prefix.nbytes if self._prefix is not None else 0
-        return int(self.matrix.nbytes + self.ids.nbytes + extra)
-
-
-class VectorHits:
-    """The nearest chunks found by :meth:`VectorIndex.search`: ``ids`` and their cosine ``sims``."""
-
-    def __init__(self, all_ids: Any, matrix: Any, query: Any, pos: Any, sims: Any, full: Any) -> None:
-        self._all_ids, self._matrix, self._query, self._pos, self._full = all_ids, matrix, query, pos, full
-        self.ids = all_ids[pos]
-        self.sims = sims
-
-    def more(self, chunk_ids: Any) -> tuple[Any, Any]:
-        """``(ids, sims)`` of those ``chunk_ids`` that have a vector and are not among ``ids``."""
-        import numpy as np
-
-        all_ids = self._all_ids
-        want = np.asarray(chunk_ids, dtype=np.int64)
-        if not len(want) or not len(all_ids):
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        at = np.clip(np.searchsorted(all_ids, want), 0, len(all_ids) - 1)
-        at = at[all_ids[at] == want]
-        if len(self._pos):
-            at = at[~np.isin(at, self._pos)]
-        if self._full is not None:
-            sims = self._full[at]
-        else:
-            with single_threaded_blas():
-                sims = self._matrix[at] @ self._query
-        return all_ids[at], sims
 
 
 class IndexStore:
@@ -444,28 +277,6 @@ class IndexStore:
             if p.exists():
                 total += p.stat().st_size
         return total
-
-
-_BLAS: Any = None
-
-
-def single_threaded_blas() -> Any:
-    """A context in which numpy's BLAS uses one thread.
-
-    The keyword query runs on another core at the same time; a multi-threaded
-    BLAS would spin on that core too, making both sides slower.
-    """
-    global _BLAS
-    if _BLAS is None:
-        try:
-            from threadpoolctl import ThreadpoolController
-
-            _BLAS = ThreadpoolController()
-        except Exception:  # noqa: BLE001 - only a speed-up
-            _BLAS = False
-    if _BLAS is False:
-        return contextlib.nullcontext()
-    return _BLAS.limit(limits=1, user_api="blas")
 
 
 def _meta_text(path: str, heading: str) -> str:
