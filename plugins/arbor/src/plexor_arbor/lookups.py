@@ -13,7 +13,7 @@ from typing import Any
 from plexor import NotFound
 from plexor_arbor.checks import TreeInactive, canonical_id, loads
 from plexor_arbor.dataaccess import DataAccess
-from plexor_arbor.rows import NodeRow, TreeRow, columns, node_dict
+from plexor_arbor.rows import NodeRef, NodeRow, TreeRow, columns, node_dict
 
 __all__ = ["NODE_COLUMNS", "TREE_COLUMNS", "StoreBase"]
 
@@ -88,7 +88,7 @@ class StoreBase:
         }
 
     # ------------------------------------------------------------------ nodes
-    def _node_ref(self, tree_id: str, node_id: str, what: str = "node_id") -> tuple[int, str]:
+    def _node_ref(self, tree_id: str, node_id: str, what: str = "node_id") -> NodeRef:
         """``(key, canonical id)`` of a node of ``tree_id``, or not-found with guidance."""
         nid = canonical_id(node_id, what)
         found = self.data.execute("SELECT seq, tree_id FROM arbor_node WHERE id = ?", (nid,)).fetchone()
@@ -100,7 +100,7 @@ class StoreBase:
         if owner_tree != tree_id:
             raise NotFound(f"node {nid!r} belongs to tree {owner_tree!r}, not to tree {tree_id!r}",
                            "Pass the tree_id the node belongs to, or pick a node of this tree.")
-        return int(seq), nid
+        return NodeRef(int(seq), nid)
 
     def _node_row(self, seq: int) -> NodeRow:
         row = self.data.row(NodeRow, f"SELECT {NODE_COLUMNS} FROM arbor_node n WHERE n.seq = ?", (seq,))

@@ -132,14 +132,15 @@ class NodesMixin(StoreBase):
                 assert tree.head_seq is not None  # set when the tree is created
                 parent_seq = tree.head_seq
             else:
-                parent_seq = self._node_ref(tid, parent, "parent")[0]
+                parent_seq = self._node_ref(tid, parent, "parent").seq
             position = self._next_position(parent_seq)
             first = self.data.reserve(len(items))
             rows: list[tuple[Any, ...]] = []
             prev = parent_seq
             seq = first
             encode = MetadataEncoder()
-            for nid, (content, meta) in zip(uuid4_batch(len(items)), items, strict=True):
+            ids = uuid4_batch(len(items))
+            for nid, (content, meta) in zip(ids, items, strict=True):
                 if type(content) is not str:
                     raise InvalidArgument(f"item {seq - first} has content {content!r}, not a string",
                                           "Pass (text, metadata) pairs.")
@@ -159,7 +160,7 @@ class NodesMixin(StoreBase):
             self.data.insert_many("arbor_node", NODE_INSERT, rows)
             self.data.execute("UPDATE arbor_tree SET head_seq = ?, updated_at = ? WHERE id = ?", (prev, now, tid))
         self.data.after_bulk(len(rows))
-        return {"tree_id": tid, "count": len(rows), "first": rows[0][2], "last": rows[-1][2]}
+        return {"tree_id": tid, "count": len(rows), "first": ids[0], "last": ids[-1]}
 
     # ------------------------------------------------------------------ reads
     def get_node(self, tree_id: str, node_id: str) -> dict[str, Any]:

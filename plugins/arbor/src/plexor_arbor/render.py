@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from plexor_arbor.rows import SubtreeRow
+
 __all__ = ["CHAIN_INDENT", "FETCH", "LIMIT", "MAX_INDENT", "Page", "clip", "draw", "draw_page", "escape", "label"]
 
 LIMIT = 60
@@ -244,13 +246,10 @@ def draw_page(slots: Iterator[Slot], labels: Callable[[list[int]], dict[int, str
     return Page("\n".join(lines), drawn, len(lines), shown if shown < total else None, total)
 
 
-def row_labels(rows: Iterable[Sequence[Any]], root_seq: int | None) -> dict[int, str]:
-    """Line texts from full subtree rows ``(seq, parent_seq, id, position, kind, role, content, handle, depth)``."""
-    out: dict[int, str] = {}
-    for r in rows:
-        seq, kind, role, content, handle = r[0], r[4], r[5], r[6], r[7]
-        out[seq] = root_label(seq == root_seq, kind, role, content) or label(kind, role, content, handle)
-    return out
+def row_labels(rows: Iterable[SubtreeRow], root_seq: int | None) -> dict[int, str]:
+    """Line texts from full subtree rows (what :meth:`plexor_arbor.store.Store.subtree` returns)."""
+    return {r.seq: root_label(r.seq == root_seq, r.kind, r.role, r.content) or label(r.kind, r.role, r.content, r.handle)
+            for r in rows}
 
 
 def root_label(is_root: bool, kind: str, role: str | None, content: str | None) -> str | None:
@@ -265,8 +264,6 @@ def draw(rows: Iterable[Sequence[Any]], start_seq: int, max_depth: int | None = 
     ``rows`` are ``(seq, parent_seq, id, position, kind, role, content, handle, depth)``
     as :meth:`plexor_arbor.store.Store.subtree` returns them.
     """
-    from plexor_arbor.rows import SubtreeRow
-
     named = [r if isinstance(r, SubtreeRow) else SubtreeRow(*r) for r in rows]
     texts = row_labels(named, root_seq)
     page = draw_page(layout(named, start_seq, max_depth), lambda seqs: texts)

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "HandleRow",
     "LabelRow",
+    "NodeRef",
     "NodeRow",
     "PathNodeRow",
     "PathRow",
@@ -29,6 +30,13 @@ def columns(row_type: type[tuple[Any, ...]], alias: str = "") -> str:
     """The row type's columns as a SELECT list, each prefixed with ``alias.`` when given."""
     prefix = f"{alias}." if alias else ""
     return ", ".join(prefix + name for name in row_type._fields)  # type: ignore[attr-defined]
+
+
+class NodeRef(NamedTuple):
+    """A node found by its id: its key and its canonical id."""
+
+    seq: int
+    id: str
 
 
 class TreeRow(NamedTuple):

@@ -49,7 +49,7 @@ class SubtreesMixin(StoreBase):
         With ``max_depth`` the query stops one level below it, so a drawing can say what was left out.
         """
         tree = self._tree_row(tree_id, allow_archived=allow_archived)
-        start = tree.root_seq if node_id is None else self._node_ref(tree.id, node_id)[0]
+        start = tree.root_seq if node_id is None else self._node_ref(tree.id, node_id).seq
         params: list[Any] = [start]
         if max_depth is not None:
             params.append(int(max_depth))
@@ -98,7 +98,7 @@ class SubtreesMixin(StoreBase):
                                   f"Use at most {RENDER_LIMIT_MAX} lines a page; next_offset gives the next page.")
         tree = self._tree_row(tree_id)
         assert tree.root_seq is not None and tree.head_seq is not None  # set when the tree is created
-        start = tree.root_seq if node_id is None else self._node_ref(tree.id, node_id)[0]
+        start = tree.root_seq if node_id is None else self._node_ref(tree.id, node_id).seq
         params: list[Any] = [start] if max_depth is None else [start, max_depth]
         shape = self.data.rows(ShapeRow, _SHAPE.format(limit="" if max_depth is None else " WHERE down.depth <= ?"),
                                params)
