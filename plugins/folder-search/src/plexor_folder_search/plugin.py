@@ -14,7 +14,10 @@ from plexor import Context, Data, PlexorError, PluginHandle, Progress, Result, h
 from plexor_folder_search.render import render_explore, render_hits
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor import ConfigSpec
+    import click
+
+    from plexor import ConfigSpec, Settings, ToolRegistrar
+    from plexor_folder_search.service import FolderService
 
 PLEXOR_NAMESPACE = "folders"
 NAME = "folder-search"
@@ -29,7 +32,7 @@ def plexor_add_config(config: ConfigSpec) -> None:
 
 
 @hookimpl
-def plexor_register_tools(register: Any, settings: Any) -> None:
+def plexor_register_tools(register: ToolRegistrar, settings: Settings) -> None:
     for func in (search_content, find_documents, list_folders, list_documents, explore, get_document_metadata,
                  get_document_text, get_chunks, get_server_info):
         register(func, annotations=RO, ready_required=False)
@@ -38,7 +41,7 @@ def plexor_register_tools(register: Any, settings: Any) -> None:
 
 
 @hookimpl
-def plexor_register_commands(cli: Any, plugin: PluginHandle) -> None:
+def plexor_register_commands(cli: click.Group, plugin: PluginHandle) -> None:
     from plexor_folder_search.cli import group
 
     group.context_settings["obj"] = plugin  # commands reach the handle (settings) with @click.pass_obj
@@ -69,7 +72,7 @@ def plexor_error_guidance(exception: BaseException, context: dict[str, Any]) -> 
     return None
 
 
-def _service(ctx: Context) -> Any:
+def _service(ctx: Context) -> FolderService:
     from plexor_folder_search.service import FolderService
 
     return ctx.service(FolderService)
@@ -225,7 +228,11 @@ async def reindex(ctx: Context, folder: str | None = None, force: bool = False) 
             for st in targets:
                 if force:
                     service.clear(st)
-                report = service.index_folder(st, progress=lambda d, t, m, n=st.name: events.put((n, d, t, m)))
+
+                def progress(done: int, total: int, message: str, name: str = st.name) -> None:
+                    events.put((name, done, total, message))
+
+                report = service.index_folder(st, progress=progress)
                 reports[st.name] = report.as_dict() if report else {"error": st.error}
         finally:
             events.put(None)

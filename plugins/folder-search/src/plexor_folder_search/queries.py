@@ -12,7 +12,7 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from plexor import InvalidArgument, NotFound, PlexorError
 from plexor_folder_search import tokens
@@ -23,6 +23,7 @@ from plexor_folder_search.state import FolderState
 __all__ = ["MAX_TEXT_PAGE", "RESULT_CAP", "FolderQueries"]
 
 RESULT_CAP = 1000
+T = TypeVar("T")
 MAX_TEXT_PAGE = 100_000
 
 
@@ -32,7 +33,7 @@ class FolderQueries:
     folders: dict[str, FolderState]
     embedder: Any
     embedder_error: tuple[str, str] | None
-    _cache: collections.OrderedDict[str, tuple[Any, list[Any]]]
+    _cache: collections.OrderedDict[str, tuple[Any, Any]]
     _cache_lock: threading.Lock
 
     def wait_open(self, timeout: float = 20.0) -> None:
@@ -54,32 +55,30 @@ class FolderQueries:
                 f"Pass folder as one of: {', '.join(sorted(self.folders))}.",
             )
         key = str(name).strip()
-        if key in self.folders:
-            st = self.folders[key]
-        else:
-            st = None
-            try:
-                wanted = Path(key).expanduser().resolve()
-            except OSError:
-                wanted = None
-            for cand in self.folders.values():
-                if wanted is not None and cand.spec.root == wanted:
-                    st = cand
-                    break
-            if st is None:
-                import difflib
-
-                near = difflib.get_close_matches(key, list(self.folders), n=1)
-                hint = f"Did you mean {near[0]!r}? " if near else ""
-                raise NotFound(
-                    f"no folder named {key!r}",
-                    f"{hint}Folders: {', '.join(sorted(self.folders))}. Folders are chosen by the user "
-                    "(`plexor folder-search add PATH`); call list_folders to see them.",
-                )
+        st = self.folders.get(key) or self._folder_at(key)
         if st.state == "error" or st.store is None:
             raise PlexorError(f"the folder {st.name!r} cannot be searched: {st.error}",
                               "Check the server log; `plexor folder-search status` shows the folder's index.")
         return st
+
+    def _folder_at(self, key: str) -> FolderState:
+        """The folder whose path is ``key``, or a not-found error with the nearest name."""
+        try:
+            wanted: Path | None = Path(key).expanduser().resolve()
+        except OSError:
+            wanted = None
+        for cand in self.folders.values():
+            if wanted is not None and cand.spec.root == wanted:
+                return cand
+        import difflib
+
+        near = difflib.get_close_matches(key, list(self.folders), n=1)
+        hint = f"Did you mean {near[0]!r}? " if near else ""
+        raise NotFound(
+            f"no folder named {key!r}",
+            f"{hint}Folders: {', '.join(sorted(self.folders))}. Folders are chosen by the user "
+            "(`plexor folder-search add PATH`); call list_folders to see them.",
+        )
 
     def _status(self, st: FolderState) -> dict[str, Any]:
         out: dict[str, Any] = {"partial": st.state != "ready"}
@@ -93,13 +92,14 @@ class FolderQueries:
                     f"To enable it: {self.embedder_error[1]}."]
         return []
 
-    def _cached(self, key: str, st: FolderState, compute: Callable[[], list[Any]]) -> list[Any]:
+    def _cached(self, key: str, st: FolderState, compute: Callable[[], T]) -> T:
         gen = (st.store.generation if st.store else 0, len(st.vectors) if st.vectors is not None else 0)
         with self._cache_lock:
             hit = self._cache.get(key)
             if hit is not None and hit[0] == gen:
                 self._cache.move_to_end(key)
-                return hit[1]
+                cached: T = hit[1]
+                return cached
         value = compute()
         with self._cache_lock:
             self._cache[key] = (gen, value)
@@ -121,8 +121,9 @@ class FolderQueries:
             raise InvalidArgument(f"limit must be between 1 and 100, got {limit}", "Use a limit such as 10 and page with continuation_token.")
         key = tokens.query_key("search_content", st.name, concepts, exact)
         offset = tokens.decode(token, key)
-        assert st.engine is not None and st.store is not None
-        hits = self._cached(key, st, lambda: st.engine.rank(concepts, exact, cap=RESULT_CAP))
+        engine = st.engine
+        assert engine is not None and st.store is not None
+        hits = self._cached(key, st, lambda: engine.rank(concepts, exact, cap=RESULT_CAP))
         page = hits[offset : offset + limit]
         rows = self._chunk_rows(st, [h.chunk_id for h in page])
         results = []
@@ -141,7 +142,7 @@ class FolderQueries:
         nxt = offset + limit if offset + limit < len(hits) else None
         data: dict[str, Any] = {
             "folder": st.name,
-            "mode": "hybrid" if (st.engine.semantic_available and (concepts or exact)) else "keyword-only",
+            "mode": "hybrid" if (engine.semantic_available and (concepts or exact)) else "keyword-only",
             "results": results, "total": len(hits), "offset": offset,
             "has_more": nxt is not None,
             "continuation_token": tokens.encode(key, nxt) if nxt is not None else None,
@@ -162,8 +163,9 @@ class FolderQueries:
             raise InvalidArgument(f"limit must be between 1 and 100, got {limit}", "Use a limit such as 20 and page with continuation_token.")
         key = tokens.query_key("find_documents", st.name, query)
         offset = tokens.decode(token, key)
-        assert st.engine is not None
-        ranked = self._cached(key, st, lambda: st.engine.rank_documents(query, cap=RESULT_CAP))
+        engine = st.engine
+        assert engine is not None
+        ranked = self._cached(key, st, lambda: engine.rank_documents(query, cap=RESULT_CAP))
         page = ranked[offset : offset + limit]
         rows = self._chunk_rows(st, [h.chunk_id for _fid, h in page])
         results = []
@@ -182,7 +184,7 @@ class FolderQueries:
         data: dict[str, Any] = {
             "folder": st.name, "results": results, "total": len(ranked), "offset": offset,
             "has_more": nxt is not None, "continuation_token": tokens.encode(key, nxt) if nxt is not None else None,
-            "mode": "hybrid" if st.engine.semantic_available else "keyword-only", **self._status(st),
+            "mode": "hybrid" if engine.semantic_available else "keyword-only", **self._status(st),
         }
         if self._notes():
             data["notes"] = self._notes()

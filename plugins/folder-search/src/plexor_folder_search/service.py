@@ -55,7 +55,7 @@ class FolderService(FolderQueries):
         self.specs: list[FolderSpec] = []
         self._thread: threading.Thread | None = None
         self._watcher: Watcher | None = None
-        self._cache: collections.OrderedDict[str, tuple[Any, list[Any]]] = collections.OrderedDict()
+        self._cache: collections.OrderedDict[str, tuple[Any, Any]] = collections.OrderedDict()
         self._cache_lock = threading.Lock()
         self.started_at = time.time()
         self.warm = False
