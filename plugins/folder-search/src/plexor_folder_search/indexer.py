@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from plexor_folder_search.chunking import chunk_text, language_of
+from plexor_folder_search.embed import Embedder
 from plexor_folder_search.extract import Bounded, ExtractError, Limits, Unsupported, extract
 from plexor_folder_search.ignore import IgnoreRules, SubRules
 from plexor_folder_search.safefs import ReadRefused, display_path, name_problem, read_inside, special_kind
+from plexor_folder_search.store import IndexStore
+from plexor_folder_search.vectors import VectorIndex
 from plexor_folder_search.walk import Skip, Walker, symlink_reason
 
 __all__ = ["IndexOptions", "Indexer", "ScanReport"]
@@ -78,7 +81,8 @@ class _Work:
 class Indexer:
     """Brings one folder's :class:`IndexStore` (and its vectors) in line with the disk."""
 
-    def __init__(self, root: Path, store: Any, vectors: Any, embedder: Any, options: IndexOptions,
+    def __init__(self, root: Path, store: IndexStore, vectors: VectorIndex | None, embedder: Embedder | None,
+                 options: IndexOptions,
                  private: list[Path] | None = None) -> None:
         self.root = root
         self.store = store

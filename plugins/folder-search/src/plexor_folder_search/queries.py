@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from plexor import InvalidArgument, NotFound, PlexorError
 from plexor_folder_search import tokens
+from plexor_folder_search.embed import Embedder
 from plexor_folder_search.folders import resolve_inside
 from plexor_folder_search.search import make_snippet
 from plexor_folder_search.state import FolderState
@@ -31,7 +32,7 @@ class FolderQueries:
     """Search, list and read the indexed folders (the service opens and fills them)."""
 
     folders: dict[str, FolderState]
-    embedder: Any
+    embedder: Embedder | None
     embedder_error: tuple[str, str] | None
     _cache: collections.OrderedDict[str, tuple[Any, Any]]
     _cache_lock: threading.Lock

@@ -9,16 +9,17 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from plexor_folder_search.defaults import FolderSettings
+from plexor_folder_search.embed import Embedder
 from plexor_folder_search.extract import Limits
 from plexor_folder_search.folders import FolderSpec, load_folders
 from plexor_folder_search.indexer import Indexer, IndexOptions, ScanReport
 from plexor_folder_search.queries import FolderQueries
 from plexor_folder_search.search import DEFAULT_WEIGHT, SearchEngine
-from plexor_folder_search.state import FolderState, StdLog
+from plexor_folder_search.state import FolderState, Log, StdLog
 from plexor_folder_search.store import IndexStore, SchemaError, VectorIndex
 from plexor_folder_search.watcher import Watcher
 
@@ -34,18 +35,19 @@ def _options(config: FolderSettings) -> IndexOptions:
 class FolderService(FolderQueries):
     """Everything the tools and the CLI use; one per kernel (or per CLI command)."""
 
-    def __init__(self, settings: Any, *, log: Any = None, on_progress: Callable[[float, str], None] | None = None) -> None:
+    def __init__(self, settings: Mapping[str, Any], *, log: Log | None = None,
+                 on_progress: Callable[[float, str], None] | None = None) -> None:
         self.config = FolderSettings.read(settings)
         self.data_dir = self.config.data_dir
         self.index_dir = self.data_dir / "indexes"
-        self.log = log or StdLog()
+        self.log: Log = log or StdLog()
         self.on_progress = on_progress
         self.warnings: list[str] = []
         self.model_name = self.config.model
         # None: the model's own weight (tuned per model on SciFact train), known once the model is loaded.
         self._weight_setting = self.config.fusion_weight
         self.weight = float(self._weight_setting) if self._weight_setting is not None else DEFAULT_WEIGHT
-        self.embedder: Any = None
+        self.embedder: Embedder | None = None
         self.embedder_error: tuple[str, str] | None = None
         self.folders: dict[str, FolderState] = {}
         self._stop = threading.Event()

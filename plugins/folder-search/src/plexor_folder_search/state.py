@@ -5,14 +5,23 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from plexor_folder_search.folders import FolderSpec
 from plexor_folder_search.indexer import Indexer
 from plexor_folder_search.search import SearchEngine
 from plexor_folder_search.store import IndexStore, VectorIndex
 
-__all__ = ["FolderState", "StdLog"]
+__all__ = ["FolderState", "Log", "StdLog"]
+
+
+class Log(Protocol):
+    """What the service logs through: the kernel's structlog logger (``plugin.log``) or :class:`StdLog`."""
+
+    def info(self, event: str, **kw: Any) -> Any: ...
+    def warning(self, event: str, **kw: Any) -> Any: ...
+    def error(self, event: str, **kw: Any) -> Any: ...
+    def debug(self, event: str, **kw: Any) -> Any: ...
 
 
 class StdLog:
