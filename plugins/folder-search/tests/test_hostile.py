@@ -101,6 +101,40 @@ async def test_a_directory_swapped_for_an_outside_link_is_never_entered(plexor, 
 
 
 @pytest.mark.anyio
+async def test_a_directory_swapped_for_a_link_during_the_walk_is_not_listed(plexor, plexor_config, tmp_path,
+                                                                            monkeypatch):
+    from plexor_folder_search import walk
+
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "a.txt").write_text("inside\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "payroll-2026.txt").write_text(SECRET)
+    real = walk.scan_dir
+
+    def scan_dir(root: Path, rel_dir: str) -> Any:
+        if rel_dir == "sub" and not (folder / "sub").is_symlink():  # listed as a directory, now a link
+            shutil.rmtree(folder / "sub")
+            (folder / "sub").symlink_to(outside, target_is_directory=True)
+        return real(root, rel_dir)
+
+    monkeypatch.setattr(walk, "scan_dir", scan_dir)
+    plexor_config({"folder-search": {"folders": [str(folder)], "watch": False}})
+    async with plexor.client(installed=INSTALLED) as client:
+        info = (await wait_ready(client))["folders"][0]
+        assert info["documents"] == 0 and info["skipped"] == {"symlink (not followed)": 1}, info
+        status = await call(client, "folders_explore")
+        assert status["skipped"] == {"symlink (not followed)": 1}
+    from click.testing import CliRunner
+
+    from plexor.testing import plugin_cli
+
+    out = CliRunner().invoke(plugin_cli(), ["folder-search", "status", "--json"]).output
+    assert "payroll" not in out and "sub/" in out, out
+
+
+@pytest.mark.anyio
 async def test_link_loops_and_undecodable_names_do_not_fail_the_folder(plexor, plexor_config, tmp_path):
     folder = tmp_path / "odd"
     folder.mkdir()

@@ -18,7 +18,7 @@ import os
 import stat as statmod
 from pathlib import Path
 
-__all__ = ["ReadRefused", "display_path", "name_problem", "read_inside", "special_kind"]
+__all__ = ["ReadRefused", "display_path", "name_problem", "read_inside", "scan_dir", "special_kind"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -96,22 +96,54 @@ def read_inside(root: Path, rel: str, limit: int) -> tuple[bytes, os.stat_result
         os.close(fd)
 
 
-def _open_inside(root: Path, rel: str) -> int:
-    parts = [p for p in rel.split("/") if p]
-    if not parts or any(p in (".", "..") for p in parts):
-        raise ReadRefused("unreadable", f"not a path inside the folder: {display_path(rel)!r}")
+def scan_dir(root: Path, rel_dir: str) -> tuple[list[os.DirEntry[str]], int | None]:
+    """The entries of the directory ``root/rel_dir``, reached without following links.
+
+    Returns the entries and the directory's descriptor, which the caller closes
+    after it is done with the entries (their ``stat`` uses it). Raises
+    :class:`ReadRefused` when a component is a link or cannot be opened.
+    """
+    if not (_DIR_FD and os.scandir in os.supports_fd):  # pragma: no cover - platforms without dir_fd
+        try:
+            return sorted(os.scandir(root / rel_dir if rel_dir else root), key=lambda e: e.name), None
+        except OSError as exc:
+            raise ReadRefused("unreadable folder", exc.strerror) from exc
+    dfd = _open_dirs(root, [p for p in rel_dir.split("/") if p])
+    try:
+        return sorted(os.scandir(dfd), key=lambda e: e.name), dfd
+    except OSError as exc:
+        os.close(dfd)
+        raise ReadRefused("unreadable folder", exc.strerror) from exc
+
+
+def _open_dirs(root: Path, parts: list[str]) -> int:
+    """A descriptor of ``root/parts...``, opened one component at a time, never through a link."""
+    if any(p in (".", "..") for p in parts):
+        raise ReadRefused("unreadable", f"not a path inside the folder: {display_path('/'.join(parts))!r}")
     try:
         dfd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     except OSError as exc:
         raise ReadRefused("unreadable folder", exc.strerror) from exc
     try:
-        for part in parts[:-1]:
+        for part in parts:
             try:
                 nfd = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
             except OSError as exc:
                 raise _refusal(exc, part, dfd) from exc
             os.close(dfd)
             dfd = nfd
+    except BaseException:
+        os.close(dfd)
+        raise
+    return dfd
+
+
+def _open_inside(root: Path, rel: str) -> int:
+    parts = [p for p in rel.split("/") if p]
+    if not parts:
+        raise ReadRefused("unreadable", "an empty path")
+    dfd = _open_dirs(root, parts[:-1])
+    try:
         name = parts[-1]
         try:
             before = os.stat(name, dir_fd=dfd, follow_symlinks=False)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from plexor_folder_search.extract import kind_of
 from plexor_folder_search.ignore import IgnoreRules
-from plexor_folder_search.safefs import display_path, name_problem, special_kind
+from plexor_folder_search.safefs import ReadRefused, display_path, name_problem, scan_dir, special_kind
 
 __all__ = ["Skip", "Walker", "symlink_reason"]
 
@@ -38,18 +38,22 @@ class Walker:
         stack = [""]
         while stack:
             rel_dir = stack.pop()
-            abs_dir = self.root / rel_dir if rel_dir else self.root
             try:
-                entries = sorted(os.scandir(abs_dir), key=lambda e: e.name)
-            except OSError as exc:
-                skipped.append((rel_dir or ".", "unreadable folder", exc.strerror, None, None))
+                # Opened component by component: a directory swapped for a link is refused, not entered.
+                entries, dfd = scan_dir(self.root, rel_dir)
+            except ReadRefused as exc:
+                skipped.append(((rel_dir + "/") if rel_dir else ".", exc.reason, exc.detail, None, None))
                 continue
-            for entry in entries:
-                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                try:
-                    self._walk_entry(entry, rel, files, skipped, stack)
-                except Exception as exc:  # noqa: BLE001 - one odd entry must never fail its folder
-                    skipped.append((display_path(rel), "unreadable", f"{type(exc).__name__}: {exc}", None, None))
+            try:
+                for entry in entries:
+                    rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                    try:
+                        self._walk_entry(entry, rel, files, skipped, stack)
+                    except Exception as exc:  # noqa: BLE001 - one odd entry must never fail its folder
+                        skipped.append((display_path(rel), "unreadable", f"{type(exc).__name__}: {exc}", None, None))
+            finally:
+                if dfd is not None:
+                    os.close(dfd)
         return files, skipped
 
     def _walk_entry(self, entry: os.DirEntry[str], rel: str, files: dict[str, tuple[int, int]],
@@ -60,10 +64,10 @@ class Walker:
             return
         try:
             if entry.is_symlink():
-                skipped.append((rel, *symlink_reason(entry.path, self.top), None, None))
+                skipped.append((rel, *symlink_reason(str(self.root / rel), self.top), None, None))
                 return
             if entry.is_dir(follow_symlinks=False):
-                reason = self.rules.dir_reason(rel, Path(entry.path))
+                reason = self.rules.dir_reason(rel, self.root / rel)
                 if reason:
                     skipped.append((rel + "/", reason, None, None, None))
                 else:
