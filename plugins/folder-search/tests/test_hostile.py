@@ -79,6 +79,48 @@ async def test_a_file_swapped_for_an_outside_link_is_never_read(plexor, plexor_c
 
 
 @pytest.mark.anyio
+async def test_the_watcher_never_reads_a_swapped_file_nor_keeps_its_text(plexor, plexor_config, tmp_path, monkeypatch):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("the original note about otters\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    held = tmp_path / "held.txt"
+    plexor_config({"folder-search": {"folders": [str(folder)]}})
+    async with plexor.client(installed=INSTALLED) as client:
+        await wait_ready(client)
+        real = Indexer._process
+        swapped: list[bool] = []
+
+        def process(self: Indexer, work: list[Any], *args: Any, **kw: Any) -> Any:
+            # The watcher saw a regular file; it becomes a link before it is read.
+            if not swapped and any(w.rel == "a.txt" for w in work):
+                swapped.append(True)
+                os.rename(folder / "a.txt", held)
+                (folder / "a.txt").symlink_to(secret)
+            return real(self, work, *args, **kw)
+
+        monkeypatch.setattr(Indexer, "_process", process)
+        (folder / "a.txt").write_text("an edited note about beavers\n")
+        deadline = time.monotonic() + 5
+        while "symlink (not followed)" not in (await server_info(client))["skipped"]:
+            assert time.monotonic() < deadline, await server_info(client)
+            await anyio.sleep(0.05)
+        assert (await call(client, "folders_search_content", exact_terms=["zebra-4471"]))["results"] == []
+        assert "zebra" not in await error_text(client, "folders_get_document_text", path="a.txt")
+        # The original comes back with the same size and time: the watcher reads it again.
+        os.remove(folder / "a.txt")
+        os.rename(held, folder / "a.txt")
+        deadline = time.monotonic() + 5
+        while not (await call(client, "folders_search_content", exact_terms=["beavers"]))["results"]:
+            assert time.monotonic() < deadline, await server_info(client)
+            await anyio.sleep(0.05)
+        doc = await call(client, "folders_get_document_text", path="a.txt")
+        assert doc["text"] == "an edited note about beavers\n"
+        assert (await call(client, "folders_search_content", exact_terms=["zebra-4471"]))["results"] == []
+
+
+@pytest.mark.anyio
 async def test_a_directory_swapped_for_an_outside_link_is_never_entered(plexor, plexor_config, tmp_path, monkeypatch):
     folder = tmp_path / "notes"
     (folder / "sub").mkdir(parents=True)
