@@ -62,6 +62,12 @@ class DataAccess:
         make = row_type._make  # type: ignore[attr-defined]
         return [make(raw) for raw in self.execute(text, params).fetchall()]
 
+    def stream(self, row_type: type[R], text: str, params: Iterable[Any] = ()) -> Iterator[R]:
+        """Every row as ``row_type``, one at a time (for reads too large to hold as rows)."""
+        make = row_type._make  # type: ignore[attr-defined]
+        for raw in self.execute(text, params):
+            yield make(raw)
+
     def value(self, text: str, params: Iterable[Any] = ()) -> Any:
         """The first column of the first row (``None`` without a row)."""
         raw = self.execute(text, params).fetchone()

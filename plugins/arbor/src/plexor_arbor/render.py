@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -145,67 +147,87 @@ class Slot:
     lead: str
 
 
-@dataclass
+class Shapes:
+    """A subtree's shape in three flat arrays sorted by (parent, position): a few dozen bytes a node, and no
+    Python object per node, so even a tree of a million nodes is laid out in little memory."""
+
+    def __init__(self, rows: Iterable[Shape], start_seq: int, *, ordered: bool = False) -> None:
+        self.parents, self.seqs, self.depths = array("q"), array("q"), array("q")
+        self.found = False
+        if not ordered:
+            rows = sorted(rows, key=lambda r: (-1 if r.parent_seq is None else r.parent_seq, r.position))
+        for r in rows:
+            if r.seq == start_seq:
+                self.found = True
+            elif r.parent_seq is not None:
+                self.parents.append(r.parent_seq)
+                self.seqs.append(r.seq)
+                self.depths.append(r.depth)
+
+    def children(self, seq: int) -> tuple[int, int]:
+        """The index range of ``seq``'s children, in sibling order."""
+        lo = bisect_left(self.parents, seq)
+        return lo, bisect_right(self.parents, seq, lo)
+
+
+@dataclass(slots=True)
 class _Frame:
     prefix: str
-    siblings: list[Any]
     index: int
+    hi: int
+    count: int
     run: int  # how many only children in a row end at the siblings' parent
     capped: bool
 
 
-def layout(rows: Iterable[Shape], start_seq: int, max_depth: int | None = None) -> Iterator[Slot]:
+def layout(rows: Iterable[Shape], start_seq: int, max_depth: int | None = None, *,
+           ordered: bool = False) -> Iterator[Slot]:
     """The lines of the drawing of the subtree under ``start_seq``, in order (depth first, siblings by position).
 
-    Iterative, so a conversation 10,000 messages deep is laid out as easily as a shallow one. Nodes deeper
-    than ``max_depth`` are summarised under their parent (``… 3 more``).
+    ``ordered`` says the rows already come sorted by parent and position. Iterative, and a chain takes one
+    frame of the walk however long it is, so a conversation of a million messages is laid out as easily as
+    a short one. Nodes deeper than ``max_depth`` are summarised under their parent (``… 3 more``).
     """
-    kids: dict[int, list[Shape]] = {}
-    found = False
-    for r in rows:
-        if r.seq == start_seq:
-            found = True
-        elif r.parent_seq is not None:
-            kids.setdefault(r.parent_seq, []).append(r)
-    if not found:
+    shapes = Shapes(rows, start_seq, ordered=ordered)
+    if not shapes.found:
         return
-    for siblings in kids.values():
-        if len(siblings) > 1:
-            siblings.sort(key=lambda r: r.position)
+    seqs, depths = shapes.seqs, shapes.depths
     yield Slot(start_seq, "")
-    stack = [_Frame("", kids.get(start_seq, []), 0, 0, False)]
+    lo, hi = shapes.children(start_seq)
+    stack = [_Frame("", lo, hi, hi - lo, 0, False)]
     widest = 4 * MAX_INDENT
     while stack:
         frame = stack[-1]
-        siblings, i = frame.siblings, frame.index
-        if i >= len(siblings):
+        i = frame.index
+        if i >= frame.hi:
             stack.pop()
             continue
         frame.index = i + 1
-        node = siblings[i]
-        prefix = frame.prefix
-        if max_depth is not None and node.depth > max_depth:
+        prefix, depth = frame.prefix, depths[i]
+        if max_depth is not None and depth > max_depth:
             # One summary line for the hidden level, then skip the rest of the siblings.
-            hidden = len(siblings) - i
+            hidden = frame.hi - i
             yield Slot(None, f"{prefix}└── … {hidden} more {'children' if hidden != 1 else 'child'} below max_depth")
-            frame.index = len(siblings)
+            frame.index = frame.hi
             continue
-        only = len(siblings) == 1
+        only = frame.count == 1
+        last = i == frame.hi - 1
         run = frame.run + 1 if only else 0
         if only and frame.run >= CHAIN_INDENT:
             lead, below = prefix + FLAT, prefix
         else:
-            last = i == len(siblings) - 1
             lead = prefix + ("└── " if last else "├── ")
             below = prefix + ("    " if last else "│   ")
         capped = frame.capped or len(below) > widest
         if capped:
-            lead += f"⟨depth {node.depth}⟩ "
+            lead += f"⟨depth {depth}⟩ "
             below = prefix
-        yield Slot(node.seq, lead)
-        children = kids.get(node.seq)
-        if children:
-            stack.append(_Frame(below, children, 0, run, capped))
+        yield Slot(seqs[i], lead)
+        lo, hi = shapes.children(seqs[i])
+        if lo < hi:
+            if last:  # nothing left at this level: the children take its place on the stack
+                stack.pop()
+            stack.append(_Frame(below, lo, hi, hi - lo, run, capped))
 
 
 @dataclass

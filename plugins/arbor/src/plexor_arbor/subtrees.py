@@ -34,7 +34,7 @@ _SHAPE = ("WITH RECURSIVE down(seq, parent_seq, position, depth) AS ("
           " UNION ALL"
           " SELECT n.seq, n.parent_seq, n.position, down.depth + 1 FROM arbor_node n"
           " JOIN down ON n.parent_seq = down.seq{limit})"
-          " SELECT seq, parent_seq, position, depth FROM down")
+          " SELECT seq, parent_seq, position, depth FROM down ORDER BY parent_seq, position")
 _LABELS = (f"SELECT seq, id, kind, role, substr(content, 1, {FETCH}), length(content) > {FETCH}, "
            "substr(handle, 1, 65536) FROM arbor_node WHERE seq IN ({marks})")
 
@@ -100,10 +100,10 @@ class SubtreesMixin(StoreBase):
         assert tree.root_seq is not None and tree.head_seq is not None  # set when the tree is created
         start = tree.root_seq if node_id is None else self._node_ref(tree.id, node_id).seq
         params: list[Any] = [start] if max_depth is None else [start, max_depth]
-        shape = self.data.rows(ShapeRow, _SHAPE.format(limit="" if max_depth is None else " WHERE down.depth <= ?"),
-                               params)
+        shape = self.data.stream(ShapeRow, _SHAPE.format(limit="" if max_depth is None else " WHERE down.depth <= ?"),
+                                 params)
         root_seq = tree.root_seq
-        page = draw_page(layout(shape, start, max_depth), lambda seqs: self._labels(seqs, root_seq),
+        page = draw_page(layout(shape, start, max_depth, ordered=True), lambda seqs: self._labels(seqs, root_seq),
                          offset=offset, limit=limit, max_chars=max_chars)
         ids = self._ids_of([tree.root_seq, tree.head_seq, start])
         return {
