@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import os
 import platform
@@ -139,7 +140,8 @@ def calls_for(latency: float, calls: int) -> int:
     return max(50, min(calls, int(0.5 / (latency + 100e-6))))
 
 
-async def run(ports: dict[str, int], calls: int, rounds: int) -> dict[tuple[str, str], dict[str, list[float]]]:
+async def run(ports: dict[str, int], calls: int, rounds: int,
+              mcp: bool = True) -> dict[tuple[str, str], dict[str, list[float]]]:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -184,12 +186,17 @@ async def run(ports: dict[str, int], calls: int, rounds: int) -> dict[tuple[str,
         return (time.perf_counter() - started) / n
 
     try:
-        async with stdio_client(plexor_params) as (pr, pw), ClientSession(pr, pw) as plexor, \
-                stdio_client(sdk_params) as (sr, sw), ClientSession(sr, sw) as sdk:
-            await plexor.initialize()
-            await sdk.initialize()
-            await plexor.list_tools()  # the client re-lists tools it has not seen; list once, as real clients do
-            await sdk.list_tools()
+        async with contextlib.AsyncExitStack() as stack:
+            plexor = sdk = None
+            if mcp:
+                pr, pw = await stack.enter_async_context(stdio_client(plexor_params))
+                plexor = await stack.enter_async_context(ClientSession(pr, pw))
+                sr, sw = await stack.enter_async_context(stdio_client(sdk_params))
+                sdk = await stack.enter_async_context(ClientSession(sr, sw))
+                await plexor.initialize()
+                await sdk.initialize()
+                await plexor.list_tools()  # the client re-lists tools it has not seen; list once, as real clients do
+                await sdk.list_tools()
             for node, port in ports.items():  # warm every path once
                 for case, (command, destination, args) in CASES.items():
                     bare.request(port, command, destination)
@@ -197,6 +204,8 @@ async def run(ports: dict[str, int], calls: int, rounds: int) -> dict[tuple[str,
                     assert not outcome.is_error, outcome.text
                     for session, name, a in ((plexor, f"edgelake_{case}", tool_args(node, args)),
                                              (sdk, "request", sdk_args(port, command, destination))):
+                        if session is None:
+                            continue
                         r = await session.call_tool(name, a)
                         assert not r.is_error, r
             for _ in range(rounds):
@@ -215,8 +224,9 @@ async def run(ports: dict[str, int], calls: int, rounds: int) -> dict[tuple[str,
                             series["client"].append(await timed_calls(
                                 lambda e=edge, c=command, d=destination: engine.client.send(e, "GET", c, destination=d), b))
                             series["kernel"].append(await timed_calls(lambda t=tool, a=targs: kernel.call_tool(t, a), b))
-                            series["sdk"].append(await timed_session(sdk, "request", sargs, mb))
-                            series["plexor"].append(await timed_session(plexor, tool, targs, mb))
+                            if sdk is not None and plexor is not None:
+                                series["sdk"].append(await timed_session(sdk, "request", sargs, mb))
+                                series["plexor"].append(await timed_session(plexor, tool, targs, mb))
     finally:
         bare.close()
         await kernel.stop()
@@ -232,7 +242,8 @@ def verdict(ratio: float) -> str:
 
 
 def tables(results: dict[tuple[str, str], dict[str, list[float]]], calls: int, rounds: int) -> str:
-    med = {key: {k: statistics.median(v) for k, v in series.items()} for key, series in results.items()}
+    med = {key: {k: statistics.median(v) for k, v in series.items() if v} for key, series in results.items()}
+    mcp = all("plexor" in m for m in med.values())
     lines = [
         f"EdgeLake bench — {rounds} rounds, up to {calls} calls per contender and round (fewer at 1 and 5 ms: "
         f"about 0.5 s of node time; MCP rows a quarter of that), in {BATCHES} alternating batches per round; "
@@ -250,6 +261,15 @@ def tables(results: dict[tuple[str, str], dict[str, list[float]]], calls: int, r
         b = m["bare"]
         lines.append(f"| {LABEL[node]} | {case} | {us(b)} | {us(m['client'])} | {m['client'] / b:.2f}× "
                      f"| {us(m['kernel'])} | {m['kernel'] / b:.2f}× | {verdict(m['kernel'] / b)} |")
+    if not mcp:
+        lines += ["", "(MCP over stdio not measured in this run: `--in-process`)", "",
+                  "Fixed cost per call in process (median over the three node latencies of kernel.call_tool − "
+                  f"bare request) and the node time per command from which a call is within {TARGET}×", "",
+                  "| call | in process: cost (µs) | 1.2× from |", "| --- | ---: | ---: |"]
+        for case in CASES:
+            k = statistics.median(m["kernel"] - m["bare"] for (node, c), m in med.items() if c == case)
+            lines.append(f"| {case} | {us(k)} | {need(k)} |")
+        return "\n".join(lines)
     lines += [
         "",
         "(b) MCP over stdio — `plexor serve` + the SDK's `ClientSession` vs a bare request from the same client "
@@ -296,6 +316,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--write", action="store_true", help="write the tables into plugins/edgelake/BENCH.md")
+    parser.add_argument("--in-process", action="store_true", help="skip the MCP-over-stdio rows")
     ns = parser.parse_args()
     procs: list[subprocess.Popen[str]] = []
     try:
@@ -303,7 +324,7 @@ def main() -> None:
         for node, delay in LATENCIES.items():
             proc, ports[node] = start_node(delay)
             procs.append(proc)
-        results = asyncio.run(run(ports, ns.calls, ns.rounds))
+        results = asyncio.run(run(ports, ns.calls, ns.rounds, mcp=not ns.in_process))
     finally:
         for proc in procs:
             proc.terminate()

@@ -27,6 +27,8 @@ _TOKEN = re.compile(r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+(?:\.\d+)?)|(?P
                     r"|(?P<op><=|>=|<>|!=|[=<>(),*+\-/%]))")
 _AGGREGATE = re.compile(r"^(count|avg|sum|min|max)\s*\(.*\)$", re.I | re.S)
 _ONLY_NETWORK = re.compile(r"\b(increments|period|now)\s*\(", re.I)
+_REFUSED_HINT = re.compile(r"\b(?:in|between|like|not)\b|<>|''", re.I)  # cheap test before tokenising
+_OPERATOR_HINT = re.compile(r"[-+/%*]")
 
 
 class SQL(str):
@@ -169,8 +171,11 @@ def adapt(parts: Mapping[str, str | None], network: bool) -> tuple[dict[str, str
                               "Leave destination at network (the default) or name data nodes: increments(), "
                               "period() and NOW() work only in queries sent to the network.")
         return out, renames
-    if parts.get("where"):
-        out["where"] = _network_where(parts["where"] or "")
+    where = parts.get("where")
+    if where and _REFUSED_HINT.search(where):
+        out["where"] = _network_where(where)
+    if not parts.get("order_by") and not _OPERATOR_HINT.search(select.replace("(*)", "")):
+        return out, renames
     items = _items(select)
     for item in items:
         if _arithmetic(item):

@@ -87,7 +87,21 @@ class ParamDef:
         """The text placed into a command for ``value`` (validated); ``None`` when absent."""
         if value is None or (isinstance(value, (str, list)) and len(value) == 0 and not self.required):
             return None
-        return _RENDER[self.type](self, value)
+        if type(value) is not str:
+            return _RENDER[self.type](self, value)  # type: ignore[no-any-return]
+        # Checking a value is pure (same declaration, same text: same result or same refusal), and
+        # tools are called with the same values again and again: remember the accepted ones.
+        key = (self.type, self.name, self.wildcard, value)
+        text = _RENDERED.get(key)
+        if text is None:
+            text = _RENDER[self.type](self, value)
+            if len(_RENDERED) >= 4096:
+                _RENDERED.clear()
+            _RENDERED[key] = text
+        return text  # type: ignore[no-any-return]
+
+
+_RENDERED: dict[tuple[str, str, bool, str], Any] = {}
 
 
 _RENDER: dict[str, Any] = {
