@@ -1,12 +1,12 @@
 """Turning a file into indexable text, with its title and outline.
 
 Plain text, Markdown, reStructuredText and source code are decoded as text;
-HTML and DOCX go through the standard library's parsers (DOCX streamed); PDF,
-XLSX and PPTX go through pypdfium2, openpyxl and python-pptx, each imported
-only when a file of that type is met (Office files in :mod:`plexor_folder_search.office`,
-checked for their unpacked size before anything is inflated). Converted documents are rendered with
-Markdown headings (one per page, slide, sheet or styled heading) so the
-chunker can follow their structure.
+HTML goes through the standard library's parser and PDF through pypdfium2
+(imported when a PDF is met). DOCX, XLSX and PPTX are read in
+:mod:`plexor_folder_search.office`, checked for their unpacked size before
+anything is inflated. Converted documents are rendered with Markdown headings
+(one per page, slide, sheet or styled heading) so the chunker can follow their
+structure.
 """
 
 from __future__ import annotations
