@@ -189,6 +189,24 @@ async def test_context_path_of_a_deep_chain_comes_in_pages(plexor, backend):
         assert "limit must be between 1 and 100000" in text
 
 
+async def test_a_path_page_stops_at_its_character_budget(plexor, backend):
+    async with plexor.client(installed=["arbor"], env=backend) as client:
+        store = _store(client)
+        tree = store.create_tree()["id"]
+        chain = store.append_chain(tree, [("x" * 1000, {"role": "user"}) for _ in range(20)])
+        whole = store.path(tree, chain["last"])
+        page = store.path_page(tree, chain["last"], 100, max_chars=5500)  # 1,015 characters a node
+        assert page.nodes == whole[-5:] and page.start_depth == 16 and page.depth == 20
+        assert page.continue_from == whole[-6]["id"]
+        # The node itself always comes, even alone over the budget.
+        assert store.path_page(tree, chain["last"], 100, max_chars=10).nodes == whole[-1:]
+        # The row-by-row read (a text holding the separator character) keeps the same budget.
+        odd = store.create_node(tree, content="unit\x1fseparator" + "y" * 990)
+        page = store.path_page(tree, odd["id"], 100, max_chars=5500)
+        assert [n["id"] for n in page.nodes] == [n["id"] for n in whole[-4:]] + [odd["id"]]
+        assert page.continue_from == whole[-5]["id"]
+
+
 async def test_path_pages_agree_with_the_whole_path_on_every_layout(plexor, backend):
     # Runs read a block at a time, trees written turn about, branches and external nodes: every page
     # size gives the tail of the same path, with the right first parent.

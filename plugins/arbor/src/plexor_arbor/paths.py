@@ -116,8 +116,12 @@ class PathsMixin(StoreBase):
         """The nodes from the root to ``node_id``, in order, from ONE recursive query (the whole path)."""
         return self.path_page(tree_id, node_id).nodes
 
-    def path_page(self, tree_id: str, node_id: str, limit: int | None = None) -> PathPage:
+    def path_page(self, tree_id: str, node_id: str, limit: int | None = None,
+                  max_chars: int | None = None) -> PathPage:
         """The last ``limit`` nodes (default: all) of the path root → ``node_id``, root first.
+
+        With ``max_chars`` the page also stops before the node whose text and metadata would take it past
+        that many characters (it always holds the node asked for).
 
         The strings of the one-row read are split and the node dicts built in
         one pass; equal metadata strings are parsed once (each node still gets
@@ -147,7 +151,9 @@ class PathsMixin(StoreBase):
         at_root = ids[0] == agg.root
         start = count - min(count, limit if limit is not None else count)
         if not in_order or (start == 0 and not at_root):
-            return self._page_by_rows(tid, seq, limit)
+            return self._page_by_rows(tid, seq, limit, max_chars)
+        if max_chars is not None and sum(map(len, bodies)) + sum(map(len, metas)) > max_chars:
+            start = _within(start, max_chars, [len(b) + len(m) for b, m in zip(bodies, metas, strict=True)])
         parsed = {m: json.loads(m) for m in set(metas[start:]) if m}
         parsed[""] = {}
         first_parent = ids[start - 1] if start else None
@@ -168,7 +174,7 @@ class PathsMixin(StoreBase):
                 node["position"] = int(position)
                 if kind == "external":
                     node["data"] = {"type": "external", "handle": json.loads(node["data"]["content"])}
-        depth = count - 1 if start == 0 else self._depth(seq)
+        depth = count - 1 if at_root else self._depth(seq)
         return PathPage(out, depth, depth - len(out) + 1, first_parent)
 
     def _depth(self, seq: int) -> int:
@@ -177,13 +183,15 @@ class PathsMixin(StoreBase):
             return int(self.data.value(_COUNT_SQLITE, (seq, None, _ALL))) - 1
         return int(self.data.value(_COUNT_POSTGRES, (seq,))) - 1
 
-    def _page_by_rows(self, tid: str, seq: int, limit: int | None) -> PathPage:
+    def _page_by_rows(self, tid: str, seq: int, limit: int | None, max_chars: int | None) -> PathPage:
         nodes = self._path_by_rows(tid, seq)
         depth = len(nodes) - 1
-        if limit is None or len(nodes) <= limit:
-            return PathPage(nodes, depth, 0, None)
-        page = nodes[-limit:]
-        return PathPage(page, depth, depth - limit + 1, page[0]["parent"])
+        start = len(nodes) - min(len(nodes), limit if limit is not None else len(nodes))
+        if max_chars is not None:
+            sizes = [len(json.dumps(n["data"], ensure_ascii=False)) + len(json.dumps(n["metadata"])) for n in nodes]
+            start = _within(start, max_chars, sizes)
+        page = nodes[start:]
+        return PathPage(page, depth, depth - len(page) + 1, page[0]["parent"])
 
     def _path_by_rows(self, tid: str, seq: int) -> list[dict[str, Any]]:
         """The same path, one row per node: the rare fallback of :meth:`path` (and how paths were read before)."""
@@ -237,3 +245,15 @@ class PathsMixin(StoreBase):
                                                  " ON n.seq = up.seq WHERE n.kind = 'external'"
                                                  " ORDER BY up.depth DESC", (seq,))
         return [{"node_id": r.id, "handle": json.loads(r.handle), "role": r.role} for r in rows]
+
+
+def _within(start: int, max_chars: int, sizes: list[int]) -> int:
+    """The first index from which ``sizes[index:]`` (at least the last one) stays within ``max_chars``."""
+    if sum(sizes[start:]) <= max_chars:
+        return start
+    k = len(sizes) - 1
+    total = sizes[k]
+    while k > start and total + sizes[k - 1] <= max_chars:
+        k -= 1
+        total += sizes[k]
+    return k

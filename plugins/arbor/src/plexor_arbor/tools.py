@@ -288,13 +288,18 @@ def context_list_leaves(ctx: Context, tree_id: str) -> dict[str, Any]:
     return {"tree_id": tree_id, "leaves": leaves, "count": len(leaves)}
 
 
+#: Characters of text and metadata in one page of a context path, at most (the node itself always comes).
+PATH_MAX_CHARS = 4_000_000
+
+
 def context_get_path(ctx: Context, tree_id: str, node_id: str | None = None, limit: int = 10_000) -> dict[str, Any]:
     """Get the conversation context for a node: the full nodes (data, metadata) from the root to it,
     in order. This is what to send to a model to continue from that node.
 
-    A path longer than limit comes in pages that end at the node: the result holds its last
-    ``limit`` nodes, start_depth is the first one's depth, and continue_from names the node to
-    pass as node_id for the part before (null once the page starts at the root).
+    A path longer than limit (or than about 4 million characters of text) comes in pages that
+    end at the node: the result holds the nodes nearest it, start_depth is the first one's depth,
+    and continue_from names the node to pass as node_id for the part before (null once the page
+    starts at the root).
 
     :param tree_id: the tree's id.
     :param node_id: the node the context ends at (default: the tree's head).
@@ -306,7 +311,7 @@ def context_get_path(ctx: Context, tree_id: str, node_id: str | None = None, lim
     store = _store(ctx)
     if node_id is None:
         node_id = store.head_id(tree_id)
-    page = store.path_page(tree_id, node_id, limit)
+    page = store.path_page(tree_id, node_id, limit, PATH_MAX_CHARS)
     return {"tree_id": tree_id, "node_id": page.nodes[-1]["id"], "nodes": page.nodes, "depth": page.depth,
             "start_depth": page.start_depth, "continue_from": page.continue_from}
 
