@@ -148,9 +148,9 @@ def test_optional_clauses_appear_exactly_when_given() -> None:
 
 
 def test_every_parameter_type_has_a_renderer() -> None:
-    from plexor_edgelake import toolspec
+    from plexor_edgelake import params
 
-    assert set(toolspec._RENDER) == set(toolspec.PARAM_TYPES)
+    assert set(params._RENDER) == set(params.PARAM_TYPES)
 
 
 def test_the_engine_builds_the_same_sql_as_the_checked_builder() -> None:

@@ -26,84 +26,17 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import re
 import socket
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from plexor import InvalidArgument, PlexorError
+from plexor import InvalidArgument
+from plexor_edgelake.nodes import EdgeLakeError, Node, NodeTimeout, NodeUnreachable, ReplyTooLarge, parse_nodes
+from plexor_edgelake.wire import Exchange
 
 __all__ = ["EdgeLakeClient", "EdgeLakeError", "Node", "NodeTimeout", "NodeUnreachable", "Reply", "ReplyTooLarge",
            "parse_nodes"]
-
-
-class EdgeLakeError(PlexorError):
-    """The node answered with an error, or with a reply that cannot be read."""
-
-    code = "edgelake_error"
-
-
-class NodeUnreachable(EdgeLakeError):
-    """No connection could be made to the node."""
-
-    code = "edgelake_unreachable"
-
-
-class NodeTimeout(EdgeLakeError):
-    """The node did not answer in time."""
-
-    code = "edgelake_timeout"
-
-
-class ReplyTooLarge(EdgeLakeError):
-    """The reply grew past ``[edgelake] max_reply_bytes``; it was abandoned."""
-
-    code = "edgelake_reply_too_large"
-
-
-@dataclass(frozen=True)
-class Node:
-    """A configured node: its name (as given in ``nodes``) and address."""
-
-    name: str
-    host: str
-    port: int
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def label(self) -> str:
-        return self.address if self.name == self.address else f"{self.name} ({self.address})"
-
-
-_NODE = re.compile(r"^(?:(?P<name>[A-Za-z_][\w.-]*)\s*=\s*)?(?:https?://)?(?P<host>[A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})/?$")
-
-
-def parse_nodes(values: Any, source: str = "[edgelake] nodes") -> list[Node]:
-    """``["127.0.0.1:32049", "edge2=10.0.0.2:32049"]`` as :class:`Node` objects; the first is the default."""
-    from plexor import ConfigError
-
-    if isinstance(values, str):
-        values = [v for v in values.split(",") if v.strip()]
-    if not isinstance(values, list) or not values:
-        raise ConfigError(f"{source} must list at least one node", 'Set nodes = ["127.0.0.1:32049"] (host:port, or name=host:port).')
-    nodes: list[Node] = []
-    for raw in values:
-        m = _NODE.match(str(raw).strip())
-        if not m or not 0 < int(m.group("port")) < 65536:
-            raise ConfigError(
-                f"{source}: {raw!r} is not host:port or name=host:port",
-                'Write each node as "127.0.0.1:32049" or "edge2=10.0.0.2:32049" (the node\'s REST port).',
-            )
-        host, port = m.group("host").strip("[]"), int(m.group("port"))
-        address = f"{host}:{port}"
-        node = Node(m.group("name") or address, host, port)
-        if any(n.name == node.name for n in nodes):
-            raise ConfigError(f"{source}: the node {node.name!r} is listed twice", "Give each node once (or a distinct name=).")
-        nodes.append(node)
-    return nodes
 
 
 @dataclass
@@ -122,120 +55,6 @@ class Reply:
 
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
-
-
-_KEEP_RAW = 65536  # bytes of raw reply kept to recover an unframed body (the node's errors are small)
-
-
-class _Exchange:
-    """The reading of one reply, under a byte limit.
-
-    httptools calls the ``on_*`` methods from ``feed_data``; ``done`` turns
-    true once: when the reply is complete, unreadable, too large, or the
-    connection closed. When a chunked header is followed by bytes that are not
-    chunk framing, parsing stops and the raw bytes after the headers are kept
-    until the node closes: that is where the node puts its error JSON.
-    """
-
-    def __init__(self, limit: int) -> None:
-        import httptools
-
-        self.limit = limit
-        self.done = False
-        self.parser = httptools.HttpResponseParser(self)
-        self.reason = b""
-        self.header_list: list[tuple[bytes, bytes]] = []
-        self.chunks: list[bytes] = []
-        self.raw: bytearray | None = bytearray()  # the first bytes as received, while they may be needed
-        self.received = 0
-        self.status = 0
-        self.headers_done = False
-        self.until_close = False  # no Content-Length, not chunked: the body ends when the node closes
-        self.complete = False
-        self.unframed = False
-        self.too_large = False
-        self.error: str | None = None
-
-    def data_received(self, data: bytes) -> None:
-        import httptools
-
-        if self.complete or self.done and not self.unframed:
-            return
-        self.received += len(data)
-        if self.received > self.limit:
-            self.too_large = True
-            self._abandon()
-            return
-        if self.raw is not None:
-            self.raw += data
-            if len(self.raw) > _KEEP_RAW and not self.unframed:
-                self.raw = None
-        if self.unframed:
-            return
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            if self.complete:
-                return  # bytes after the reply's end: ignored, the connection is dropped anyway
-            if self.headers_done and not self.chunks and self.raw is not None:
-                self.unframed = True  # chunked declared, raw bytes follow: read them until the close
-                self.error = "the body is not chunk-framed although the headers say chunked"
-                return
-            self.error = str(exc) or type(exc).__name__
-            self._wake()
-        except httptools.HttpParserUpgrade:
-            self.error = "the node asked to switch protocols"
-            self._wake()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.headers_done and self.until_close and not self.complete and self.error is None:
-            self.complete = True
-        self._wake()
-
-    def _abandon(self) -> None:
-        self.chunks, self.raw = [], None  # the caller drops the connection: not another byte is read
-        self._wake()
-
-    def _wake(self) -> None:
-        self.done = True
-
-    def body(self) -> bytes:
-        if self.unframed and self.raw is not None:
-            at = bytes(self.raw).find(b"\r\n\r\n")
-            return bytes(self.raw[at + 4:]) if at >= 0 else b""
-        return b"".join(self.chunks)
-
-    # -- httptools callbacks -----------------------------------------------------------------------
-    def on_message_begin(self) -> None:
-        if self.complete:  # a second message after the reply: stop parsing (nobody asked for it)
-            raise _Extra()
-
-    def on_status(self, status: bytes) -> None:
-        self.reason += status
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.header_list.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        self.headers_done = True
-        self.status = self.parser.get_status_code()
-        if not (100 <= self.status < 200 or self.status in (204, 304)):
-            names = {n.lower() for n, _ in self.header_list}
-            self.until_close = b"content-length" not in names and b"transfer-encoding" not in names
-
-    def on_body(self, body: bytes) -> None:
-        self.chunks.append(body)
-
-    def on_message_complete(self) -> None:
-        if 100 <= self.status < 200:  # an interim reply (100 Continue): the real one follows
-            self.reason, self.header_list, self.headers_done, self.status = b"", [], False, 0
-            return
-        self.complete = True
-        self._wake()
-
-
-class _Extra(Exception):
-    """Raised from a parser callback to stop at the end of the reply."""
 
 
 class EdgeLakeClient:
@@ -390,7 +209,7 @@ class EdgeLakeClient:
                 await loop.sock_connect(sock, address)
             self.stats["connections_opened"] += 1
             await loop.sock_sendall(sock, request)
-            conn = _Exchange(limit)
+            conn = Exchange(limit)
             while not conn.done:
                 data = await loop.sock_recv(sock, 262144)
                 if not data:

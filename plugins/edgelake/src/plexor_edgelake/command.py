@@ -18,10 +18,11 @@ Nothing here talks to a node; it is pure and unit-tested.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from plexor import InvalidArgument
+from plexor_edgelake.template import Template, TemplateError, render_command
 
 __all__ = [
     "Template",
@@ -33,6 +34,7 @@ __all__ = [
     "identifier_list",
     "order_by",
     "quoted_value",
+    "render_command",
     "select_list",
     "select_statement",
     "sql_condition",
@@ -194,7 +196,7 @@ def _split_top_level(text: str) -> list[str]:
 def select_list(name: str, value: Any) -> str:
     """What to select: ``*`` or columns and expressions (``device, count(*), avg(value) as mean``)."""
     if value == "*":
-        return value
+        return "*"
     items = _split_top_level(value) if isinstance(value, str) else list(value or [])
     if not items or any(not isinstance(i, str) for i in items):
         raise _reject(name, value, "it must be '*', a comma-separated string or a list of strings",
@@ -346,72 +348,3 @@ def bring_clause(name: str, value: Any) -> str:
     _el_tokens(name, text, guidance)
     return text if text.startswith(".") else " " + text
 
-
-# --------------------------------------------------------------------------------------------------
-# Command templates
-
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
-
-
-class TemplateError(ValueError):
-    """A template that cannot be used (raised while the tools file is validated)."""
-
-
-class Template:
-    """A command template: literal text with ``{name}`` placeholders (``{{`` / ``}}`` are braces)."""
-
-    def __init__(self, text: str) -> None:
-        if not isinstance(text, str) or not text.strip():
-            raise TemplateError("must be a non-empty string")
-        self.text = text
-        self.parts: list[tuple[bool, str]] = []  # (is_placeholder, text)
-        pos = 0
-        for m in _PLACEHOLDER.finditer(text):
-            if m.start() > pos:
-                self.parts.append((False, text[pos:m.start()]))
-            token = m.group()
-            if token in ("{{", "}}"):
-                self.parts.append((False, token[0]))
-            elif token in ("{", "}"):
-                raise TemplateError(f"has an unmatched {token!r} at position {m.start()} (write {token * 2} for a literal brace)")
-            else:
-                name = m.group(1).strip()
-                if not IDENT.match(name):
-                    raise TemplateError(f"has the placeholder {token!r}, which is not a plain name")
-                self.parts.append((True, name))
-            pos = m.end()
-        if pos < len(text):
-            self.parts.append((False, text[pos:]))
-        _no_control_template(text)
-
-    @property
-    def placeholders(self) -> list[str]:
-        return [p for is_ph, p in self.parts if is_ph]
-
-    def missing(self, values: Mapping[str, str | None]) -> list[str]:
-        return [p for p in self.placeholders if values.get(p) in (None, "")]
-
-    def render(self, values: Mapping[str, str | None]) -> str:
-        """Fill every placeholder; a placeholder without a value is an error, never literal text."""
-        missing = self.missing(values)
-        if missing:
-            raise InvalidArgument(
-                f"the command template {self.text!r} needs {', '.join(missing)}, which {'was' if len(missing) == 1 else 'were'} not given",
-                f"Pass {', '.join(repr(m) for m in missing)}.",
-            )
-        return "".join(values[p] if is_ph else p for is_ph, p in self.parts)  # type: ignore[misc]
-
-
-def _no_control_template(text: str) -> None:
-    m = _CONTROL.search(text)
-    if m:
-        raise TemplateError(f"contains the control character {m.group()!r}; commands travel in one HTTP header line")
-
-
-def render_command(command: Template, clauses: Iterable[Template], values: Mapping[str, str | None]) -> str:
-    """The main template, then each clause whose placeholders all have values (exactly those)."""
-    out = command.render(values)
-    for clause in clauses:
-        if not clause.missing(values):
-            out = f"{out} {clause.render(values)}"
-    return out.strip()

@@ -322,7 +322,7 @@ def _annotation(p: ParamDef) -> Any:
     t = p.type
     if t == "integer" or t == "number":
         base: Any = int if t == "integer" else float
-        constraints = {}
+        constraints: dict[str, Any] = {}
         if p.minimum is not None:
             constraints["ge"] = p.minimum
         if p.maximum is not None:

@@ -109,7 +109,7 @@ def check(reply: Reply, *, empty_ok: bool = False, destination: str | None = Non
     if reply.status != 200:
         err = _error_object(reply.reason) or _error_object(body)
         if err is not None:
-            return _raise(_node_error(reply, err, "status line" if _error_object(reply.reason) else "body"))
+            raise _node_error(reply, err, "status line" if _error_object(reply.reason) else "body")
         raise EdgeLakeError(
             f"EdgeLake node {reply.node.label()} answered {reply.command!r} with HTTP {reply.status} "
             f"{reply.reason}" + (f": {body.strip()[:200]}" if body.strip() else ""),
@@ -160,6 +160,3 @@ def _empty_advice(destination: str | None) -> str:
             "only with destination network) and for an unknown column or a syntax error in the where clause. "
             "Check the columns with edgelake_get_schema; the node's log has the details.")
 
-
-def _raise(exc: EdgeLakeError) -> Any:
-    raise exc
