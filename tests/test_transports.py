@@ -213,3 +213,138 @@ async def test_stdin_eof_stops_the_server_cleanly(plexor_home):
             await anyio.sleep(0.05)
     assert proc.returncode == 0
     assert b'"event": "kernel_stopped"' in proc.stderr.read()
+
+
+BLOCKING = """
+import time
+from plexor import hookimpl
+
+@hookimpl
+def plexor_register_tools(register, settings):
+    def block(seconds: float) -> dict:
+        '''Block a worker thread, then answer.'''
+        time.sleep(seconds)
+        return {"blocked": seconds}
+    register(block)
+"""
+
+HANGING_SHUTDOWN = """
+import os
+import time
+from plexor import hookimpl
+
+@hookimpl
+def plexor_register_tools(register, settings):
+    def hello() -> dict:
+        '''Say hello.'''
+        return {"hello": True}
+    register(hello)
+
+@hookimpl
+def plexor_shutdown(plugin):
+    os.write(2, b"shutdown hook hangs now\\n")
+    time.sleep(600)
+"""
+
+
+def _raw_stdio(home, site, *args, **env):
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve", *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(home, site, **env))
+    _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+    _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    return proc
+
+
+def _read_until(proc, wanted_id, timeout=30.0):
+    """Read stdout lines until the reply with ``wanted_id``; returns it (fails on EOF or timeout)."""
+    import selectors
+
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sel.select(timeout=max(0.0, deadline - time.monotonic())):
+            line = proc.stdout.readline()
+            assert line, "the server closed stdout"
+            reply = json.loads(line)
+            if reply.get("id") == wanted_id:
+                return reply
+    raise AssertionError(f"no reply with id {wanted_id!r} within {timeout} s")
+
+
+def test_stdio_ping_answers_while_blocking_tools_fill_the_thread_pool(plexor_home, site_dir):
+    install_fake_dist(site_dir, "plexor-fakeblock", "fakeblock", "plexor_fakeblock", BLOCKING)
+    proc = _raw_stdio(plexor_home, site_dir)
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": "warm", "method": "tools/call",
+                    "params": {"name": "fakeblock_block", "arguments": {"seconds": 0}}})
+        _read_until(proc, "warm")
+        for i in range(60):  # more than anyio's 40 worker threads
+            _rpc(proc, {"jsonrpc": "2.0", "id": f"b{i}", "method": "tools/call",
+                        "params": {"name": "fakeblock_block", "arguments": {"seconds": 8}}})
+        time.sleep(0.5)  # the calls are now holding every worker thread
+        started = time.monotonic()
+        _rpc(proc, {"jsonrpc": "2.0", "id": "p", "method": "ping"})
+        assert _read_until(proc, "p", timeout=7)["result"] == {}
+        assert time.monotonic() - started < 1.0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_request_before_initialize_and_a_second_initialize_are_refused_clearly(plexor_home):
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=_env(plexor_home))
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        early = _read_until(proc, 1)["error"]
+        assert early["code"] == -32600 and "before the session was initialized" in early["message"]
+        assert "send initialize first" in early["message"]
+        init = {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+        _rpc(proc, init)
+        assert _read_until(proc, 2)["result"]["protocolVersion"] == "2025-11-25"
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _rpc(proc, {**init, "id": 3, "params": {**init["params"], "protocolVersion": "2025-06-18"}})
+        again = _read_until(proc, 3)["error"]
+        assert again["code"] == -32600 and "already initialized (protocol 2025-11-25)" in again["message"]
+        _rpc(proc, {"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
+        assert "tools" in _read_until(proc, 4)["result"]  # the session is unchanged
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_second_sigterm_exits_at_once_while_a_shutdown_hook_hangs(plexor_home, site_dir):
+    install_fake_dist(site_dir, "plexor-fakehang", "fakehang", "plexor_fakehang", HANGING_SHUTDOWN)
+    proc = _raw_stdio(plexor_home, site_dir, "--grace", "60", PLEXOR_START_WAIT="300")
+    _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fakehang_hello", "arguments": {}}})
+    assert _read_until(proc, 2)["result"]["structuredContent"] == {"hello": True}
+    proc.send_signal(signal.SIGTERM)
+    seen = b""
+    deadline = time.monotonic() + 20
+    while b"shutdown hook hangs now" not in seen:
+        assert time.monotonic() < deadline, seen.decode(errors="replace")[-2000:]
+        seen += os.read(proc.stderr.fileno(), 65536)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=5)
+    assert time.monotonic() - started < 2.0
+    assert code == 128 + signal.SIGTERM
+    assert b"exit_forced" in seen + proc.stderr.read()
+
+
+def test_stdin_eof_ends_the_process_in_bounded_time_while_a_shutdown_hook_hangs(plexor_home, site_dir):
+    install_fake_dist(site_dir, "plexor-fakehang", "fakehang", "plexor_fakehang", HANGING_SHUTDOWN)
+    proc = _raw_stdio(plexor_home, site_dir, "--grace", "1", PLEXOR_START_WAIT="300")
+    _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fakehang_hello", "arguments": {}}})
+    assert _read_until(proc, 2)["result"]["structuredContent"] == {"hello": True}
+    started = time.monotonic()
+    proc.stdin.close()
+    code = proc.wait(timeout=30)
+    elapsed = time.monotonic() - started
+    err = proc.stderr.read()
+    assert b"shutdown hook hangs now" in err and b"exit_forced" in err and b"stdin closed" in err
+    assert code == 1 and elapsed < 2 * 1 + 5 + 3, elapsed  # 2 x grace + the margin, plus start-up slack

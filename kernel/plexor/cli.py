@@ -6,7 +6,6 @@ tool, bad arguments or configuration).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -161,141 +160,9 @@ def main() -> None:
     """Plexor: an MCP server whose tools, resources and prompts come from plugins."""
 
 
-def _csv_env(name: str) -> list[str]:
-    return [part.strip() for part in os.environ.get(name, "").split(",") if part.strip()]
+from plexor.serving.command import serve  # noqa: E402 - the serve command lives with the transports
 
-
-@main.command()
-@click.option("--transport", type=click.Choice(["stdio", "http", "sse"]), default="stdio", show_default=True,
-              help="stdio for MCP clients that launch the server; http for Streamable HTTP at /mcp; sse for legacy SSE.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (http/sse).")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (http/sse); 0 picks a free one.")
-@click.option("--token", envvar="PLEXOR_TOKEN", default=None, help="Require 'Authorization: Bearer TOKEN' (http/sse).")
-@click.option("--stateless", is_flag=True, help="Streamable HTTP without sessions (each request stands alone).")
-@click.option("--allow-unauthenticated", is_flag=True, help="Allow a non-loopback bind without --token.")
-@click.option("--allow-origin", "allow_origins", multiple=True,
-              help="Extra allowed Origin (repeatable), e.g. https://app.example; also PLEXOR_ALLOWED_ORIGINS=a,b.")
-@click.option("--allow-host", "allow_hosts", multiple=True,
-              help="Extra allowed Host header (repeatable), e.g. mcp.example:443; also PLEXOR_ALLOWED_HOSTS=a,b.")
-@click.option("--max-body", default=4 * 1024 * 1024, show_default=True, type=click.IntRange(1024), help="Largest request body in bytes (413 above).")
-@click.option("--request-timeout", default=300.0, show_default=True, type=click.FloatRange(0.1),
-              help="Seconds one MCP request (e.g. a tool call) may run before it is cancelled with an error.")
-@click.option("--grace", default=30.0, show_default=True, type=click.FloatRange(0),
-              help="On SIGTERM/SIGINT, seconds in-flight calls get to finish.")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="Worker processes for stateless Streamable HTTP (needs --stateless); they share the storage.")
-@click.option("--daemon", is_flag=True, help="Start the shared background server (http, 127.0.0.1, generated token) "
-              "for `plexor connect`, or report the one running; prints its registry.")
-@click.option("--registry", "registry", default=None, hidden=True, help="(internal) write the daemon registry here once ready.")
-@click.option("--log-level", default=None, type=click.Choice(["debug", "info", "warning", "error"]), help="Log level (JSON lines on stderr).")
-def serve(transport: str, host: str, port: int, token: str | None, stateless: bool, allow_unauthenticated: bool,
-          allow_origins: tuple[str, ...], allow_hosts: tuple[str, ...], max_body: int, request_timeout: float,
-          grace: float, workers: int, daemon: bool, registry: str | None, log_level: str | None) -> None:
-    """Run the MCP server (stdio by default)."""
-    from plexor.log import configure
-
-    configure(log_level or os.environ.get("PLEXOR_LOG_LEVEL") or "info", force=True)
-    if daemon:
-        if transport != "http":
-            raise click.UsageError("--daemon serves Streamable HTTP: use --transport http --daemon")
-        from plexor.daemon import DaemonError, ensure_daemon
-
-        try:
-            info = ensure_daemon()
-        except DaemonError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        click.echo(json.dumps({k: v for k, v in info.items() if k != "token"} | {"registry": str(_registry_path())}))
-        return
-    if workers > 1 and (transport != "http" or not stateless):
-        raise click.UsageError("--workers N needs --transport http --stateless: MCP sessions cannot span processes")
-    from plexor.core.kernel import Kernel
-
-    try:
-        kernel = Kernel()
-        if transport == "stdio":
-            # Only the config file is checked now: under stdio the kernel loads the
-            # plugins right after answering the handshake (see transports.serve_stdio).
-            from plexor.core.config import load_config_file
-
-            load_config_file(kernel.paths.config_file)
-        else:
-            with _stdout_to_stderr():  # a plugin printing at import must not write on the protocol stream
-                kernel.load()
-    except Exception as exc:  # noqa: BLE001
-        message = exc.render() if hasattr(exc, "render") else str(exc)
-        raise click.UsageError(message) from exc
-    if transport == "stdio":
-        import anyio
-
-        from plexor.transports import serve_stdio
-
-        anyio.run(lambda: serve_stdio(kernel, grace=grace))
-        return
-    from plexor.transports import HttpOptions, bind_socket, is_loopback, serve_http
-
-    if not is_loopback(host) and not token and not allow_unauthenticated:
-        raise click.UsageError(
-            f"binding {host} exposes the server beyond this machine; pass --token (or set PLEXOR_TOKEN), "
-            "or --allow-unauthenticated if you really mean it"
-        )
-    if not is_loopback(host) and not token:
-        click.echo(f"warning: serving on {host} without a token: anyone who can reach it can call every tool", err=True)
-    opts = HttpOptions(host=host, port=port, token=token, stateless=stateless, transport=transport,
-                       allowed_origins=list(allow_origins) + _csv_env("PLEXOR_ALLOWED_ORIGINS"),
-                       allowed_hosts=list(allow_hosts) + _csv_env("PLEXOR_ALLOWED_HOSTS"),
-                       max_body_bytes=max_body, request_timeout=request_timeout, grace=grace, workers=workers)
-    try:
-        sock = bind_socket(host, port)
-    except OSError as exc:
-        click.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}. Pick another --port "
-                   "(0 picks a free one), or stop what is using it.", err=True)
-        sys.exit(2)
-    opts.port = sock.getsockname()[1]
-    on_ready = on_stop = None
-    if registry:
-        on_ready, on_stop = _daemon_hooks(registry, opts)
-    click.echo(f"plexor {__version__} serving {'SSE at /sse' if transport == 'sse' else 'Streamable HTTP at /mcp'} "
-               f"on http://{host}:{opts.port}" + (f" with {workers} workers" if workers > 1 else ""), err=True)
-    serve_http(None if workers > 1 else kernel, opts, sock=sock, on_ready=on_ready, on_stop=on_stop)
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Any:
-    """Send fd 1 and ``sys.stdout`` to stderr for the duration (both restored afterwards)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
-def _registry_path() -> Any:
-    from plexor.daemon import registry_path
-
-    return registry_path()
-
-
-def _daemon_hooks(registry: str, opts: Any) -> tuple[Any, Any]:
-    import time
-    from pathlib import Path
-
-    from plexor.daemon import remove_registry, write_registry
-
-    path = Path(registry)
-    pid = os.getpid()
-
-    def ready() -> None:
-        write_registry(path, {"pid": pid, "host": opts.host, "port": opts.port,
-                              "url": f"http://{opts.host}:{opts.port}/mcp", "token": opts.token,
-                              "version": __version__, "started_at": time.time()})
-
-    return ready, lambda: remove_registry(path, pid)
+main.add_command(serve)
 
 
 @main.command("connect")

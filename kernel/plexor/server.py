@@ -19,6 +19,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from plexor import __version__
 from plexor.asking import AskError, InputRequired
@@ -34,6 +35,7 @@ from plexor.serving.asked import (
     stateless_era,
 )
 from plexor.serving.boot import Boot
+from plexor.serving.session import check_order, explain_params
 
 __all__ = ["RESOURCE_NOT_FOUND", "Boot", "build_server"]
 
@@ -297,10 +299,13 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     async def guidance_middleware(ctx: Any, call_next: Any) -> Any:
         # Cross-cutting: remember sessions (for list-changed), time the request,
         # and make sure no handler's exception reaches the client as a traceback.
+        check_order(ctx, server.get_request_handler)
         if boot is not None and not boot.loaded.is_set():
             if ctx.method in ("initialize", "ping") or ctx.request_id is None:
                 try:
                     return await call_next(ctx)
+                except ValidationError as exc:
+                    raise explain_params(exc, ctx.method) or exc from None
                 finally:
                     boot.begin()
             boot.begin()
@@ -322,10 +327,9 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             if isinstance(err.error.data, dict) and err.error.data.get("reason") == "invalid_request_state":
                 raise MCPError(err.error.code, err.error.message + ": " + BAD_STATE, err.error.data) from None
             raise
+        except ValidationError as exc:  # params that do not fit the method (the SDK's own check)
+            raise explain_params(exc, ctx.method) or exc from None
         except Exception as exc:
-            name = type(exc).__name__
-            if name in ("ValidationError",):
-                raise
             explained = kernel.explain(exc, {"plugin": None, "uri": ctx.method, "request_id": ctx.request_id})
             raise MCPError(types.INTERNAL_ERROR, explained.render()) from None
         finally:

@@ -176,6 +176,12 @@ class AnswerIds:
             return message
 
         async def answer(message: Any) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 202:
+                stray = _stray(b"".join(chunks))  # the SDK took a request with an unusable id for a notification
+                if stray is not None:
+                    message = {**message, "status": 400, "headers": [(b"content-type", b"application/json")]}
+                    held["start"], held["body"], held["replace"] = message, b"", stray
+                    return
             if message["type"] == "http.response.start" and message["status"] == 400:
                 held["start"] = message
                 held["body"] = b""
@@ -185,6 +191,7 @@ class AnswerIds:
                 if message.get("more_body"):
                     return
                 start, body = held.pop("start"), _rewritten(held.pop("body"), b"".join(chunks))
+                body = held.pop("replace", body)
                 headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
                 await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
                 await send({"type": "http.response.body", "body": body})
@@ -192,6 +199,13 @@ class AnswerIds:
             await send(message)
 
         await self.app(scope, keep, answer)
+
+
+def _stray(request: bytes) -> bytes | None:
+    from plexor.serving.wire import stray_id
+
+    reply = stray_id(request.decode("utf-8", "replace"))
+    return None if reply is None else json.dumps(reply.wire()).encode()
 
 
 def _rewritten(answer: bytes, request: bytes) -> bytes:

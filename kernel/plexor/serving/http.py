@@ -145,6 +145,9 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         kernel.load()
     server = build_server(kernel)
     server.middleware.append(_timeout_middleware(opts.request_timeout))
+    from plexor.telemetry import http_routes
+
+    observing = http_routes(kernel, server)  # /metrics and the HTTP traceparent, when PLEXOR_OTEL is on
     # Host and Origin are checked by HostOriginGuard (exact matches, every route); the SDK keeps its Content-Type check.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
@@ -188,7 +191,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
                 await stopped()
 
         app: Any = Starlette(routes=[
-            Route("/healthz", healthz),
+            Route("/healthz", healthz), *observing,
             Route("/sse", handle_sse, methods=["GET"]),
             Mount("/messages/", app=sse.handle_post_message),
         ], lifespan=sse_lifespan)
@@ -202,7 +205,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
             transport_security=security,
             host=opts.host,
             max_request_body_size=opts.max_body_bytes,
-            custom_starlette_routes=[Route("/healthz", healthz)],
+            custom_starlette_routes=[Route("/healthz", healthz), *observing],
         )
         manager_lifespan = inner.router.lifespan_context
 
