@@ -81,12 +81,18 @@ class Catalog:
         return entry
 
     def lookup(
-        self, key_name: str, *, fuzzy: bool = False, layout: str | None = None, default_layout: str = DEFAULT_LAYOUT
+        self,
+        key_name: str,
+        *,
+        fuzzy: bool = False,
+        layout: str | None = None,
+        default_layout: str | None = DEFAULT_LAYOUT,
     ) -> dict[str, Any]:
         """Resolve ``key_name`` the way ``keyboard_lookup_keycode`` documents; returns the result object.
 
         In order: a blank is the space bar, "F{n}+" an F-key's secondary function, a
         code a reverse lookup, then names; a miss gives suggestions or a not-found error.
+        ``layout`` and ``default_layout`` take any form of the layout vocabulary.
         """
         raw = key_name
         _check_key_name(raw)

@@ -167,7 +167,9 @@ def lookup_keycode(ctx: Context, key_name: str | int, fuzzy: bool = False, layou
         external_2011_2020_no_backlight, aluminium_2007_2010, macbook_air_wellspring4_2010, touch_bar_2016_2022;
         short forms such as "intel", "external" or "touch bar" work too, in any case.
     """
-    result = _catalog().lookup(str(key_name), fuzzy=fuzzy, layout=layout, default_layout=_default_layout(ctx.settings))
+    # default_layout was checked against the layout vocabulary at start; the catalog resolves its form.
+    default = ctx.settings.get("default_layout")
+    result = _catalog().lookup(str(key_name), fuzzy=fuzzy, layout=layout, default_layout=default)
     if result.get("found") is False:
         if result["suggestions"]:
             best = result["suggestions"][0]
