@@ -58,6 +58,12 @@ class KernelBase(_Machine):
         self._idle: Any = None
         self._listeners: list[Callable[[str], Any]] = []
         self._pm: Any = None
+        # plexor.telemetry.Telemetry when PLEXOR_OTEL is on; Pipeline.run's only cost when off is checking it.
+        self.telemetry: Any = None
+        if self.environ.get("PLEXOR_OTEL", "").strip().lower() not in ("", "0", "false", "no", "off"):
+            from plexor.telemetry import from_environ
+
+            self.telemetry = from_environ(self)
         from plexor.log import configure, get_logger
 
         if "PLEXOR_LOG_LEVEL" in self.environ:

@@ -51,6 +51,12 @@ class Pipeline(KernelBase):
     async def run(self, req: Request, plugin: str, t: Target, args: tuple[Any, ...] = (),
                   kwargs: dict[str, Any] | None = None, *, ready_required: bool = True, arguments: Any = None) -> Any:
         """Gate, count, build the context, dispatch and explain: the steps every request shares."""
+        if self.telemetry is not None:  # off by default; on, plexor.telemetry spans and times the request
+            return await self.telemetry.observe(self._run, req, plugin, t, args, kwargs, ready_required, arguments)
+        return await self._run(req, plugin, t, args, kwargs, ready_required, arguments)
+
+    async def _run(self, req: Request, plugin: str, t: Target, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
+                   ready_required: bool, arguments: Any) -> Any:
         rec = self.records[plugin]
         await self._gate(rec, ready_required)
         values = {} if kwargs is None else kwargs
@@ -137,19 +143,23 @@ class Pipeline(KernelBase):
         on 2026-07-28 exchanges, :class:`plexor.asking.AskError` (a JSON-RPC error by the spec).
         """
         spec: ToolSpec | None = None
+        req: Request | None = None  # set once the call is past lookup, gate and validation
         try:
             spec = self.resolve_tool(name)
             await self._gate(self.records[spec.plugin], spec.ready_required)  # not-ready wins over bad arguments
             if arguments is not None and not isinstance(arguments, dict):
                 raise InvalidArgument("arguments must be a JSON object", "Pass named arguments, e.g. {\"key\": \"value\"}.")
-            req = Request("tool", spec.name, session, request_id, progress_token, close_sse_stream, exchange)
             values = spec.signature.validate(arguments)
+            req = Request("tool", spec.name, session, request_id, progress_token, close_sse_stream, exchange)
             value = await self.run(req, spec.plugin, spec.target, (), values, ready_required=spec.ready_required,
                                    arguments=arguments)
             return tool_outcome(spec, value)
         except PlexorError as exc:
             if _escapes(exc, exchange):
                 raise
+            if req is None and self.telemetry is not None:  # refused before the pipeline: counted all the same
+                self.telemetry.refused(Request("tool", spec.name if spec else name, session, request_id),
+                                       spec.plugin if spec else None, exc)
             return self._error_outcome(exc, spec, name, arguments, request_id)
         except Exception as exc:  # noqa: BLE001 - a failure while shaping the result
             return self._error_outcome(exc, spec, name, arguments, request_id)

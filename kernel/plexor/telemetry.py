@@ -1,0 +1,314 @@
+"""OpenTelemetry traces and metrics for every request, in the MCP semantic conventions; off by default.
+
+The kernel's pipeline (:meth:`plexor.core.pipeline.Pipeline.run`) checks one attribute,
+``kernel.telemetry``; it is ``None`` unless ``PLEXOR_OTEL`` is set, and then it is a
+:class:`Telemetry` built by :func:`from_environ`. Nothing here imports OpenTelemetry at
+module level: ``import plexor.telemetry`` is as cheap as the stdlib, and the SDK (the
+``plexor[otel]`` extra) is imported only when telemetry is switched on.
+
+What is emitted (``docs/observability.md`` has the details and queries):
+
+- one span per request, named ``{mcp.method.name} {target}``, with the MCP attributes of
+  the OpenTelemetry semantic conventions (v1.39.0 onwards; as shipped in
+  ``opentelemetry-semantic-conventions`` 0.66b2), the plugin's name and the outcome; its
+  parent is the client's trace context when the request carries one;
+- ``mcp.server.operation.duration`` (histogram, seconds) by method, tool or prompt,
+  plugin and outcome; ``plexor.requests.in_flight`` and ``plexor.plugins`` (gauges read
+  only when metrics are collected, so they cost nothing per call);
+- child spans wherever a plugin wraps remote or storage work in :func:`span`.
+
+Arguments, results and tokens are never recorded; ``PLEXOR_OTEL_RECORD_ARGUMENTS=1`` opts
+in to a tool's arguments (``gen_ai.tool.call.arguments``, cut at 4 KiB).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+    from opentelemetry.trace import TracerProvider
+
+    from plexor.core.base import KernelBase
+    from plexor.core.pipeline import Request
+
+__all__ = ["SWITCH", "Telemetry", "enabled", "from_environ", "http_routes", "span"]
+
+SWITCH = "PLEXOR_OTEL"
+RECORD_ARGUMENTS = "PLEXOR_OTEL_RECORD_ARGUMENTS"
+ARGUMENTS_LIMIT = 4096
+# The MCP method each kind of pipeline request answers.
+METHODS = {"tool": "tools/call", "uri": "resources/read", "prompt": "prompts/get",
+           "completion": "completion/complete", "listing": "resources/list"}
+# The semantic conventions' advice for mcp.server.operation.duration, with two finer buckets
+# below 10 ms: most Plexor tools answer in well under a millisecond.
+BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+_OFF = ("", "0", "false", "no", "off")
+
+# The telemetry of the request running in this context (set by Telemetry.observe), for span().
+_active: contextvars.ContextVar[Telemetry | None] = contextvars.ContextVar("plexor_telemetry", default=None)
+
+
+def enabled(environ: Mapping[str, str]) -> bool:
+    """Whether ``PLEXOR_OTEL`` switches telemetry on."""
+    return environ.get(SWITCH, "").strip().lower() not in _OFF
+
+
+def span(name: str, *, kind: str = "client", **attributes: Any) -> contextlib.AbstractContextManager[Any]:
+    """A child span of the current request, for a plugin's remote or storage call::
+
+        with plexor.span("edgelake query", **{"server.address": host}):
+            reply = send(...)
+
+    ``kind`` is ``"client"`` (a call to another service, the default) or ``"internal"``.
+    When telemetry is off, or outside a request, this is a shared no-op context manager:
+    the cost is one context-variable read. Attribute values must be str, bool, int or
+    float; leave arguments and results out of them.
+    """
+    telemetry = _active.get()
+    if telemetry is None:
+        return _NOOP
+    return telemetry.child(name, kind, attributes)
+
+
+_NOOP = contextlib.nullcontext()
+
+
+class Telemetry:
+    """Spans and metrics of one kernel's requests; ``kernel.telemetry`` holds it when switched on.
+
+    :param kernel: the kernel whose requests, in-flight count and plugins are observed.
+    :param tracer_provider: where spans go (an SDK ``TracerProvider``).
+    :param meter_provider: where metrics go (an SDK ``MeterProvider``).
+    :param registry: the ``prometheus_client`` registry ``/metrics`` renders, if any.
+    :param record_arguments: also record each tool call's arguments (an operator's opt-in).
+    """
+
+    def __init__(self, kernel: KernelBase, *, tracer_provider: TracerProvider, meter_provider: MeterProvider,
+                 registry: Any = None, record_arguments: bool = False) -> None:
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        from plexor import __version__
+
+        self.kernel = kernel
+        self.registry = registry
+        self.record_arguments = record_arguments
+        self.tracer = tracer_provider.get_tracer("plexor", __version__)
+        self._get_current_span = trace.get_current_span
+        self._kinds = {"client": SpanKind.CLIENT, "internal": SpanKind.INTERNAL, "server": SpanKind.SERVER}
+        self._error = Status(StatusCode.ERROR)
+        meter = meter_provider.get_meter("plexor", __version__)
+        self.duration = meter.create_histogram(
+            "mcp.server.operation.duration", unit="s",
+            description="How long the server took to answer an MCP request, from the pipeline's entry to its result.",
+            explicit_bucket_boundaries_advisory=list(BUCKETS))
+        meter.create_observable_gauge("plexor.requests.in_flight", [self._observe_in_flight], unit="{request}",
+                                      description="Requests being served now (what a drain waits for).")
+        meter.create_observable_gauge("plexor.plugins", [self._observe_plugins], unit="{plugin}",
+                                      description="1 for each plugin in its current state (plexor.plugin.state).")
+
+    # -- the pipeline's hook --------------------------------------------------------
+    async def observe(self, run: Callable[..., Awaitable[Any]], req: Request, plugin: str, *args: Any) -> Any:
+        """Run one pipeline request (``run(req, plugin, *args)``) inside its span, and time it."""
+        method = METHODS.get(req.kind, req.kind)
+        metric: dict[str, Any] = {"mcp.method.name": method, "plexor.plugin.name": plugin}
+        name = method
+        if req.kind == "tool":
+            metric["gen_ai.tool.name"] = req.name
+            metric["gen_ai.operation.name"] = "execute_tool"
+            name = f"{method} {req.name}"
+        elif req.kind == "prompt":
+            metric["gen_ai.prompt.name"] = req.name
+            name = f"{method} {req.name}"
+        attributes = dict(metric)
+        if req.kind == "uri":
+            attributes["mcp.resource.uri"] = req.name  # on the span only: as a metric label it would not be bounded
+        if req.request_id is not None:
+            attributes["jsonrpc.request.id"] = str(req.request_id)
+        connection = getattr(req.session, "_connection", None)  # the SDK has no public accessor in 2.3
+        if connection is not None:
+            session_id = getattr(connection, "session_id", None)
+            if session_id:
+                attributes["mcp.session.id"] = session_id
+            version = getattr(connection, "protocol_version", None)
+            if version:
+                attributes["mcp.protocol.version"] = metric["mcp.protocol.version"] = version
+        if self.record_arguments and req.kind == "tool" and args:
+            attributes["gen_ai.tool.call.arguments"] = _arguments(args[-1])
+        # SERVER when this span is where the request enters (the client's context, if any, is
+        # remote); INTERNAL beneath a span someone else's instrumentation already records.
+        kind = self._kinds["internal" if self._get_current_span().is_recording() else "server"]
+        token = _active.set(self)
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            with self.tracer.start_as_current_span(name, kind=kind, attributes=attributes,
+                                                   record_exception=False, set_status_on_exception=False) as current:
+                try:
+                    return await run(req, plugin, *args)
+                except BaseException as exc:
+                    outcome, error = _outcome(exc)
+                    if error is not None:
+                        metric["error.type"] = error
+                        current.set_attribute("error.type", error)
+                        current.set_status(self._error)
+                    current.set_attribute("plexor.outcome", outcome)
+                    raise
+                else:
+                    current.set_attribute("plexor.outcome", outcome)
+        finally:
+            _active.reset(token)
+            metric["plexor.outcome"] = outcome
+            self.duration.record(time.perf_counter() - started, metric)
+
+    def refused(self, req: Request, plugin: str | None, exc: BaseException) -> None:
+        """Count a tool call refused before it reached a plugin (unknown tool, bad arguments, not ready)."""
+        outcome, error = _outcome(exc)
+        method = METHODS.get(req.kind, req.kind)
+        # An unknown tool's name is whatever the client sent: on the span, never as a metric label.
+        metric: dict[str, Any] = {"mcp.method.name": method, "gen_ai.tool.name": req.name if plugin else "(unknown)",
+                                  "gen_ai.operation.name": "execute_tool", "plexor.outcome": outcome}
+        if plugin:
+            metric["plexor.plugin.name"] = plugin
+        if error is not None:
+            metric["error.type"] = error
+        attributes = {**metric, "gen_ai.tool.name": req.name}
+        if req.request_id is not None:
+            attributes["jsonrpc.request.id"] = str(req.request_id)
+        with self.tracer.start_as_current_span(f"{method} {req.name}", kind=self._kinds["server"], attributes=attributes,
+                                               record_exception=False, set_status_on_exception=False) as current:
+            current.set_status(self._error)
+        self.duration.record(0.0, metric)
+
+    def child(self, name: str, kind: str, attributes: dict[str, Any]) -> contextlib.AbstractContextManager[Any]:
+        """A span beneath the current one (see :func:`span`)."""
+        if kind not in self._kinds:
+            raise ValueError(f"span kind {kind!r} is not one of 'client', 'internal', 'server'")
+        return self.tracer.start_as_current_span(name, kind=self._kinds[kind], attributes=attributes)
+
+    # -- gauges, read at collection time ----------------------------------------------
+    def _observe_in_flight(self, options: CallbackOptions) -> Iterator[Observation]:
+        from opentelemetry.metrics import Observation
+
+        yield Observation(self.kernel._inflight)
+
+    def _observe_plugins(self, options: CallbackOptions) -> Iterator[Observation]:
+        from opentelemetry.metrics import Observation
+
+        for rec in list(self.kernel.records.values()):
+            yield Observation(1, {"plexor.plugin.name": rec.name, "plexor.plugin.state": rec.state.value})
+
+    # -- /metrics --------------------------------------------------------------------
+    def prometheus_text(self) -> tuple[bytes, str]:
+        """The metrics in the Prometheus text format, and its content type."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _outcome(exc: BaseException) -> tuple[str, str | None]:
+    """``(plexor.outcome, error.type)`` of a request that raised ``exc``."""
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    kind = type(exc).__name__
+    if kind == "InputRequired":  # the tool asked the client something: not a failure
+        return "input_required", None
+    import anyio
+
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return "cancelled", "cancelled"
+    return "error", kind
+
+
+def _arguments(values: Any) -> str:
+    try:
+        text = json.dumps(values, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(values)
+    return text[:ARGUMENTS_LIMIT]
+
+
+def from_environ(kernel: KernelBase) -> Telemetry:
+    """The telemetry ``PLEXOR_OTEL`` asks for, exporting as the standard ``OTEL_*`` variables say.
+
+    Spans and metrics go over OTLP (HTTP/protobuf) when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the
+    ``_TRACES_``/``_METRICS_`` variants) is set; metrics are also kept for ``/metrics``.
+    """
+    from plexor.errors import ConfigError
+
+    environ = kernel.environ
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from prometheus_client import CollectorRegistry
+    except ImportError as exc:
+        raise ConfigError(f"{SWITCH}={environ.get(SWITCH)!r} but the OpenTelemetry SDK is not installed ({exc.name})",
+                          f"Install it with: pip install 'plexor[otel]'; or unset {SWITCH}.") from None
+    from plexor import __version__
+
+    resource = Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME") or "plexor",
+                                "service.version": __version__})
+    tracer_provider = TracerProvider(resource=resource)
+    registry = CollectorRegistry(auto_describe=True)
+    readers: list[MetricReader] = [PrometheusMetricReader(registry=registry)]
+    base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").rstrip("/")
+    traces = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or (base and f"{base}/v1/traces")
+    metrics = environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or (base and f"{base}/v1/metrics")
+    if traces and environ.get("OTEL_TRACES_EXPORTER", "otlp") != "none":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces)))
+    if metrics and environ.get("OTEL_METRICS_EXPORTER", "otlp") != "none":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=metrics)))
+    meter_provider = MeterProvider(metric_readers=readers, resource=resource)
+    return Telemetry(kernel, tracer_provider=tracer_provider, meter_provider=meter_provider, registry=registry,
+                     record_arguments=environ.get(RECORD_ARGUMENTS, "").strip().lower() not in _OFF)
+
+
+def http_routes(kernel: KernelBase, server: Any) -> list[Any]:
+    """What the HTTP transport adds when telemetry is on: ``/metrics``, and the HTTP ``traceparent``.
+
+    The SDK server's own first middleware continues a trace from ``params._meta``; this puts one
+    in front of it that continues the ``traceparent`` header of the HTTP request instead, when
+    ``_meta`` has none. Returns the routes to mount (none when telemetry is off).
+    """
+    telemetry: Telemetry | None = getattr(kernel, "telemetry", None)
+    if telemetry is None:
+        return []
+    from starlette.requests import Request as HttpRequest
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    server.middleware.insert(0, _http_trace_context)
+
+    async def metrics(request: HttpRequest) -> Response:
+        body, content_type = telemetry.prometheus_text()
+        return Response(body, media_type=content_type)
+
+    return [Route("/metrics", metrics, methods=["GET"])]
+
+
+async def _http_trace_context(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """SDK middleware: make the HTTP request's ``traceparent`` the current context, unless ``_meta`` has one."""
+    headers = getattr(ctx.request, "headers", None)
+    if headers is None or "traceparent" not in headers or (ctx.meta and "traceparent" in ctx.meta):
+        return await call_next(ctx)
+    from opentelemetry import context, propagate
+
+    token = context.attach(propagate.extract({k: headers[k] for k in ("traceparent", "tracestate") if k in headers}))
+    try:
+        return await call_next(ctx)
+    finally:
+        context.detach(token)
