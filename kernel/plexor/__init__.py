@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from plexor.asking import AskError, Elicit, ListRoots, Sample
     from plexor.params import Header
     from plexor.settings import ConfigSpec, Settings
+    from plexor.telemetry import span
 
     hookimpl: pluggy.HookimplMarker
     """Decorator marking a plugin function as the implementation of a ``plexor_*`` hook."""
@@ -74,7 +75,7 @@ def __getattr__(name: str) -> Any:
 
 _LAZY = {"AskError": "plexor.asking", "Elicit": "plexor.asking", "ListRoots": "plexor.asking",
          "Sample": "plexor.asking", "Header": "plexor.params", "ConfigSpec": "plexor.settings",
-         "Settings": "plexor.settings"}
+         "Settings": "plexor.settings", "span": "plexor.telemetry"}
 
 __all__ = [
     "AskError",
@@ -108,4 +109,5 @@ __all__ = [
     "embedded_resource",
     "hookimpl",
     "image",
+    "span",
 ]
