@@ -39,7 +39,7 @@ COLUMNS = {
                     ("device", "char(4)"), ("value", "decimal")],
 }
 COLUMNS["bulk"] = COLUMNS["temperature"]
-COLUMNS["humidity"] = COLUMNS["temperature"] + [("status", "varchar")]
+COLUMNS["humidity"] = COLUMNS["temperature"] + [("status", "char(5)")]  # as a real node declares it
 
 # Values the capture shows, by table and row_id; every other row is filled deterministically.
 _TEMPERATURE = {1: 18.24, 2: 16.51, 3: 21.51, 4: 15.72, 5: 20.36, 6: 18.66, 7: 15.58}
