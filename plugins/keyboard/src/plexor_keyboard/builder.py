@@ -24,8 +24,8 @@ from plexor_keyboard.layouts import LAYOUT_ALIASES, LAYOUT_IDS
 from plexor_keyboard.model import CatalogError, Entry, Key, norm
 
 __all__ = [
-    "load_json",
     "index_names",
+    "load_json",
     "read_categories",
     "read_constants",
     "read_fkeys",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor_keyboard.catalog import Entry, Key
+    from plexor_keyboard.model import Entry, Key
 
 __all__ = ["MIN_CONFIDENCE", "FuzzyIndex"]
 

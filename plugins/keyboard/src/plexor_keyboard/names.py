@@ -2,7 +2,7 @@
 
 The codes themselves are not here: they come from ``data/kvk.json`` (a copy of
 Apple's ``Events.h`` constants). This module only adds the human side, keyed by
-constant, and :mod:`plexor_keyboard.catalog` joins the two and checks that every
+constant, and :mod:`plexor_keyboard.builder` joins the two and checks that every
 constant is described exactly once and that no alias silently names two keys.
 """
 
