@@ -244,6 +244,8 @@ class StandIn:
             return self._blockchain_get(command)
         if command.startswith("get columns "):
             return self._columns(command)
+        if command.startswith("get data nodes "):
+            return self._data_nodes(command)
         if command.startswith("help"):
             return self._help(command)
         return unframed(f"400 {error(2, 'Error Command Structure', method).decode()}", error(2, "Error Command Structure", method))
@@ -318,6 +320,18 @@ class StandIn:
             err = error(132, "Local table not declared in blockchain")
             return unframed(f"400 {err.decode()}", err)
         return framed("200 OK", "text/json", json.dumps(dict(COLUMNS[m.group(2)])).encode())
+
+    def _data_nodes(self, command: str) -> bytes:
+        """The captured full list, filtered as a real node filters it (company may come last, quoted or not)."""
+        m = re.match(r'^get data nodes where dbms = (\S+) and table = (\S+) and format = json(?: and company = "?([^"]*)"?)?$',
+                     command)
+        if not m:
+            return unframed(f"400 {error(2, 'Error Command Structure').decode()}", error(2, "Error Command Structure"))
+        rows = json.loads(self._record("GET", "get data nodes where dbms = * and table = * and format = json").content)
+        for key, want in (("DBMS", m.group(1)), ("Table", m.group(2)), ("Company", m.group(3))):
+            if want not in (None, "*"):
+                rows = [r for r in rows if r[key] == want]
+        return framed("200 OK", "text/json", json.dumps(rows).encode())
 
     def _help(self, command: str) -> bytes:
         # What the real node answered for a topic or a command it does not know (responses-help.txt).

@@ -258,8 +258,14 @@ async def test_info_table_answers_what_the_node_only_prints(edgelake: Any, node:
 async def test_get_data_nodes_optionally_narrowed(edgelake: Any, node: StandIn) -> None:
     async with edgelake() as client:
         every = await call(client, "get_data_nodes")
+        one = await call(client, "get_data_nodes", database="mydb", table="bulk", company="testco")
+        other = await call(client, "get_data_nodes", company="other co")
     assert [n["Table"] for n in every["nodes"]] == ["temperature", "humidity", "bulk"]
-    assert node.requests[0].command == "get data nodes where dbms = * and table = * and format = json"
+    assert [n["Table"] for n in one["nodes"]] == ["bulk"] and other["nodes"] == []
+    assert [r.command for r in node.requests] == [
+        "get data nodes where dbms = * and table = * and format = json",
+        'get data nodes where dbms = mydb and table = bulk and format = json and company = "testco"',
+        'get data nodes where dbms = * and table = * and format = json and company = "other co"']
 
 
 async def test_upstream_tools_send_upstreams_commands(edgelake: Any, node: StandIn) -> None:

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from plexor import InvalidArgument
+from plexor import InvalidArgument, span
 from plexor_edgelake.nodes import EdgeLakeError, Node, NodeTimeout, NodeUnreachable, ReplyTooLarge, parse_nodes
 from plexor_edgelake.wire import Exchange
 
@@ -138,7 +138,8 @@ class EdgeLakeClient:
                     await asyncio.sleep(self.backoff * (2 ** (attempt - 1)))
                 try:
                     async with asyncio.timeout(timeout):
-                        reply = await self._exchange(node, request, method, command)
+                        with span(method, **{"server.address": node.host, "server.port": node.port, "http.request.method": method}):
+                            reply = await self._exchange(node, request, method, command)
                 except TimeoutError:
                     raise NodeTimeout(
                         f"EdgeLake node {node.label()} did not answer {command!r} within {timeout:g} s",
