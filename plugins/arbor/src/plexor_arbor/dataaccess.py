@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from plexor import span
+
 __all__ = ["DataAccess"]
 
 R = TypeVar("R", bound=tuple[Any, ...])
@@ -49,8 +51,9 @@ class DataAccess:
         return out
 
     def execute(self, text: str, params: Iterable[Any] = ()) -> Any:
-        """Run one statement; returns the cursor."""
-        return self.db.execute_sql(self.sql(text), tuple(params))
+        """Run one statement; returns the cursor (in a child span of the request when telemetry is on)."""
+        with span(text.split(None, 1)[0], kind="client", **{"db.system.name": "postgresql" if self.is_postgres else "sqlite"}):
+            return self.db.execute_sql(self.sql(text), tuple(params))
 
     def row(self, row_type: type[R], text: str, params: Iterable[Any] = ()) -> R | None:
         """The first row as ``row_type`` (a NamedTuple whose fields are the SELECT list), or ``None``."""
