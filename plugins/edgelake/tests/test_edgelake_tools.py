@@ -276,6 +276,7 @@ async def test_upstream_tools_send_upstreams_commands(edgelake: Any, node: Stand
         conns = await call(client, "list_connections")
         dbs = await call(client, "list_local_databases")
         remote = await call(client, "list_local_databases", nodes="127.0.0.1:32048")
+        types = await call(client, "blockchain_get", bring=".unique.json [*]")  # upstream's listPolicyTypes
     assert [r.command for r in node.requests] == [
         "blockchain get (master, query, operator) bring.json [*] [*][name] [*][ip] [*][port]",
         "blockchain get root policies",
@@ -283,12 +284,14 @@ async def test_upstream_tools_send_upstreams_commands(edgelake: Any, node: Stand
         "get connections where format = json",
         "get databases where format = json",
         "get databases where format = json",
+        "blockchain get * bring.unique.json [*]",
     ]
+    assert [t["policy"] for t in types["policies"]] == ["master", "cluster", "operator", "table"]
     assert nodes["nodes"][1] == {"policy": "operator", "name": "el-operator", "ip": "127.0.0.1", "port": 32048}
     assert roots["policies"] == [] and children["policies"] == []
     assert conns["connections"][0]["REST"]["local"] == "127.0.0.1:32049"
     assert "mydb" in dbs["databases"][0] and remote["databases"][0]["node"] == "127.0.0.1:32048"
-    assert node.requests[-1].destination == "127.0.0.1:32048"
+    assert node.requests[-2].destination == "127.0.0.1:32048"
 
 
 @pytest.mark.parametrize(("status_type", "command", "field"), [
