@@ -9,7 +9,9 @@ workers; graceful SIGTERM with the in-flight call finishing.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -207,3 +209,202 @@ def test_a_call_arriving_while_draining_is_refused_with_guidance(tmp_path):
         assert '"slept":2' in first[0].replace(" ", "")
         assert "shutting down" in late[0] and "Reconnect" in late[0]
         served.proc.wait(30)
+
+
+# ---------------------------------------------------------------- exact Host/Origin, token forms
+def _raw(served, method, path, headers=(), body=None, timeout=10):
+    """One request with headers exactly as given (repeats and odd Host values included); returns (status, text)."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=timeout)
+    try:
+        names = {k.lower() for k, _ in headers}
+        conn.putrequest(method, path, skip_host="host" in names, skip_accept_encoding=True)
+        for name, value in headers:
+            conn.putheader(name, value)
+        if body is not None:
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body.encode() if body is not None else None)
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode(errors="replace")
+    finally:
+        conn.close()
+
+
+def test_host_and_origin_are_matched_exactly_on_every_route(tmp_path):
+    with serve_http(tmp_path) as served:
+        ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        mcp = [("Accept", "application/json, text/event-stream"), ("Content-Type", "application/json"),
+               ("MCP-Protocol-Version", "2025-11-25")]
+        port = served.port
+        for host in (f"127.0.0.1:{port}@evil.example", f"127.0.0.1:{port}.evil.example", "evil.example",
+                     f"localhost:{port}/x", f"127.0.0.1:{port} evil"):
+            status, text = _raw(served, "GET", "/healthz", [("Host", host)])
+            assert status == 421 and "--allow-host" in text, (host, status, text)  # DNS rebinding: pid and version stay hidden
+            assert _raw(served, "POST", "/mcp", [("Host", host), *mcp], ping)[0] == 421
+        assert _raw(served, "GET", "/healthz", [("Host", f"127.0.0.1:{port}")])[0] == 200
+        assert _raw(served, "GET", "/healthz", [("Host", f"localhost:{port}")])[0] == 200
+        for origin in (f"http://127.0.0.1:{port}.evil.example", f"http://127.0.0.1:{port}@evil.example",
+                       "http://localhost.evil.example", "null", f"http://127.0.0.1:{port}/path"):
+            assert _raw(served, "POST", "/mcp", [("Origin", origin), *mcp], ping)[0] == 403, origin
+            assert _raw(served, "GET", "/healthz", [("Origin", origin)])[0] == 403, origin
+        assert _raw(served, "POST", "/mcp", [("Origin", f"http://localhost:{port}"), *mcp], json.dumps(INIT))[0] == 200
+
+
+def test_bearer_scheme_is_case_insensitive_and_two_authorization_headers_are_refused(tmp_path):
+    with serve_http(tmp_path, "--token", "t0ken", token="t0ken") as served:
+        for value in ("bearer t0ken", "BEARER t0ken", "Bearer  t0ken"):
+            assert _raw(served, "GET", "/healthz", [("Authorization", value)])[0] == 200, value
+        for pair in (("Bearer t0ken", "Bearer nope"), ("Bearer nope", "Bearer t0ken"), ("Bearer t0ken", "Bearer t0ken")):
+            status, text = _raw(served, "GET", "/healthz", [("Authorization", pair[0]), ("Authorization", pair[1])])
+            assert status == 400 and "exactly one" in text, (pair, status, text)
+        assert _raw(served, "GET", "/healthz", [("Authorization", "Basic t0ken")])[0] == 401
+
+
+# ---------------------------------------------------------------- connection limits
+def test_keep_alive_round_trips_do_not_wait_for_delayed_acks(tmp_path):
+    import http.client
+    import statistics
+
+    with serve_http(tmp_path, "--stateless") as served:
+        conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+        times = []
+        for _ in range(40):
+            started = time.perf_counter()
+            conn.request("POST", "/mcp", body, MCP_HEADERS)
+            resp = conn.getresponse()
+            assert resp.status == 200 and b'"id":1' in resp.read().replace(b" ", b"")
+            times.append(time.perf_counter() - started)
+        conn.close()
+        # Nagle's algorithm meeting delayed ACK holds the body of every reply ~40 ms without TCP_NODELAY.
+        assert statistics.median(times[5:]) < 0.005, [round(t * 1000, 1) for t in times]
+
+
+def _partial(port, data=b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(data)
+    return s
+
+
+def _drained(s, timeout):
+    """Everything the server sends before it closes the connection (fails if it stays open past ``timeout``)."""
+    s.settimeout(timeout)
+    got = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:  # closed with a reset: closed all the same
+            return got
+        if not chunk:
+            return got
+        got += chunk
+
+
+def test_slow_loris_connections_are_timed_out_and_healthz_keeps_answering(tmp_path):
+    with serve_http(tmp_path, "--header-timeout", "1", "--body-timeout", "1", "--max-connections", "20") as served:
+        loris = [_partial(served.port) for _ in range(60)]  # three times the cap, headers never finished
+        started = time.monotonic()
+        assert healthz(served)["kernel"]["state"] == "ready"  # a new connection takes the oldest idle one's place
+        assert time.monotonic() - started < 1.0
+        slow_body = _partial(served.port, b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                          b"Content-Length: 100\r\n\r\n{\"jsonrpc\"")
+        for s in loris + [slow_body]:
+            got = _drained(s, 5)  # closed by the server within the timeouts, not left open
+            assert got == b"" or got.startswith(b"HTTP/1.1 408"), got[:200]
+            s.close()
+        assert healthz(served)["kernel"]["state"] == "ready"
+        assert "Traceback" not in served.stderr()
+
+
+def test_at_the_connection_cap_with_every_connection_busy_a_new_one_gets_503(tmp_path):
+    with serve_http(tmp_path, "--stateless", "--max-connections", "3") as served:
+        done: list = []
+
+        def slow_call():
+            status, text = _raw(served, "POST", "/mcp", [(k, v) for k, v in MCP_HEADERS.items()],
+                                json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                            "params": {"name": "test_slow", "arguments": {"seconds": 3}}}), timeout=30)
+            done.append((status, text))
+
+        threads = [threading.Thread(target=slow_call) for _ in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        status, text = _raw(served, "GET", "/healthz")
+        assert status == 503 and "connection limit" in text
+        for t in threads:
+            t.join(30)
+        assert [s for s, _ in done] == [200, 200, 200]
+        assert healthz(served)["kernel"]["state"] == "ready"
+
+
+def test_accept_failures_are_logged_once_per_burst(tmp_path):
+    import resource
+
+    def low_fd_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (96, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    err = tmp_path / "serve.err"
+    with open(err, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve", "--transport", "http", "--port", "0",
+                                 "--max-connections", "1000", "--header-timeout", "30"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=fh, env=fixture_env(tmp_path), preexec_fn=low_fd_limit)
+    try:
+        deadline = time.monotonic() + 30
+        while "on http://" not in err.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.05)
+        port = int(err.read_text().split("on http://127.0.0.1:")[1].split()[0])
+        time.sleep(1.0)
+        socks = []
+        for _ in range(150):  # more than the server has descriptors for
+            try:
+                socks.append(_partial(port))
+            except OSError:
+                break
+        time.sleep(3.5)  # asyncio retries accept() every second
+        for s in socks:
+            s.close()
+        time.sleep(1.0)
+        text = err.read_text()
+        assert text.count('"accept_failed"') == 1, text[-3000:]
+        assert "Traceback" not in text and len(text) < 20_000
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # serving again
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            assert _drained(s, 5).startswith(b"HTTP/1.1 200")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+HANGING_SHUTDOWN = """
+import os
+import time
+from plexor import hookimpl
+
+@hookimpl
+def plexor_shutdown(plugin):
+    os.write(2, b"shutdown hook hangs now\\n")
+    time.sleep(600)
+"""
+
+
+def test_a_second_sigterm_exits_at_once_while_a_shutdown_hook_hangs(tmp_path, site_dir):
+    from conformance.serving import SITE
+    from conftest import install_fake_dist
+
+    install_fake_dist(site_dir, "plexor-fakehang", "fakehang", "plexor_fakehang", HANGING_SHUTDOWN)
+    env = {"PLEXOR_PLUGINS": "conformance,fakehang", "PYTHONPATH": f"{site_dir}{os.pathsep}{SITE}",
+           "PLEXOR_START_WAIT": "300"}
+    with serve_http(tmp_path, "--grace", "1", env=env) as served:
+        served.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while "shutdown hook hangs now" not in served.stderr():
+            assert time.monotonic() < deadline, served.stderr()[-3000:]
+            time.sleep(0.05)
+        started = time.monotonic()
+        served.proc.send_signal(signal.SIGTERM)
+        assert served.proc.wait(5) == 128 + signal.SIGTERM
+        assert time.monotonic() - started < 2.0
+        assert "exit_forced" in served.stderr()
