@@ -219,3 +219,40 @@ def test_plugin_commands_get_settings_and_database_through_the_handle(plexor_hom
     out = subprocess.run([sys.executable, "-m", "plexor", "fakehandle", "Bo"], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "Hey Bo (visit 3, fakehandle)"
+
+
+async def test_provided_services_are_closed_at_shutdown_newest_first_after_the_hook(plexor_home):
+    from plexor.core.kernel import Kernel
+
+    events: list[str] = []
+
+    class Pool:
+        async def aclose(self) -> None:
+            events.append("pool closed")
+
+    class Watcher:
+        def stop(self) -> None:
+            events.append("watcher stopped")
+
+    class Kept:
+        def stop(self) -> None:
+            events.append("kept stopped")  # withdrawn: its close is the plugin's to call
+
+    def startup(plugin: PluginHandle) -> None:
+        pool, watcher, kept = Pool(), Watcher(), Kept()
+        plugin.provide(pool, close=pool.aclose)
+        plugin.provide(watcher, close=watcher.stop)
+        plugin.provide(kept, close=kept.stop)
+        assert plugin.withdraw(Kept) is kept
+
+    def shutdown(plugin: PluginHandle) -> None:
+        events.append("shutdown hook")
+        assert isinstance(plugin.service(Pool), Pool)  # still there for the hook
+
+    kernel = Kernel([("svc", make_plugin("svc", plexor_startup=startup, plexor_shutdown=shutdown))],
+                    load_entry_points=False, environ={"PLEXOR_HOME": str(plexor_home)})
+    await kernel.start()
+    await kernel.stop()
+    assert events == ["shutdown hook", "watcher stopped", "pool closed"]
+    with pytest.raises(NotReady):
+        kernel.plugin("svc").handle.service(Pool)

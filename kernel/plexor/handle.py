@@ -43,11 +43,12 @@ class PluginHandle:
     plugin's state and warm-up progress, so no plugin writes that check itself.
     """
 
-    __slots__ = ("_record", "_services", "_log", "_open_database")
+    __slots__ = ("_record", "_services", "_closers", "_log", "_open_database")
 
     def __init__(self, record: PluginRecord, open_database: Callable[[], Any] | None = None) -> None:
         self._record = record
         self._services: dict[type, Any] = {}
+        self._closers: dict[type, Callable[[], Any]] = {}
         self._log: Any = None
         self._open_database = open_database
 
@@ -105,9 +106,17 @@ class PluginHandle:
         return self._log
 
     # -- services ---------------------------------------------------------------
-    def provide(self, service: T, *, as_type: type[T] | None = None) -> T:
-        """Make ``service`` available to tools as ``ctx.service(type(service))``; returns it."""
-        self._services[as_type or type(service)] = service
+    def provide(self, service: T, *, as_type: type[T] | None = None, close: Callable[[], Any] | None = None) -> T:
+        """Make ``service`` available to tools as ``ctx.service(type(service))``; returns it.
+
+        :param close: called (and awaited, if it returns an awaitable) when the plugin shuts down,
+            after ``plexor_shutdown`` and before the database closes, last provided first; so a
+            plugin whose shutdown is "stop what I started" needs no shutdown hook.
+        """
+        kind = as_type or type(service)
+        self._services[kind] = service
+        if close is not None:
+            self._closers[kind] = close
         return service
 
     def service(self, kind: type[T]) -> T:
@@ -122,9 +131,27 @@ class PluginHandle:
         raise self.not_ready()
 
     def withdraw(self, kind: type[T]) -> T | None:
-        """Remove and return the service of type ``kind`` (``None`` when there is none): for shutdown."""
+        """Remove and return the service of type ``kind`` (``None`` when there is none); its ``close``
+        is then yours to call."""
+        self._closers.pop(kind, None)
         service: T | None = self._services.pop(kind, None)
         return service
+
+    async def _close_services(self) -> None:
+        """Run the ``close`` callbacks of what is still provided, newest first (the kernel, at shutdown)."""
+        import inspect
+
+        import anyio
+
+        for kind in reversed(list(self._closers)):
+            close = self._closers.pop(kind)
+            self._services.pop(kind, None)
+            if inspect.iscoroutinefunction(close):
+                await close()
+                continue
+            result = await anyio.to_thread.run_sync(close, abandon_on_cancel=True)  # a sync stop may join threads
+            if inspect.isawaitable(result):
+                await result
 
     def not_ready(self) -> NotReady:
         """The guidance error for "this plugin cannot serve yet", from its state and progress."""

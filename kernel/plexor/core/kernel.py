@@ -113,7 +113,9 @@ class Kernel(Loader, Pipeline):
                 await self._idle.wait()
 
     async def stop(self, timeout: float = 30.0) -> None:
-        """Drain, run shutdown hooks, close storage; ends in ``stopped``."""
+        """Drain, run shutdown hooks and close provided services, close storage; ends in ``stopped``."""
+        import anyio
+
         if self.state == State.STOPPED:
             return
         if self.state in (State.CREATED, State.LOADING, State.FAILED):
@@ -129,8 +131,10 @@ class Kernel(Loader, Pipeline):
             if rec.state == State.DRAINING:
                 try:
                     await self._run_hook(rec, "plexor_shutdown", self.start_wait)
+                    with anyio.fail_after(self.start_wait):
+                        await rec.handle._close_services()
                 except TimeoutError:
-                    self.log.error("plugin_shutdown_timeout", plugin=rec.name, hint=f"plexor_shutdown did not "
+                    self.log.error("plugin_shutdown_timeout", plugin=rec.name, hint=f"plexor_shutdown (or a service close) did not "
                                    f"finish within PLEXOR_START_WAIT={self.start_wait:g} s; it was left behind")
                 except Exception as exc:  # noqa: BLE001
                     self.log.error("plugin_shutdown_failed", plugin=rec.name, error=f"{type(exc).__name__}: {exc}")

@@ -91,14 +91,8 @@ def plexor_startup(plugin: PluginHandle) -> None:
     store = plugin.provide(Store(plugin.database))
     interval = float(plugin.settings["sweep_interval"])
     if interval > 0:
-        plugin.provide(Sweeper(plugin, store, interval)).start()
-
-
-@hookimpl
-def plexor_shutdown(plugin: PluginHandle) -> None:
-    sweeper = plugin.withdraw(Sweeper)
-    if sweeper is not None:
-        sweeper.stop()
+        sweeper = Sweeper(plugin, store, interval)
+        plugin.provide(sweeper, close=sweeper.stop).start()  # the kernel stops it at shutdown
 
 
 @hookimpl
