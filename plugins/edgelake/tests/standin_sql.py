@@ -15,6 +15,7 @@ Everything here reproduces what ``data/responses-2.txt`` shows the real node
   (many columns) or 25/23 rows, and a float like ``1000.0`` prints as ``1000``;
 * without a destination: ``increments()``, ``period()`` and ``NOW()`` give an
   empty body; an unknown column in WHERE gives an empty body; pages of 25 rows;
+* anywhere: arithmetic inside an aggregate (``avg(value * 2)``) is error 46;
 * the chunk framing of every format: one chunk per JSON row, one per table
   page, a Statistics chunk; the empty-result forms.
 """
@@ -76,6 +77,7 @@ def seed(con: sqlite3.Connection) -> None:
 _SQL_CMD = re.compile(r'^sql\s+(?P<dbms>\S+)\s+(?:(?P<opts>format\s*=\s*[\w:]+(?:\s+and\s+stat\s*=\s*\w+)?)\s+)?"(?P<sql>.*)"$', re.S)
 _NETWORK_REFUSED = re.compile(r"\b(in\s*\(|between\b|like\b|not\b)|<>|''", re.I)
 _AGGREGATE = re.compile(r"\b(count|avg|sum|min|max)\s*\(", re.I)
+_AGG_ARITHMETIC = re.compile(r"\b(?:count|avg|sum|min|max)\s*\([^()]*(?:[-+/%]|\w\s*\*\s*\w)[^()]*\)", re.I)
 _ONLY_NETWORK = re.compile(r"\b(increments|period|now)\s*\(", re.I)
 
 
@@ -127,6 +129,11 @@ class SqlNode:
         where = where_m.group(1) if where_m else ""
         known = {n for n, _ in COLUMNS[table]}
         for item in _split(select_part):
+            inner = _AGG_ARITHMETIC.search(item)
+            if inner:  # seen on a real node, with and without a destination
+                err = _error(46, "Failed to parse SQL statement",
+                             local_msg=f'Non supported SQL: Error parsing SQL stmt near function: "{inner.group(0)}"')
+                return ("chunks", [err], ctype) if network else ("status400", err, ctype)
             bare = re.sub(r"(?i)^distinct\s+", "", item)
             if re.fullmatch(r"[A-Za-z_]\w*", bare) and bare not in known:
                 err = _error(46, "Failed to parse SQL statement",

@@ -110,6 +110,7 @@ async def test_network_where_is_rewritten_into_forms_the_operators_accept(edgela
     ({"where": "status like '%a%'"}, "LIKE"),
     ({"where": "not (status = 'ok' or device = 'dev1')"}, "NOT"),
     ({"select": "device, value * 2"}, "arithmetic"),
+    ({"select": "device, value + 1 as v"}, "arithmetic"),
     ({"order_by": [{"column": "sum(value)"}], "group_by": ["device"], "select": "device"}, "unless the aggregate is selected"),
 ])
 async def test_network_sql_that_cannot_be_rewritten_is_refused_before_sending(edgelake: Any, node: StandIn,
@@ -118,6 +119,17 @@ async def test_network_sql_that_cannot_be_rewritten_is_refused_before_sending(ed
         text = await fail(client, "query", **{"database": "mydb", "table": "temperature", **args})
     assert named in text and "destination local" in text
     assert node.requests == []
+
+
+@pytest.mark.parametrize("destination", ["network", "local"])
+async def test_arithmetic_inside_an_aggregate_is_refused_everywhere(edgelake: Any, node: StandIn, destination: str) -> None:
+    async with edgelake() as client:
+        text = await fail(client, "query", database="mydb", table="temperature", select="avg(value * 2)",
+                          destination=destination)
+        ok = await call(client, "query", database="mydb", table="temperature", select="count(*), avg(value)",
+                        destination=destination)
+    assert "avg(value * 2)" in text and "error 46" in text and "avg(value) * 2" in text
+    assert len(node.requests) == 1 and ok["rows"][0]["count(*)"] == 300
 
 
 async def test_order_by_an_aggregate_uses_its_alias_and_keeps_the_key(edgelake: Any, node: StandIn) -> None:

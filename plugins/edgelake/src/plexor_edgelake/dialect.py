@@ -5,7 +5,9 @@ Observed on a real node (PROTOCOL.md, "Observed later"): a query sent with
 own WHERE parser, which accepts ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``,
 ``and``, ``or`` and refuses ``IN``, ``BETWEEN``, ``LIKE``, ``NOT``, ``<>`` and a
 ``''`` escape (error 46); ``ORDER BY`` an aggregate gives an empty reply (by its
-alias works); arithmetic in the select list comes back as the plain column.
+alias works); arithmetic in the select list comes back as the plain column (also
+under an alias: ``value + 1 as v``). Arithmetic inside an aggregate
+(``avg(value * 2)``) is error 46 wherever the query runs.
 Run on the node itself (no destination), all of that works as in SQLite, but
 ``increments()``, ``period()`` and ``NOW()`` give an empty reply.
 
@@ -27,6 +29,7 @@ _TOKEN = re.compile(r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+(?:\.\d+)?)|(?P
                     r"|(?P<op><=|>=|<>|!=|[=<>(),*+\-/%]))")
 _AGGREGATE = re.compile(r"^(count|avg|sum|min|max)\s*\(.*\)$", re.I | re.S)
 _ONLY_NETWORK = re.compile(r"\b(increments|period|now)\s*\(", re.I)
+_AGG_ARITHMETIC = re.compile(r"\b(?:count|avg|sum|min|max)\s*\([^()]*(?:[-+/%]|\w\s*\*\s*\w)[^()]*\)", re.I)
 _REFUSED_HINT = re.compile(r"\b(?:in|between|like|not)\b|<>|''", re.I)  # cheap test before tokenising
 _OPERATOR_HINT = re.compile(r"[-+/%*]")
 
@@ -163,6 +166,12 @@ def adapt(parts: Mapping[str, str | None], network: bool) -> tuple[dict[str, str
     out = dict(parts)
     renames: dict[str, str] = {}
     select = parts.get("select") or "*"
+    inner = _AGG_ARITHMETIC.search(select) if _OPERATOR_HINT.search(select.replace("(*)", "")) else None
+    if inner:
+        raise _refuse("select", f"{inner.group(0)}: the node cannot parse arithmetic inside an aggregate (error 46), "
+                                "wherever the query runs",
+                      "Aggregate the column itself and scale the result (avg(value) * 2 is 2 × avg(value)), or "
+                      "select the column and compute from the rows.")
     if not network:
         for name in ("select", "where"):
             m = _ONLY_NETWORK.search(parts.get(name) or "")
