@@ -138,7 +138,9 @@ class EdgeLakeClient:
                     await asyncio.sleep(self.backoff * (2 ** (attempt - 1)))
                 try:
                     async with asyncio.timeout(timeout):
-                        with span(method, **{"server.address": node.host, "server.port": node.port, "http.request.method": method}):
+                        attributes: dict[str, Any] = {"server.address": node.host, "server.port": node.port,
+                                                      "http.request.method": method}
+                        with span(method, **attributes):
                             reply = await self._exchange(node, request, method, command)
                 except TimeoutError:
                     raise NodeTimeout(
