@@ -29,7 +29,8 @@ Two calls: ``node_status`` (``get status where format = json``, 85 bytes) and
 ``query`` (a network query the capture holds: 3 rows in 4 chunks). The plugin,
 like the bare request, opens one connection per request.
 
-Run: ``python bench/edgelake.py [--calls 2000] [--rounds 5] [--write]``;
+Run: ``python bench/edgelake.py [--calls 2000] [--rounds 5] [--in-process] [--write]``, or
+``python bench/edgelake.py --real HOST:PORT`` against a real node (in process only);
 ``--write`` also writes the tables into ``plugins/edgelake/BENCH.md``.
 """
 
@@ -308,6 +309,61 @@ def need(cost: float) -> str:
     return f"{cost / (TARGET - 1) * 1000:.1f} ms"
 
 
+async def real_node(address: str, batches: int, per_batch: int) -> str:
+    """In process against a real node: ``kernel.call_tool`` vs a bare ``Connection: close`` request, same run."""
+    from plexor.core.kernel import Kernel
+
+    host, port = address.rsplit(":", 1)
+    home = Path(tempfile.mkdtemp(prefix="plexor-bench-edgelake-real-"))
+    (home / "config").mkdir()
+    (home / "config" / "plexor.toml").write_text(f'[edgelake]\nnodes = ["{address}"]\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
+    env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS="edgelake", PLEXOR_LOG_LEVEL="warning")
+    kernel = Kernel(load_entry_points=True, environ=env)
+    await kernel.start()
+    cases = {"node_status": CASES["node_status"],
+             "query": ('sql mydb format = json "select device, value from temperature where device = \'dev1\' limit 3"',
+                       "network", CASES["query"][2])}
+
+    def bare(command: str, destination: str | None, n: int) -> float:
+        started = time.perf_counter()
+        for _ in range(n):
+            conn = http.client.HTTPConnection(host, int(port))
+            headers = {"command": command, "User-Agent": "AnyLog/1.23", "Connection": "close"}
+            if destination:
+                headers["destination"] = destination
+            conn.request("GET", "/", headers=headers)
+            resp = conn.getresponse()
+            body = resp.read()
+            conn.close()
+            if resp.status != 200 or not body:
+                raise RuntimeError(f"bare request failed: {resp.status} {body[:100]!r}")
+        return (time.perf_counter() - started) / n
+
+    series: dict[str, dict[str, list[float]]] = {c: {"bare": [], "kernel": []} for c in cases}
+    try:
+        for case, (command, destination, args) in cases.items():
+            bare(command, destination, 3)
+            outcome = await kernel.call_tool(f"edgelake_{case}", args)
+            assert not outcome.is_error, outcome.text
+        for _ in range(batches):
+            for case, (command, destination, args) in cases.items():
+                series[case]["bare"].append(bare(command, destination, per_batch))
+                started = time.perf_counter()
+                for _ in range(per_batch):
+                    await kernel.call_tool(f"edgelake_{case}", args)
+                series[case]["kernel"].append((time.perf_counter() - started) / per_batch)
+    finally:
+        await kernel.stop()
+    lines = [f"Real node {address}: {batches} alternating batches of {per_batch} calls, median per call, load average "
+             f"{os.getloadavg()[0]:.1f}", "", "| call | bare request (µs) | kernel.call_tool (µs) | ratio | ≤ 1.2× |",
+             "| --- | ---: | ---: | ---: | :---: |"]
+    for case, m in series.items():
+        b, k = statistics.median(m["bare"]), statistics.median(m["kernel"])
+        lines.append(f"| {case} | {us(b)} | {us(k)} | {k / b:.2f}× | {verdict(k / b)} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     if "--bare-server" in sys.argv:
         bare_server()
@@ -317,7 +373,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--write", action="store_true", help="write the tables into plugins/edgelake/BENCH.md")
     parser.add_argument("--in-process", action="store_true", help="skip the MCP-over-stdio rows")
+    parser.add_argument("--real", metavar="HOST:PORT",
+                        help="instead of stand-ins: a real node's REST address (the query expects mydb.temperature)")
     ns = parser.parse_args()
+    if ns.real:
+        print(asyncio.run(real_node(ns.real, max(5, ns.rounds * 4), max(10, ns.calls // 50))))
+        return
     procs: list[subprocess.Popen[str]] = []
     try:
         ports = {}
