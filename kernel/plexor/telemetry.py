@@ -141,6 +141,7 @@ class Telemetry:
                 attributes["mcp.protocol.version"] = metric["mcp.protocol.version"] = version
         if self.record_arguments and req.kind == "tool" and args:
             attributes["gen_ai.tool.call.arguments"] = _arguments(args[-1])
+        attributes["plexor.outcome"] = "ok"  # overwritten when it fails
         # SERVER when this span is where the request enters (the client's context, if any, is
         # remote); INTERNAL beneath a span someone else's instrumentation already records.
         kind = self._kinds["internal" if self._get_current_span().is_recording() else "server"]
@@ -160,8 +161,6 @@ class Telemetry:
                         current.set_status(self._error)
                     current.set_attribute("plexor.outcome", outcome)
                     raise
-                else:
-                    current.set_attribute("plexor.outcome", outcome)
         finally:
             _active.reset(token)
             metric["plexor.outcome"] = outcome
@@ -217,6 +216,8 @@ def _outcome(exc: BaseException) -> tuple[str, str | None]:
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     kind = type(exc).__name__
+    if kind == "PlexorError" and exc.__cause__ is not None:  # the pipeline explained a plugin's own exception
+        kind = type(exc.__cause__).__name__
     if kind == "InputRequired":  # the tool asked the client something: not a failure
         return "input_required", None
     import anyio
