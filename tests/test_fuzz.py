@@ -1,7 +1,13 @@
-"""Seeded fuzzing: malformed and mutated JSON-RPC over stdio (10,000 messages) and HTTP.
+"""Seeded fuzzing: malformed and mutated JSON-RPC over stdio and HTTP, in both protocol eras.
 
-Afterwards the server is alive, every request that carried a usable id got exactly
-one well-formed response, and stdout carried nothing but JSON-RPC.
+Over stdio 10,000 messages after the 2025-11-25 handshake and 5,000 in the 2026-07-28 era
+(each request carries its envelope, the first is server/discover); over HTTP 600 bodies and
+headers per era. Mutations include broken JSON, invalid UTF-8, wrong envelope types, huge
+ids, deep nesting, oversized lines, batches, params that are arrays, strings, numbers or
+null, unknown fields, huge numbers, and responses sent to the server. Afterwards the server
+is alive, every request that carried a readable id got exactly one well-formed answer (the
+counts are per id: zero unanswered, none twice), responses sent to the server got none, and
+stdout carried nothing but JSON-RPC.
 """
 
 from __future__ import annotations
@@ -18,13 +24,17 @@ from conformance.serving import INIT, MCP_HEADERS, fixture_env, serve_http
 
 SEED = 20261122
 N_STDIO = 10_000
+N_STDIO_MODERN = 5_000
 N_HTTP = 600
 
 METHODS = ["tools/call", "tools/list", "resources/read", "resources/list", "resources/templates/list",
            "prompts/get", "prompts/list", "completion/complete", "ping", "logging/setLevel", "no/such/method", ""]
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "fuzz", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
 
 
-def _valid(rng: random.Random, i: int) -> dict:
+def _valid(rng: random.Random, i: int, modern: bool = False) -> dict:
     method = rng.choice(METHODS)
     params = {
         "tools/call": {"name": rng.choice(["test_echo", "plexor_health", "test_nope", "test_slow"]),
@@ -35,6 +45,8 @@ def _valid(rng: random.Random, i: int) -> dict:
         "completion/complete": {"ref": {"type": "ref/resource", "uri": "test://template/{id}/data"},
                                 "argument": {"name": "id", "value": "4"}},
     }.get(method, {})
+    if modern:
+        params = {**params, "_meta": dict(ENVELOPE)}
     return {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
 
 
@@ -42,25 +54,29 @@ def _deep(depth: int) -> str:
     return '{"a":[' * depth + "1" + "]}" * depth
 
 
+NEVER = "never"  # a message that must get no answer at all (a response sent to the server)
+
+
 def _mutate(rng: random.Random, msg: dict) -> tuple[bytes, object]:
-    """One fuzzed line and the id a response must carry (None when no response is owed)."""
-    kind = rng.randrange(14)
+    """One fuzzed line and the id exactly one answer must carry (None: no readable id; NEVER: none owed)."""
+    kind = rng.randrange(18)
     m = json.loads(json.dumps(msg))
-    if kind == 0:  # broken JSON
+    if kind == 0:  # broken JSON: no readable id
         raw = json.dumps(m)
         cut = rng.randrange(1, len(raw))
         return raw[:cut].encode(), None
-    if kind == 1:  # invalid UTF-8 inside the line
-        return b'{"jsonrpc":"2.0","id":' + str(m["id"]).encode() + b',"method":"\xff\xfe"}', None
-    if kind == 2:  # wrong types everywhere
+    if kind == 1:  # invalid UTF-8 inside the line (the id is still readable)
+        return b'{"jsonrpc":"2.0","id":' + str(m["id"]).encode() + b',"method":"\xff\xfe"}', m["id"]
+    if kind == 2:  # wrong types in the envelope
         m[rng.choice(["jsonrpc", "method", "params"])] = rng.choice([7, None, [], {"x": 1}, True])
-        return json.dumps(m).encode(), None
-    if kind == 3:  # huge ids
-        m["id"] = rng.choice([10**40, -(10**30), "x" * 5000, 1.5e300])
-        return json.dumps(m).encode(), None
+        return json.dumps(m).encode(), m["id"]
+    if kind == 3:  # huge ids, each still unique (a float is no id at all)
+        i = m["id"]
+        m["id"] = rng.choice([10**40 + i, -(10**30) - i, "x" * 5000 + str(i), 1.5e300])
+        return json.dumps(m).encode(), None if isinstance(m["id"], float) else m["id"]
     if kind == 4:  # deep nesting
         m["params"] = "@DEEP@"
-        return json.dumps(m).replace('"@DEEP@"', _deep(rng.choice([50, 500, 3000]))).encode(), None
+        return json.dumps(m).replace('"@DEEP@"', _deep(rng.choice([50, 500, 3000]))).encode(), m["id"]
     if kind == 5:  # oversized line
         m.setdefault("params", {})["blob"] = "y" * rng.choice([100_000, 1_000_000])
         return json.dumps(m).encode(), m["id"]
@@ -69,13 +85,29 @@ def _mutate(rng: random.Random, msg: dict) -> tuple[bytes, object]:
         return json.dumps(m).encode(), None
     if kind == 7:  # random bytes
         return bytes(rng.randrange(1, 256) for _ in range(rng.randrange(1, 80))).replace(b"\n", b" "), None
-    if kind == 8:  # a response sent to the server
-        return json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {}}).encode(), None
-    if kind == 9:  # a batch (not part of the protocol any more)
-        return json.dumps([m, m]).encode(), None
-    if kind == 10:  # params of the wrong shape
-        m["params"] = rng.choice([[1, 2], "s", 3])
-        return json.dumps(m).encode(), None
+    if kind == 8:  # a response sent to the server: never answered
+        return json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {}}).encode(), NEVER
+    if kind == 9:  # a batch (not part of the protocol any more): its id answered once
+        return json.dumps([m, m]).encode(), m["id"]
+    if kind == 10:  # params that are not an object: an array, a string, a number
+        m["params"] = rng.choice([[1, 2], "s", 3, -1.5, True])
+        return json.dumps(m).encode(), m["id"]
+    if kind == 11:  # params null
+        m["params"] = None
+        return json.dumps(m).encode(), m["id"]
+    if kind == 12:  # unknown fields, in the envelope and in params
+        m[rng.choice(["extra", "ID", "Method"])] = rng.choice([1, "x", None, {"y": []}])
+        if isinstance(m.get("params"), dict):
+            m["params"]["unknownField"] = rng.choice([1, [1], {"z": None}])
+        return json.dumps(m).encode(), m["id"]
+    if kind == 13:  # huge numbers where numbers go
+        m.setdefault("params", {})["n"] = "@NUM@"
+        number = rng.choice(["1e400", "-1e400", "1" + "0" * 400, "1e-400"])
+        return json.dumps(m).replace('"@NUM@"', number).encode(), m["id"]
+    if kind == 14:  # arrays and nulls where objects go inside params
+        params = m.setdefault("params", {})
+        params[rng.choice(["arguments", "_meta", "ref", "argument"])] = rng.choice([[1], None, "s"])
+        return json.dumps(m).encode(), m["id"]
     # untouched, well-formed request: must be answered exactly once
     return json.dumps(m).encode(), m["id"]
 
@@ -90,32 +122,41 @@ def _well_formed(resp: dict) -> bool:
 
 
 @pytest.mark.slow
-def test_stdio_survives_ten_thousand_fuzzed_messages(tmp_path):
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+def test_stdio_survives_ten_thousand_fuzzed_messages(tmp_path, era):
     rng = random.Random(SEED)
     proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=fixture_env(tmp_path))
     try:
-        _drive_stdio(rng, proc)
+        _drive_stdio(rng, proc, modern=era == "2026-07-28")
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
 
 
-def _drive_stdio(rng: random.Random, proc: subprocess.Popen) -> None:
+def _drive_stdio(rng: random.Random, proc: subprocess.Popen, modern: bool) -> None:
     import time
 
     lines: list[bytes] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
     reader.start()
-    proc.stdin.write(json.dumps(INIT).encode() + b"\n" + b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    if modern:  # the first request decides the era: a 2026-07-28 envelope, no handshake
+        first = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}}
+        proc.stdin.write(json.dumps(first).encode() + b"\n")
+    else:
+        proc.stdin.write(json.dumps(INIT).encode() + b"\n" + b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
     owed: list[object] = [1]
-    for i in range(N_STDIO):
-        line, owed_id = _mutate(rng, _valid(rng, 1000 + i))
+    never: list[object] = []
+    for i in range(N_STDIO_MODERN if modern else N_STDIO):
+        line, owed_id = _mutate(rng, _valid(rng, 1000 + i, modern))
         proc.stdin.write(line + b"\n")
-        if owed_id is not None:
+        if owed_id is NEVER:
+            never.append(1000 + i)
+        elif owed_id is not None:
             owed.append(owed_id)
-    proc.stdin.write(b'{"jsonrpc":"2.0","id":"last","method":"ping"}\n')
+    last = {"jsonrpc": "2.0", "id": "last", "method": "ping", "params": {"_meta": ENVELOPE} if modern else {}}
+    proc.stdin.write(json.dumps(last).encode() + b"\n")
     owed.append("last")
     proc.stdin.flush()
     # Wait until the final ping is answered, then check the process is alive and close stdin.
@@ -136,22 +177,44 @@ def _drive_stdio(rng: random.Random, proc: subprocess.Popen) -> None:
     for r in answered:
         key = json.dumps(r["id"])
         counts[key] = counts.get(key, 0) + 1
-    for owed_id in owed:
-        assert counts.get(json.dumps(owed_id)) == 1, f"request {owed_id!r} got {counts.get(json.dumps(owed_id), 0)} responses"
+    unanswered = [i for i in owed if counts.get(json.dumps(i), 0) == 0]
+    twice = [i for i in owed if counts.get(json.dumps(i), 0) > 1]
+    assert unanswered == [] and twice == [], f"{len(unanswered)} unanswered ids {unanswered[:10]}, {len(twice)} answered twice"
+    assert [i for i in never if json.dumps(i) in counts] == []  # responses sent to the server are never answered
+
+
+def _messages(r: httpx.Response) -> list:
+    """The JSON-RPC messages of one HTTP answer: an SSE stream, one JSON object, or an array of them."""
+    if r.headers.get("content-type", "").startswith("text/event-stream"):
+        return [json.loads(x[5:]) for x in r.text.splitlines() if x.startswith("data:") and x[5:].strip()]
+    if r.headers.get("content-type", "").startswith("application/json") and r.content:
+        body = r.json()
+        return body if isinstance(body, list) else [body]
+    return []
 
 
 @pytest.mark.slow
-def test_http_survives_mutated_bodies_and_headers(tmp_path):
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+def test_http_survives_mutated_bodies_and_headers(tmp_path, era):
     rng = random.Random(SEED + 1)
+    modern = era == "2026-07-28"
     with serve_http(tmp_path, "--max-body", "262144") as served, httpx.Client(timeout=30) as http:
-        init = http.post(served.url, json=INIT, headers=MCP_HEADERS)
-        sid = init.headers["mcp-session-id"]
-        base = {**MCP_HEADERS, "mcp-session-id": sid}
-        http.post(served.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=base)
+        if modern:  # no handshake: every request carries its envelope
+            base = {**MCP_HEADERS, "MCP-Protocol-Version": "2026-07-28"}
+        else:
+            init = http.post(served.url, json=INIT, headers=MCP_HEADERS)
+            base = {**MCP_HEADERS, "mcp-session-id": init.headers["mcp-session-id"]}
+            http.post(served.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=base)
         statuses: dict[int, int] = {}
+        unanswered, twice = [], []
         for i in range(N_HTTP):
-            line, owed_id = _mutate(rng, _valid(rng, 10 + i))
+            msg = _valid(rng, 10 + i, modern)
+            line, owed_id = _mutate(rng, msg)
             headers = dict(base)
+            if modern:
+                headers["Mcp-Method"] = msg["method"] or "none"
+                if msg["method"] in ("tools/call", "prompts/get"):
+                    headers["Mcp-Name"] = msg["params"]["name"]
             h = rng.randrange(8)
             if h == 0:
                 headers["Content-Type"] = rng.choice(["text/plain", "application/xml", ""])
@@ -164,16 +227,22 @@ def test_http_survives_mutated_bodies_and_headers(tmp_path):
             r = http.post(served.url, content=line, headers=headers)
             statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
             assert r.status_code < 500, (r.status_code, line[:200], headers, r.text[:300])
-            if r.status_code == 200 and owed_id is not None and h in (4, 5, 6, 7):
-                body = r.text
-                if r.headers.get("content-type", "").startswith("text/event-stream"):
-                    msgs = [json.loads(x[5:]) for x in body.splitlines() if x.startswith("data:") and x[5:].strip()]
-                else:
-                    msgs = [json.loads(body)]
-                finals = [m for m in msgs if m.get("id") == owed_id]
-                assert len(finals) == 1 and _well_formed(finals[0])
+            if h < 4 or owed_id is None or r.status_code == 413:
+                continue  # refused for its headers or its size (unread), or no readable id: an HTTP error is the answer
+            finals = [m for m in _messages(r) if m.get("id") == (10 + i if owed_id is NEVER else owed_id)]
+            if owed_id is NEVER:
+                assert finals == [] and r.status_code in (202, 400), (r.status_code, r.text[:300])
+            elif not finals:
+                unanswered.append((owed_id if not isinstance(owed_id, str) else owed_id[:20], r.status_code, line[:120]))
+            elif len(finals) > 1:
+                twice.append(owed_id)
+            else:
+                assert _well_formed(finals[0]), finals[0]
+        assert unanswered == [] and twice == [], f"{len(unanswered)} unanswered: {unanswered[:5]}; {len(twice)} twice"
         # still serving, same session
-        ok = http.post(served.url, json={"jsonrpc": "2.0", "id": "z", "method": "ping"}, headers=base)
+        method = "server/discover" if modern else "ping"  # 2026-07-28 has no ping over HTTP
+        ping = {"jsonrpc": "2.0", "id": "z", "method": method, "params": {"_meta": ENVELOPE} if modern else {}}
+        ok = http.post(served.url, json=ping, headers={**base, "Mcp-Method": method} if modern else base)
         assert ok.status_code == 200 and '"id":"z"' in ok.text.replace(" ", "")
         assert served.proc.poll() is None
         assert len(statuses) > 2  # the mutations did reach different rejection paths

@@ -59,8 +59,13 @@ def _diagnose(raw: str | bytes) -> Reply | list[Reply] | None:
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            return Reply(None, PARSE_ERROR, f"Parse error: the message is not valid UTF-8 (byte {exc.start}); "
-                                            "send JSON text encoded as UTF-8, one message per line.")
+            text = f"Parse error: the message is not valid UTF-8 (byte {exc.start}); send JSON text encoded as UTF-8."
+            try:
+                found = json.loads(raw.decode("utf-8", "replace"))
+            except (ValueError, RecursionError):
+                found = None
+            rid = id_of(found.get("id")) if isinstance(found, dict) and "method" in found else None
+            return Reply(rid, PARSE_ERROR, text)
     if raw.startswith("{oversized line skipped}"):
         return Reply(None, INVALID_REQUEST, "Invalid Request: a line was longer than the server's limit and was "
                                             "skipped; send smaller messages.")
@@ -125,9 +130,10 @@ _EXAMPLES = {
 
 
 def _batch(items: list[Any]) -> Reply | list[Reply] | None:
+    ids = dict.fromkeys(rid for item in items if isinstance(item, dict) and "method" in item
+                        and (rid := id_of(item.get("id"))) is not None)  # one answer per id, in order
     owed = [Reply(rid, INVALID_REQUEST, "Invalid Request: batches (JSON arrays) are not part of MCP since "
-                                        "2025-06-18; send each request as its own message.")
-            for item in items if isinstance(item, dict) and "method" in item and (rid := id_of(item.get("id"))) is not None]
+                                        "2025-06-18; send each request as its own message.") for rid in ids]
     if owed:
         return owed
     return Reply(None, INVALID_REQUEST, "Invalid Request: batches (JSON arrays) are not part of MCP since "
