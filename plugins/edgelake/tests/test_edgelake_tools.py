@@ -323,6 +323,15 @@ async def test_monitor_nodes_asks_every_node_once(edgelake: Any, node: StandIn, 
     assert r["nodes"][0]["node"] == "127.0.0.1:32048" and field in r["nodes"][0]
 
 
+async def test_network_is_refused_for_commands_that_are_not_queries(edgelake: Any, node: StandIn) -> None:
+    async with edgelake() as client:
+        text = await fail(client, "monitor_nodes", nodes="network")
+        conns = await fail(client, "list_connections", nodes="network")
+    assert "only sql queries can be sent to the network" in text and "error 155" in text
+    assert "ask every node of the network" in text and "ask this node" in conns
+    assert node.requests == []
+
+
 async def test_help_tools(edgelake: Any, node: StandIn) -> None:
     async with edgelake() as client:
         index = await call(client, "help_index")

@@ -293,6 +293,10 @@ def test_cases_and_targets_are_validated(tmp_path: Path) -> None:
             description: z
             command: get status
             targets: blockchain get operator bring.ip_port
+          four:
+            description: w
+            command: get status where format = json
+            destination: network
     """))
     with pytest.raises(ConfigError) as err:
         load_catalog(bad)
@@ -302,3 +306,4 @@ def test_cases_and_targets_are_validated(tmp_path: Path) -> None:
     assert "tools.one.cases: 'c' is not a choice of what" in text
     assert "tools.two.cases.param: 'kind' must be a parameter of type enum" in text
     assert "tools.three.targets: needs destination: {param}" in text
+    assert "tools.four.destination: only sql commands can be sent to the network" in text

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from plexor import Context, NotFound, Result
+from plexor import Context, InvalidArgument, NotFound, Result
 from plexor_edgelake import command as cmd
 from plexor_edgelake.client import EdgeLakeClient, EdgeLakeError, Node, parse_nodes
 from plexor_edgelake.parsers import ParseError, parse_reply
@@ -95,6 +95,14 @@ class Engine:
         tool = _case(tool, plain_args)
         destination = _destination(tool, plain_args)
         command, renames = self._render(tool, self._plan(tool), plain_args, destination)
+        if destination == "network" and not command.startswith("sql "):
+            name = tool.destination_param or "destination"
+            raise InvalidArgument(
+                f"argument {name!r} = 'network' cannot be used with {command!r}: only sql queries can be sent to "
+                "the network (the node answers other commands with error 155)",
+                "Give the nodes as IP:Port (edgelake_get_nodes lists them), or leave it out"
+                + (" to ask every node of the network." if tool.targets else " to ask this node."),
+                data={"argument": name, "command": command})
         if tool.targets and destination is None:
             destination = "<nodes from: " + tool.targets + ">" if dry_run else await self._targets(tool, node)
         if dry_run:

@@ -259,6 +259,9 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
     elif dest is not None and not (isinstance(dest, str) and _DESTINATION.match(dest)):
         problems.append(f"{where}.destination: must be local, network, a list of IP:port, or {{param}}")
     tool.destination = None if dest in (None, "local") else dest
+    if dest == "network" and not tool.command.text.lstrip().startswith("sql "):
+        problems.append(f"{where}.destination: only sql commands can be sent to the network (the node answers "
+                        "other commands with error 155); name nodes as IP:port, or leave destination out")
     targets = spec.get("targets")
     if targets is not None:
         if not isinstance(targets, str) or method_for(targets) != "GET" or "{" in targets:
