@@ -14,10 +14,13 @@ shows (see PROTOCOL.md, "Observed later"), with the node's headers and framing:
 
 * ``sql``: from SQLite holding the captured tables (:mod:`standin_sql`), with
   the network-versus-local rules, table paging and empty-result forms;
+  ``overrides`` replace any reply (bytes, or a function yielding pieces: huge
+  replies for the ``max_reply_bytes`` tests);
 * ``blockchain get TYPE|(T1, T2)|* [where k = v and ...] [bring.ip_port]``:
   from the captured ``blockchain get *`` policies; ``metadata_synced=False``
   answers every ``blockchain get`` with ``[]`` (a node still syncing);
-* ``get columns ... format = json`` for any table; a command sent to one
+* ``get columns ... format = json`` for any table; ``get data nodes`` filtered by
+  dbms, table and company from the captured full list; a command sent to one
   ``IP:Port`` destination: the local answer wrapped as the node wraps it
   (``{"IP:Port" : {...}}`` for a JSON object, else ``\\r\\n[From Node IP:Port] ``);
 * ``info table`` over POST: 200 with an empty body (the answer goes to the
@@ -49,7 +52,6 @@ from standin_replies import DATA, RESPONSES, Record, chunked, error, framed, loa
 from standin_sql import COLUMNS, SqlNode, seed
 
 HELP = DATA / "responses-help.txt"  # help replies, captured the same way from a real node for this plugin
-SELF = "127.0.0.1:32048"  # the captured node's TCP address: what the policies name
 
 __all__ = ["HELP", "RESPONSES", "Record", "Request", "StandIn", "free_port", "load_records"]
 
