@@ -408,3 +408,10 @@ def test_a_second_sigterm_exits_at_once_while_a_shutdown_hook_hangs(tmp_path, si
         assert served.proc.wait(5) == 128 + signal.SIGTERM
         assert time.monotonic() - started < 2.0
         assert "exit_forced" in served.stderr()
+
+
+def test_json_response_answers_each_post_with_one_json_body(tmp_path):
+    with serve_http(tmp_path, "--stateless", "--json-response") as served:
+        r = _post(served, {"jsonrpc": "2.0", "id": 3, "method": "ping"})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+        assert r.json() == {"jsonrpc": "2.0", "id": 3, "result": {}}

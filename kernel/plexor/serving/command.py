@@ -26,6 +26,9 @@ def _csv_env(name: str) -> list[str]:
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (http/sse); 0 picks a free one.")
 @click.option("--token", envvar="PLEXOR_TOKEN", default=None, help="Require 'Authorization: Bearer TOKEN' (http/sse).")
 @click.option("--stateless", is_flag=True, help="Streamable HTTP without sessions (each request stands alone).")
+@click.option("--json-response", is_flag=True,
+              help="Streamable HTTP: answer each POST with one JSON body instead of an SSE stream (a faster round "
+                   "trip; progress and log notifications during a call, and 2025-era questions, are not sent).")
 @click.option("--allow-unauthenticated", is_flag=True, help="Allow a non-loopback bind without --token.")
 @click.option("--allow-origin", "allow_origins", multiple=True,
               help="Extra allowed Origin (repeatable), e.g. https://app.example; also PLEXOR_ALLOWED_ORIGINS=a,b.")
@@ -49,7 +52,8 @@ def _csv_env(name: str) -> list[str]:
               "for `plexor connect`, or report the one running; prints its registry.")
 @click.option("--registry", "registry", default=None, hidden=True, help="(internal) write the daemon registry here once ready.")
 @click.option("--log-level", default=None, type=click.Choice(["debug", "info", "warning", "error"]), help="Log level (JSON lines on stderr).")
-def serve(transport: str, host: str, port: int, token: str | None, stateless: bool, allow_unauthenticated: bool,
+def serve(transport: str, host: str, port: int, token: str | None, stateless: bool, json_response: bool,
+          allow_unauthenticated: bool,
           allow_origins: tuple[str, ...], allow_hosts: tuple[str, ...], max_body: int, request_timeout: float,
           grace: float, header_timeout: float, body_timeout: float, max_connections: int, workers: int, daemon: bool,
           registry: str | None, log_level: str | None) -> None:
@@ -107,7 +111,7 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
                        allowed_origins=list(allow_origins) + _csv_env("PLEXOR_ALLOWED_ORIGINS"),
                        allowed_hosts=list(allow_hosts) + _csv_env("PLEXOR_ALLOWED_HOSTS"),
                        max_body_bytes=max_body, request_timeout=request_timeout, grace=grace, workers=workers,
-                       header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections)
+                       json_response=json_response, header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections)
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
