@@ -73,6 +73,7 @@ class StdinLines:
 
         if self._reader is None and self._file is None:
             await self._open()
+        line: str
         if self._file is not None:
             line = await anyio.to_thread.run_sync(self._file.readline, abandon_on_cancel=True,
                                                   limiter=self._limiter)

@@ -56,12 +56,13 @@ def diagnose(raw: str | bytes) -> list[Reply]:
 
 def _diagnose(raw: str | bytes) -> Reply | list[Reply] | None:
     if isinstance(raw, bytes):
+        data = raw
         try:
-            raw = raw.decode("utf-8")
+            raw = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             text = f"Parse error: the message is not valid UTF-8 (byte {exc.start}); send JSON text encoded as UTF-8."
             try:
-                found = json.loads(raw.decode("utf-8", "replace"))
+                found = json.loads(data.decode("utf-8", "replace"))
             except (ValueError, RecursionError):
                 found = None
             rid = id_of(found.get("id")) if isinstance(found, dict) and "method" in found else None
