@@ -215,6 +215,33 @@ async def test_link_loops_and_undecodable_names_do_not_fail_the_folder(plexor, p
 
 
 @pytest.mark.anyio
+async def test_a_file_the_index_cannot_take_is_skipped_and_the_rest_indexed(plexor, plexor_config, tmp_path,
+                                                                           monkeypatch):
+    from plexor_folder_search.store import IndexStore
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for name in ("a.md", "bad.md", "c.md"):
+        (folder / name).write_text(f"# {name}\n\nthe gannet dives near {name}\n")
+    real = IndexStore.insert_file
+
+    def insert_file(self: IndexStore, conn: Any, path: str, *args: Any, **kw: Any) -> Any:
+        if path == "bad.md":  # stands for whatever one file could make SQLite refuse
+            raise ValueError("the index refused this file")
+        return real(self, conn, path, *args, **kw)
+
+    monkeypatch.setattr(IndexStore, "insert_file", insert_file)
+    plexor_config({"folder-search": {"folders": [str(folder)], "watch": False}})
+    async with plexor.client(installed=INSTALLED) as client:
+        info = (await wait_ready(client))["folders"][0]
+        assert info["state"] == "ready" and info["documents"] == 2, info
+        assert info["skipped"] == {"could not be indexed": 1}, info
+        hits = (await call(client, "folders_search_content", exact_terms=["gannet"]))["results"]
+        assert sorted(h["path"] for h in hits) == ["a.md", "c.md"]
+        assert "the index refused" in await error_text(client, "folders_get_document_text", path="bad.md")
+
+
+@pytest.mark.anyio
 async def test_a_fifo_is_skipped_with_its_reason_and_a_swapped_in_fifo_does_not_hang(
         plexor, plexor_config, tmp_path, monkeypatch):
     folder = tmp_path / "pipes"

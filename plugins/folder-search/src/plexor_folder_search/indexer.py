@@ -1,16 +1,16 @@
-"""Walking a folder and keeping its index in step with it, incrementally.
+"""Keeping one folder's index in step with the disk, incrementally.
 
 A file is re-read only when its size or modification time changed, and
 re-indexed only when its content fingerprint (BLAKE2b of the bytes) changed.
 A file that disappeared while another appeared with the same fingerprint was
 moved: its chunks and vectors are kept and only its path changes. What is not
 indexed is recorded with a reason (``skipped`` table), and a corrupt file is
-reported there while indexing carries on.
+reported there while indexing carries on. Listing is in :mod:`~plexor_folder_search.walk`,
+reading in :mod:`~plexor_folder_search.safefs`, and writing in :mod:`~plexor_folder_search.batches`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import stat as statmod
 import threading
 import time
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from plexor_folder_search.chunking import chunk_text, language_of
+from plexor_folder_search.batches import Batches, Work, embed_text
 from plexor_folder_search.embed import Embedder
-from plexor_folder_search.extract import Bounded, ExtractError, Limits, Unsupported, extract
+from plexor_folder_search.extract import Limits
 from plexor_folder_search.ignore import IgnoreRules, SubRules
 from plexor_folder_search.safefs import ReadRefused, display_path, name_problem, read_inside, special_kind
 from plexor_folder_search.store import IndexStore
@@ -65,19 +65,6 @@ class ScanReport:
         return dict(self.__dict__)
 
 
-def fingerprint(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-@dataclass
-class _Work:
-    rel: str
-    size: int
-    mtime_ns: int
-    old_id: int | None
-    old_fp: str | None = None
-
-
 class Indexer:
     """Brings one folder's :class:`IndexStore` (and its vectors) in line with the disk."""
 
@@ -92,8 +79,6 @@ class Indexer:
         self.rules = IgnoreRules(root, options.exclude, private)
         self.walker = Walker(root, self.rules, options.max_file_size)
         self.lock = threading.Lock()  # one scan or update at a time per folder
-        self._pool: Any = None
-        self._pending: Any = None
 
     # ------------------------------------------------------------------ walking
     def walk(self) -> tuple[dict[str, tuple[int, int]], list[Skip]]:
@@ -110,7 +95,7 @@ class Indexer:
             report.scanned = len(on_disk)
             known = self.store.file_states()
             prev_skipped = self.store.skipped_states()
-            work: list[_Work] = []
+            work: list[Work] = []
             for rel, (size, mtime) in on_disk.items():
                 old = known.get(rel)
                 if old is not None and old[1] == size and old[2] == mtime:
@@ -121,7 +106,7 @@ class Indexer:
                     # Skipped for its content last time (binary, corrupt, a bomb) and unchanged since.
                     skipped.append((rel, prev[0], None, size, mtime))
                     continue
-                work.append(_Work(rel, size, mtime, old[0] if old else None, old[3] if old else None))
+                work.append(Work(rel, size, mtime, old[0] if old else None, old[3] if old else None))
             gone = {rel: st for rel, st in known.items() if rel not in on_disk}
             self._process(work, gone, skipped, report, progress, stop, full=True, forget=[])
             report.seconds = round(time.perf_counter() - started, 3)
@@ -133,7 +118,7 @@ class Indexer:
             started = time.perf_counter()
             report = ScanReport()
             known = self.store.file_states()
-            work: list[_Work] = []
+            work: list[Work] = []
             gone: dict[str, tuple[int, int, int, str]] = {}
             skipped: list[Skip] = []
             seen: set[str] = set()
@@ -168,7 +153,7 @@ class Indexer:
                         old = known.get(frel)
                         if old is not None and old[1] == size and old[2] == mtime:
                             continue
-                        work.append(_Work(frel, size, mtime, old[0] if old else None, old[3] if old else None))
+                        work.append(Work(frel, size, mtime, old[0] if old else None, old[3] if old else None))
                     continue
                 seen.add(rel)
                 old = known.get(rel)
@@ -196,14 +181,14 @@ class Indexer:
                 if old is not None and old[1] == st.st_size and old[2] == st.st_mtime_ns:
                     report.unchanged += 1
                     continue
-                work.append(_Work(rel, st.st_size, st.st_mtime_ns, old[0] if old else None, old[3] if old else None))
+                work.append(Work(rel, st.st_size, st.st_mtime_ns, old[0] if old else None, old[3] if old else None))
             report.scanned = len(work)
             self._process(work, gone, skipped, report, None, None, full=False, forget=forget)
             report.seconds = round(time.perf_counter() - started, 3)
             return report
 
     # ------------------------------------------------------------------ processing
-    def _process(self, work: list[_Work], gone: dict[str, tuple[int, int, int, str]], skipped: list[Any],
+    def _process(self, work: list[Work], gone: dict[str, tuple[int, int, int, str]], skipped: list[Any],
                  report: ScanReport, progress: ProgressFn | None, stop: threading.Event | None, *, full: bool,
                  forget: list[str]) -> None:
         gone_by_fp: dict[str, list[tuple[str, int]]] = {}
@@ -213,8 +198,9 @@ class Indexer:
         done = 0
         if progress:
             progress(0, total, f"{total} files to index" if total else "nothing changed")
-        batch: list[tuple[_Work, bytes]] = []
+        batch: list[tuple[Work, bytes]] = []
         batch_chars = 0
+        batches = Batches(self.store, self.vectors, self.embedder, self.options)
         dropped: list[int] = []
         for item in work:
             if stop is not None and stop.is_set():
@@ -242,19 +228,16 @@ class Indexer:
             batch_chars += len(data)
             if len(batch) >= self.options.batch_files or batch_chars >= self.options.batch_chars:
                 done += len(batch)
-                self._index_batch(batch, gone_by_fp, skipped, report)
+                batches.add(batch, gone_by_fp, skipped, report)
                 batch, batch_chars = [], 0
                 if progress:
                     progress(done, total, f"indexed {done} of {total} files")
         if batch:
             done += len(batch)
-            self._index_batch(batch, gone_by_fp, skipped, report)
+            batches.add(batch, gone_by_fp, skipped, report)
             if progress:
                 progress(done, total, f"indexed {done} of {total} files")
-        self._wait_commit()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        batches.finish()
         stopped = stop is not None and stop.is_set()
         # What is gone and was not found moved is deleted; skips are recorded.
         leftover = [fid for items in gone_by_fp.values() for _rel, fid in items]
@@ -274,100 +257,6 @@ class Indexer:
             self.vectors.remove(removed)
         report.skipped = len(skipped)
 
-    def _index_batch(self, batch: list[tuple[_Work, bytes]], gone_by_fp: dict[str, list[tuple[str, int]]],
-                     skipped: list[Any], report: ScanReport) -> None:
-        # Extraction and chunking (Python, holds the GIL) of this batch overlap with the embedding and
-        # writing (Rust tokenizer, numpy, SQLite: mostly without the GIL) of the previous one.
-        parts = self._prepare(batch, gone_by_fp, skipped, report)
-        self._wait_commit()
-        from concurrent.futures import ThreadPoolExecutor
-
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="folder-search-embed")
-        self._pending = self._pool.submit(self._commit, *parts, report)
-
-    def _wait_commit(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            pending.result()
-
-    def _prepare(self, batch: list[tuple[_Work, bytes]], gone_by_fp: dict[str, list[tuple[str, int]]],
-                 skipped: list[Any], report: ScanReport) -> tuple[Any, Any, Any]:
-        prepared: list[tuple[_Work, str, Any, list[Any]]] = []
-        moves: list[tuple[_Work, int, str]] = []
-        touched: list[_Work] = []
-        for item, data in batch:
-            fp = fingerprint(data)
-            if item.old_id is not None and fp == item.old_fp:
-                touched.append(item)  # only the time changed: keep everything
-                continue
-            if item.old_id is None and gone_by_fp.get(fp):
-                old_rel, fid = gone_by_fp[fp].pop()
-                if not gone_by_fp[fp]:
-                    del gone_by_fp[fp]
-                moves.append((item, fid, old_rel))
-                continue
-            try:
-                ex = extract(item.rel, data, limits=self.options.limits)
-            except Bounded as exc:
-                skipped.append((item.rel, exc.reason, exc.detail, item.size, item.mtime_ns))
-                prepared.append((item, fp, None, []))
-                continue
-            except Unsupported as exc:
-                skipped.append((item.rel, "binary file", str(exc), item.size, item.mtime_ns))
-                prepared.append((item, fp, None, []))
-                continue
-            except ExtractError as exc:
-                skipped.append((item.rel, "corrupt or unreadable document", str(exc), item.size, item.mtime_ns))
-                report.errors += 1
-                prepared.append((item, fp, None, []))
-                continue
-            except Exception as exc:  # noqa: BLE001 - a parser bug on one file must not stop indexing
-                skipped.append((item.rel, "corrupt or unreadable document", f"{type(exc).__name__}: {exc}",
-                                item.size, item.mtime_ns))
-                report.errors += 1
-                prepared.append((item, fp, None, []))
-                continue
-            chunks = chunk_text(ex.text, language_of(ex.kind), self.options.chunk_size, self.options.chunk_overlap)
-            prepared.append((item, fp, ex, chunks))
-        return prepared, moves, touched
-
-    def _commit(self, prepared: list[Any], moves: list[Any], touched: list[Any], report: ScanReport) -> None:
-        vectors = None
-        all_chunks = [(ex, ch, item.rel) for item, _fp, ex, chs in prepared if ex is not None for ch in chs]
-        if self.embedder is not None and all_chunks:
-            vectors = self.embedder.embed([_embed_text(rel, ch.heading, ch.text) for _ex, ch, rel in all_chunks])
-        added_ids: list[int] = []
-        added_rows: list[int] = []
-        removed: list[int] = []
-        row = 0
-        with self.store.writing() as conn:
-            for item in touched:
-                conn.execute("UPDATE files SET size=?, mtime_ns=? WHERE id=?", (item.size, item.mtime_ns, item.old_id))
-                report.unchanged += 1
-            for item, fid, _old_rel in moves:
-                self.store.rename_file(conn, fid, item.rel, item.mtime_ns)
-                report.moved += 1
-            for item, fp, ex, chunks in prepared:
-                if item.old_id is not None:
-                    removed.extend(self.store.delete_files(conn, [item.old_id]))
-                if ex is None:
-                    continue
-                conn.execute("DELETE FROM skipped WHERE path=?", (item.rel,))
-                vecs = vectors[row : row + len(chunks)] if vectors is not None else None
-                ids = self.store.insert_file(conn, item.rel, item.size, item.mtime_ns, fp, ex.kind, ex.title,
-                                             ex.outline, chunks, vecs, ex.text)
-                if vecs is not None:
-                    added_ids.extend(ids)
-                    added_rows.extend(range(row, row + len(chunks)))
-                row += len(chunks)
-                report.indexed += 1
-                report.chunks += len(chunks)
-        if self.vectors is not None:
-            self.vectors.remove(removed)
-            if vectors is not None and added_ids:
-                self.vectors.add(added_ids, vectors[added_rows])
-
     # ------------------------------------------------------------------ vectors
     def embed_missing(self, progress: ProgressFn | None = None, stop: threading.Event | None = None) -> int:
         """Embed chunks that have no vector (written with no model, or after a model change)."""
@@ -383,7 +272,7 @@ class Indexer:
                     "WHERE c.vector IS NULL LIMIT 2048").fetchall()
             if not rows:
                 break
-            vecs = self.embedder.embed([_embed_text(r[1], r[2], r[3]) for r in rows])
+            vecs = self.embedder.embed([embed_text(r[1], r[2], r[3]) for r in rows])
             with self.store.writing() as conn:
                 conn.executemany("UPDATE chunks SET vector=? WHERE id=?",
                                  [(vecs[i].tobytes(), r[0]) for i, r in enumerate(rows)])
@@ -395,7 +284,5 @@ class Indexer:
         return done
 
 
-def _embed_text(rel: str, heading: str, body: str) -> str:
-    return f"{heading}\n{body}" if heading else body
 
 
