@@ -25,7 +25,6 @@ from plexor import Context
 
 pytest.importorskip("opentelemetry.sdk", reason="the plexor[otel] extra (in the kernel's test extra) is not installed")
 
-from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
@@ -80,13 +79,13 @@ def _demo_plugin():
 
 @pytest.fixture
 def otel():
-    """The SDK's in-memory span exporter and metric reader, plus a Prometheus registry, for one test."""
+    """The SDK's in-memory span exporter and metric reader, and a Prometheus registry (/metrics), for one test."""
     spans = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
     reader = InMemoryMetricReader()
     registry = CollectorRegistry(auto_describe=True)
-    meter_provider = MeterProvider(metric_readers=[reader, PrometheusMetricReader(registry=registry)])
+    meter_provider = MeterProvider(metric_readers=[reader])
     yield SimpleNamespace(spans=spans, tracer_provider=tracer_provider, reader=reader, registry=registry,
                           meter_provider=meter_provider)
     tracer_provider.shutdown()
@@ -475,3 +474,17 @@ async def test_otlp_export_reaches_a_real_collector(plexor_home, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+async def test_plexor_otel_alone_keeps_metrics_for_prometheus_and_makes_no_spans(plexor):
+    from prometheus_client import generate_latest
+
+    async with plexor.client([("demo", _demo_plugin())], env={"PLEXOR_OTEL": "1"}) as client:
+        telemetry = client.kernel.telemetry
+        assert telemetry is not None and telemetry.tracer is None and telemetry.duration is None
+        assert (await client.call_tool("demo_remote", {})).structured_content == {"fetched": True}  # span(): no-op
+        text = generate_latest(telemetry.registry).decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    counts = [(s.labels["gen_ai_tool_name"], s.labels["plexor_plugin_name"], s.labels["mcp_protocol_version"], s.value)
+              for s in families["mcp_server_operation_duration_seconds"].samples if s.name.endswith("_count")]
+    assert counts == [("demo_remote", "demo", "2025-11-25", 1.0)]

@@ -71,7 +71,7 @@ def span(name: str, *, kind: str = "client", **attributes: Any) -> contextlib.Ab
     float; leave arguments and results out of them.
     """
     telemetry = _active.get()
-    if telemetry is None:
+    if telemetry is None:  # off, outside a request, or metrics only
         return _NOOP
     return telemetry.child(name, kind, attributes)
 
@@ -82,15 +82,20 @@ _NOOP = contextlib.nullcontext()
 class Telemetry:
     """Spans and metrics of one kernel's requests; ``kernel.telemetry`` holds it when switched on.
 
+    Metrics take two roads, each only when asked for: a ``prometheus_client`` registry (what
+    ``/metrics`` renders; about a microsecond per request) and an OpenTelemetry ``MeterProvider``
+    (OTLP, or an SDK reader in tests; the SDK's own per-measurement cost, about ten).
+
     :param kernel: the kernel whose requests, in-flight count and plugins are observed.
-    :param tracer_provider: where spans go (an SDK ``TracerProvider``).
-    :param meter_provider: where metrics go (an SDK ``MeterProvider``).
+    :param tracer_provider: where spans go (an SDK ``TracerProvider``); ``None``: no spans.
+    :param meter_provider: where OpenTelemetry metrics go (an SDK ``MeterProvider``), if anywhere.
     :param registry: the ``prometheus_client`` registry ``/metrics`` renders, if any.
     :param record_arguments: also record each tool call's arguments (an operator's opt-in).
     """
 
-    def __init__(self, kernel: KernelBase, *, tracer_provider: TracerProvider, meter_provider: MeterProvider,
-                 registry: Any = None, record_arguments: bool = False) -> None:
+    def __init__(self, kernel: KernelBase, *, tracer_provider: TracerProvider | None = None,
+                 meter_provider: MeterProvider | None = None, registry: Any = None,
+                 record_arguments: bool = False) -> None:
         from opentelemetry import trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -99,96 +104,131 @@ class Telemetry:
         self.kernel = kernel
         self.registry = registry
         self.record_arguments = record_arguments
-        self.tracer = tracer_provider.get_tracer("plexor", __version__)
+        self.tracer = None if tracer_provider is None else tracer_provider.get_tracer("plexor", __version__)
         self._get_current_span = trace.get_current_span
         self._kinds = {"client": SpanKind.CLIENT, "internal": SpanKind.INTERNAL, "server": SpanKind.SERVER}
+        self._server, self._internal = SpanKind.SERVER, SpanKind.INTERNAL
+        self._targets: dict[tuple[str, str, str, str | None], _Target] = {}
         self._error = Status(StatusCode.ERROR)
-        meter = meter_provider.get_meter("plexor", __version__)
-        self.duration = meter.create_histogram(
-            "mcp.server.operation.duration", unit="s",
-            description="How long the server took to answer an MCP request, from the pipeline's entry to its result.",
-            explicit_bucket_boundaries_advisory=list(BUCKETS))
-        meter.create_observable_gauge("plexor.requests.in_flight", [self._observe_in_flight], unit="{request}",
-                                      description="Requests being served now (what a drain waits for).")
-        meter.create_observable_gauge("plexor.plugins", [self._observe_plugins], unit="{plugin}",
-                                      description="1 for each plugin in its current state (plexor.plugin.state).")
+        self.duration: Any = None
+        if meter_provider is not None:
+            meter = meter_provider.get_meter("plexor", __version__)
+            self.duration = meter.create_histogram(
+                "mcp.server.operation.duration", unit="s", description=DURATION_HELP,
+                explicit_bucket_boundaries_advisory=list(BUCKETS))
+            meter.create_observable_gauge("plexor.requests.in_flight", [self._observe_in_flight], unit="{request}",
+                                          description=IN_FLIGHT_HELP)
+            meter.create_observable_gauge("plexor.plugins", [self._observe_plugins], unit="{plugin}",
+                                          description=PLUGINS_HELP)
+        self._histogram: Any = None
+        if registry is not None:
+            from prometheus_client import Histogram
+
+            self._histogram = Histogram("mcp_server_operation_duration", DURATION_HELP, LABELS, unit="seconds",
+                                        buckets=BUCKETS, registry=registry)
+            registry.register(_Gauges(kernel))
 
     # -- the pipeline's hook --------------------------------------------------------
     async def observe(self, run: Callable[..., Awaitable[Any]], req: Request, plugin: str, *args: Any) -> Any:
         """Run one pipeline request (``run(req, plugin, *args)``) inside its span, and time it."""
-        method = METHODS.get(req.kind, req.kind)
-        metric: dict[str, Any] = {"mcp.method.name": method, "plexor.plugin.name": plugin}
-        name = method
-        if req.kind == "tool":
-            metric["gen_ai.tool.name"] = req.name
-            metric["gen_ai.operation.name"] = "execute_tool"
-            name = f"{method} {req.name}"
-        elif req.kind == "prompt":
-            metric["gen_ai.prompt.name"] = req.name
-            name = f"{method} {req.name}"
-        attributes = dict(metric)
+        connection = getattr(req.session, "_connection", None)  # the SDK has no public accessor in 2.3
+        version = getattr(connection, "protocol_version", None) if connection is not None else None
+        target = self._target(req.kind, req.name, plugin, version)
+        if self.tracer is None:  # metrics only: no span to build
+            started = time.perf_counter()
+            error: str | None = None
+            outcome = "ok"
+            try:
+                return await run(req, plugin, *args)
+            except BaseException as exc:
+                outcome, error = _outcome(exc)
+                raise
+            finally:
+                self._record(target, time.perf_counter() - started, outcome, error)
+        attributes = dict(target.metric)
         if req.kind == "uri":
             attributes["mcp.resource.uri"] = req.name  # on the span only: as a metric label it would not be bounded
         if req.request_id is not None:
             attributes["jsonrpc.request.id"] = str(req.request_id)
-        connection = getattr(req.session, "_connection", None)  # the SDK has no public accessor in 2.3
         if connection is not None:
             session_id = getattr(connection, "session_id", None)
             if session_id:
                 attributes["mcp.session.id"] = session_id
-            version = getattr(connection, "protocol_version", None)
-            if version:
-                attributes["mcp.protocol.version"] = metric["mcp.protocol.version"] = version
         if self.record_arguments and req.kind == "tool" and args:
             attributes["gen_ai.tool.call.arguments"] = _arguments(args[-1])
         attributes["plexor.outcome"] = "ok"  # overwritten when it fails
         # SERVER when this span is where the request enters (the client's context, if any, is
         # remote); INTERNAL beneath a span someone else's instrumentation already records.
-        kind = self._kinds["internal" if self._get_current_span().is_recording() else "server"]
+        kind = self._internal if self._get_current_span().is_recording() else self._server
         token = _active.set(self)
         started = time.perf_counter()
+        error = None
         outcome = "ok"
         try:
-            with self.tracer.start_as_current_span(name, kind=kind, attributes=attributes,
+            with self.tracer.start_as_current_span(target.name, kind=kind, attributes=attributes,
                                                    record_exception=False, set_status_on_exception=False) as current:
                 try:
                     return await run(req, plugin, *args)
                 except BaseException as exc:
                     outcome, error = _outcome(exc)
                     if error is not None:
-                        metric["error.type"] = error
                         current.set_attribute("error.type", error)
                         current.set_status(self._error)
                     current.set_attribute("plexor.outcome", outcome)
                     raise
         finally:
             _active.reset(token)
-            metric["plexor.outcome"] = outcome
-            self.duration.record(time.perf_counter() - started, metric)
+            self._record(target, time.perf_counter() - started, outcome, error)
+
+    def _record(self, target: _Target, seconds: float, outcome: str, error: str | None) -> None:
+        if self._histogram is not None:
+            if outcome == "ok":
+                if target.ok is None:
+                    target.ok = self._histogram.labels(*target.labels, "", "ok")
+                target.ok.observe(seconds)
+            else:
+                self._histogram.labels(*target.labels, error or "", outcome).observe(seconds)
+        if self.duration is not None:
+            metric = target.metric
+            if outcome != "ok":
+                metric = {**metric, "plexor.outcome": outcome, **({"error.type": error} if error else {})}
+            else:
+                metric = {**metric, "plexor.outcome": "ok"}
+            self.duration.record(seconds, metric)
+
+    def _target(self, kind: str, name: str, plugin: str | None, version: str | None) -> _Target:
+        """What a tool, prompt or method's requests share: made once and kept (bounded)."""
+        key = (kind, "" if kind == "uri" else name, plugin or "", version)
+        found = self._targets.get(key)
+        if found is None:
+            found = _Target(kind, name, plugin, version)
+            if len(self._targets) < 10_000:
+                self._targets[key] = found
+        return found
 
     def refused(self, req: Request, plugin: str | None, exc: BaseException) -> None:
         """Count a tool call refused before it reached a plugin (unknown tool, bad arguments, not ready)."""
         outcome, error = _outcome(exc)
-        method = METHODS.get(req.kind, req.kind)
         # An unknown tool's name is whatever the client sent: on the span, never as a metric label.
-        metric: dict[str, Any] = {"mcp.method.name": method, "gen_ai.tool.name": req.name if plugin else "(unknown)",
-                                  "gen_ai.operation.name": "execute_tool", "plexor.outcome": outcome}
-        if plugin:
-            metric["plexor.plugin.name"] = plugin
-        if error is not None:
-            metric["error.type"] = error
-        attributes = {**metric, "gen_ai.tool.name": req.name}
-        if req.request_id is not None:
-            attributes["jsonrpc.request.id"] = str(req.request_id)
-        with self.tracer.start_as_current_span(f"{method} {req.name}", kind=self._kinds["server"], attributes=attributes,
-                                               record_exception=False, set_status_on_exception=False) as current:
-            current.set_status(self._error)
-        self.duration.record(0.0, metric)
+        target = self._target(req.kind, req.name if plugin else "(unknown)", plugin, None)
+        if self.tracer is not None:
+            attributes = {**target.metric, "gen_ai.tool.name": req.name, "plexor.outcome": outcome}
+            if error is not None:
+                attributes["error.type"] = error
+            if req.request_id is not None:
+                attributes["jsonrpc.request.id"] = str(req.request_id)
+            with self.tracer.start_as_current_span(f"{METHODS.get(req.kind, req.kind)} {req.name}", kind=self._server,
+                                                   attributes=attributes, record_exception=False,
+                                                   set_status_on_exception=False) as current:
+                current.set_status(self._error)
+        self._record(target, 0.0, outcome, error)
 
     def child(self, name: str, kind: str, attributes: dict[str, Any]) -> contextlib.AbstractContextManager[Any]:
         """A span beneath the current one (see :func:`span`)."""
         if kind not in self._kinds:
             raise ValueError(f"span kind {kind!r} is not one of 'client', 'internal', 'server'")
+        if self.tracer is None:
+            return _NOOP
         return self.tracer.start_as_current_span(name, kind=self._kinds[kind], attributes=attributes)
 
     # -- gauges, read at collection time ----------------------------------------------
@@ -209,6 +249,58 @@ class Telemetry:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+DURATION_HELP = "How long the server took to answer an MCP request, from the pipeline's entry to its result."
+IN_FLIGHT_HELP = "Requests being served now (what a drain waits for)."
+PLUGINS_HELP = "1 for each plugin, labelled with its current state."
+# The Prometheus labels of the duration histogram: the OpenTelemetry attribute names, dots as underscores.
+LABELS = ("mcp_method_name", "plexor_plugin_name", "gen_ai_tool_name", "gen_ai_prompt_name", "mcp_protocol_version",
+          "error_type", "plexor_outcome")
+
+
+class _Target:
+    """A tool, prompt or method as its requests are labelled: span name, attributes, Prometheus labels."""
+
+    __slots__ = ("name", "metric", "labels", "ok")
+
+    def __init__(self, kind: str, name: str, plugin: str | None, version: str | None) -> None:
+        method = METHODS.get(kind, kind)
+        self.metric: dict[str, Any] = {"mcp.method.name": method}
+        if plugin:
+            self.metric["plexor.plugin.name"] = plugin
+        self.name = method
+        tool = prompt = ""
+        if kind == "tool":
+            tool = self.metric["gen_ai.tool.name"] = name
+            self.metric["gen_ai.operation.name"] = "execute_tool"
+            self.name = f"{method} {name}"
+        elif kind == "prompt":
+            prompt = self.metric["gen_ai.prompt.name"] = name
+            self.name = f"{method} {name}"
+        if version:
+            self.metric["mcp.protocol.version"] = version
+        self.labels = (method, plugin or "", tool, prompt, version or "")
+        self.ok: Any = None  # the Prometheus histogram's child for successful requests, made on first use
+
+
+class _Gauges:
+    """A ``prometheus_client`` collector of the gauges, read when ``/metrics`` is scraped."""
+
+    def __init__(self, kernel: KernelBase) -> None:
+        self.kernel = kernel
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        yield GaugeMetricFamily("plexor_requests_in_flight", IN_FLIGHT_HELP, value=self.kernel._inflight)
+        plugins = GaugeMetricFamily("plexor_plugins", PLUGINS_HELP, labels=["plexor_plugin_name", "plexor_plugin_state"])
+        for rec in list(self.kernel.records.values()):
+            plugins.add_metric([rec.name, rec.state.value], 1)
+        yield plugins
+
+    def describe(self) -> list[Any]:
+        return []  # names are known only at collection: auto-describe would call collect() at registration
 
 
 def _outcome(exc: BaseException) -> tuple[str, str | None]:
@@ -245,9 +337,8 @@ def from_environ(kernel: KernelBase) -> Telemetry:
 
     environ = kernel.environ
     try:
-        from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -259,22 +350,24 @@ def from_environ(kernel: KernelBase) -> Telemetry:
 
     resource = Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME") or "plexor",
                                 "service.version": __version__})
-    tracer_provider = TracerProvider(resource=resource)
-    registry = CollectorRegistry(auto_describe=True)
-    readers: list[MetricReader] = [PrometheusMetricReader(registry=registry)]
+    tracer_provider: TracerProvider | None = None
+    meter_provider: MeterProvider | None = None
     base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").rstrip("/")
     traces = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or (base and f"{base}/v1/traces")
     metrics = environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or (base and f"{base}/v1/metrics")
+    # Spans and OpenTelemetry metrics are made only when they have somewhere to go.
     if traces and environ.get("OTEL_TRACES_EXPORTER", "otlp") != "none":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+        tracer_provider = TracerProvider(resource=resource)
         tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces)))
     if metrics and environ.get("OTEL_METRICS_EXPORTER", "otlp") != "none":
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=metrics)))
-    meter_provider = MeterProvider(metric_readers=readers, resource=resource)
-    return Telemetry(kernel, tracer_provider=tracer_provider, meter_provider=meter_provider, registry=registry,
+        meter_provider = MeterProvider(metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=metrics))],
+                                       resource=resource)
+    return Telemetry(kernel, tracer_provider=tracer_provider, meter_provider=meter_provider,
+                     registry=CollectorRegistry(auto_describe=True),
                      record_arguments=environ.get(RECORD_ARGUMENTS, "").strip().lower() not in _OFF)
 
 
