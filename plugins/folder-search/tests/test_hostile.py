@@ -202,6 +202,11 @@ async def test_link_loops_and_undecodable_names_do_not_fail_the_folder(plexor, p
         assert [h["path"] for h in hits] == ["good.md"]
         tree = await call(client, "folders_explore")
         assert tree["skipped"]["file name is not valid UTF-8"] == 2
+        for path in ("loop", "ping", str(folder / "loop")):  # Path.resolve() raised RuntimeError on these
+            text = await error_text(client, "folders_get_document_text", path=path)
+            assert "symlink loop" in text, text
+        text = await error_text(client, "folders_search_content", folder=str(folder / "loop"), exact_terms=["x"])
+        assert "no folder named" in text
         # Written while watching: the bad name is reported, the good file next to it is indexed.
         with open(raw + b"/new\xfe.txt", "wb") as fh:
             fh.write(b"another bad name\n")

@@ -60,10 +60,10 @@ def group() -> None:
 @click.option("--name", "name", default=None, help="a short name for the folder (default: its directory name)")
 def add(path: Path, name: str | None) -> None:
     """Make the folder PATH searchable."""
-    from plexor_folder_search.folders import load_folders, read_cli_folders, save_cli_folders
+    from plexor_folder_search.folders import load_folders, read_cli_folders, real_path, save_cli_folders
 
     config = _config()
-    root = path.expanduser().resolve()
+    root = real_path(path.expanduser())
     if not root.is_dir():
         raise click.UsageError(f"{path} is not a directory")
     existing = load_folders(list(config.folders), config.data_dir)
@@ -88,15 +88,12 @@ def add(path: Path, name: str | None) -> None:
 @click.argument("folder")
 def remove(folder: str) -> None:
     """Stop searching FOLDER (a name or path) and delete its index; the files themselves are untouched."""
-    from plexor_folder_search.folders import load_folders, read_cli_folders, save_cli_folders
+    from plexor_folder_search.folders import load_folders, read_cli_folders, real_path, save_cli_folders
 
     config = _config()
     data_dir = config.data_dir
     specs = load_folders(list(config.folders), data_dir)
-    try:
-        wanted = Path(folder).expanduser().resolve()
-    except OSError:
-        wanted = None
+    wanted = real_path(Path(folder).expanduser())
     spec = next((s for s in specs if s.name == folder or s.root == wanted), None)
     if spec is None:
         names = ", ".join(s.name for s in specs) or "none"
@@ -104,7 +101,7 @@ def remove(folder: str) -> None:
     if spec.source == "config":
         raise click.ClickException(
             f"{spec.name!r} comes from [folder-search] folders in plexor.toml; remove it there")
-    items = [i for i in read_cli_folders(data_dir) if Path(i["path"]).expanduser().resolve() != spec.root]
+    items = [i for i in read_cli_folders(data_dir) if real_path(Path(i["path"]).expanduser()) != spec.root]
     save_cli_folders(data_dir, items)
     index = data_dir / "indexes" / spec.index_name
     for suffix in ("", "-wal", "-shm"):

@@ -18,7 +18,7 @@ from typing import Any
 
 from plexor import ConfigError, InvalidArgument, NotFound
 
-__all__ = ["FolderSpec", "folders_file", "load_folders", "resolve_inside", "save_cli_folders", "slug"]
+__all__ = ["FolderSpec", "folders_file", "load_folders", "real_path", "resolve_inside", "save_cli_folders", "slug"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,15 @@ class FolderSpec:
     def index_name(self) -> str:
         digest = hashlib.sha1(str(self.root).encode("utf-8")).hexdigest()[:10]
         return f"{slug(self.name)}-{digest}.sqlite3"
+
+
+def real_path(path: Path) -> Path:
+    """``path`` with every link resolved, as far as they resolve.
+
+    Unlike ``Path.resolve()`` on Python 3.11 this never raises on a link loop (``RuntimeError``), so a
+    loop is refused or reported like any other path that leads nowhere.
+    """
+    return Path(os.path.realpath(path))
 
 
 def slug(text: str) -> str:
@@ -87,11 +96,7 @@ def load_folders(config_items: list[Any], data_dir: Path, warnings: list[str] | 
     ]
     for item, source, where in sources:
         raw, name = _entry(item, where)
-        root = Path(raw).expanduser()
-        try:
-            root = root.resolve()
-        except OSError:
-            root = root.absolute()
+        root = real_path(Path(raw).expanduser())
         if root in roots:
             continue
         if not root.is_dir():
@@ -123,10 +128,8 @@ def resolve_inside(root: Path, relpath: str | None, *, must_exist: bool = True) 
         raise InvalidArgument("the path contains a NUL character", "Pass a plain relative path such as 'docs/intro.md'.")
     candidate = Path(text).expanduser() if text else Path("")
     if candidate.is_absolute():
-        try:
-            rel = candidate.resolve().relative_to(root) if candidate.resolve().is_relative_to(root) else None
-        except OSError:
-            rel = None
+        resolved = real_path(candidate)
+        rel = resolved.relative_to(root) if resolved.is_relative_to(root) else None
         if rel is None:
             try:
                 rel = candidate.relative_to(root)
@@ -144,10 +147,7 @@ def resolve_inside(root: Path, relpath: str | None, *, must_exist: bool = True) 
         )
     clean = "/".join(p for p in parts if p not in ("", ".", "/"))
     full = root / clean if clean else root
-    try:
-        real = full.resolve()
-    except OSError as exc:
-        raise InvalidArgument(f"cannot resolve {clean!r}: {exc}", "Check the path.") from exc
+    real = real_path(full)
     if real != root and not real.is_relative_to(root):
         raise InvalidArgument(
             f"the path {clean!r} is a symbolic link that leads outside the folder",

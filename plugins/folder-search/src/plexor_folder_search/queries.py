@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from plexor import InvalidArgument, NotFound, PlexorError
 from plexor_folder_search import tokens
 from plexor_folder_search.embed import Embedder
-from plexor_folder_search.folders import resolve_inside
+from plexor_folder_search.folders import real_path, resolve_inside
 from plexor_folder_search.search import make_snippet
 from plexor_folder_search.state import FolderState
 
@@ -64,12 +64,9 @@ class FolderQueries:
 
     def _folder_at(self, key: str) -> FolderState:
         """The folder whose path is ``key``, or a not-found error with the nearest name."""
-        try:
-            wanted: Path | None = Path(key).expanduser().resolve()
-        except OSError:
-            wanted = None
+        wanted = real_path(Path(key).expanduser())
         for cand in self.folders.values():
-            if wanted is not None and cand.spec.root == wanted:
+            if cand.spec.root == wanted:
                 return cand
         import difflib
 
