@@ -136,7 +136,8 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
                     wire["annotations"] = spec.annotations
                 out.append(types.Tool.model_validate(wire))
             cache["tools"] = out
-        return cache["tools"]
+        tools: list[types.Tool] = cache["tools"]
+        return tools
 
     def on_change(kind: str) -> None:
         cache.clear()

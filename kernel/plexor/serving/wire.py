@@ -234,7 +234,7 @@ def stray_id(raw: str) -> Reply | None:
         msg = json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    if isinstance(msg, dict) and "id" in msg:
+    if isinstance(msg, dict) and "id" in msg and "method" in msg and id_of(msg["id"]) is None:
         return Reply(None, INVALID_REQUEST, f"Invalid Request: the id must be a string or an integer, not "
                                             f"{_show(msg['id'])}.")
     return None
