@@ -411,3 +411,22 @@ print("GROWTH_MB", (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
         lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
         assert lines.get("BOUNDED") == "too large when unpacked", out.stdout
         assert float(lines["SECONDS"]) < 2.0 and float(lines["GROWTH_MB"]) < 100, out.stdout
+
+
+@pytest.mark.anyio
+async def test_arguments_with_unpaired_surrogates_are_refused_with_guidance(plexor, plexor_config, tmp_path):
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nhello\n")
+    plexor_config({"folder-search": {"folders": [str(folder)]}})
+    async with plexor.client(installed=INSTALLED) as client:
+        await wait_ready(client)
+        for tool, args in [("folders_get_document_text", {"path": "\ud800.txt"}),
+                           ("folders_list_documents", {"sub_path": "\udfff"}),
+                           ("folders_search_content", {"exact_terms": ["\ud800"]}),
+                           ("folders_search_content", {"semantic_concepts": "a \udc80 b"}),
+                           ("folders_find_documents", {"query": "\ud800"}),
+                           ("folders_search_content", {"folder": "\ud800", "exact_terms": ["x"]})]:
+            text = await error_text(client, tool, **args)
+            assert "unpaired surrogate" in text and "UnicodeEncodeError" not in text, (tool, text)
+        assert (await call(client, "folders_search_content", exact_terms=["hello"]))["results"]

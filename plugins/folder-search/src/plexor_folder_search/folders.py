@@ -18,7 +18,7 @@ from typing import Any
 
 from plexor import ConfigError, InvalidArgument, NotFound
 
-__all__ = ["FolderSpec", "folders_file", "load_folders", "real_path", "resolve_inside", "save_cli_folders", "slug"]
+__all__ = ["FolderSpec", "folders_file", "load_folders", "plain_text", "real_path", "resolve_inside", "save_cli_folders", "slug"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,16 @@ class FolderSpec:
     def index_name(self) -> str:
         digest = hashlib.sha1(str(self.root).encode("utf-8")).hexdigest()[:10]
         return f"{slug(self.name)}-{digest}.sqlite3"
+
+
+def plain_text(value: str, what: str) -> str:
+    """``value`` if it can be encoded as UTF-8; JSON can carry unpaired surrogates (``"\\ud800"``), which cannot."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{what} contains an unpaired surrogate (U+D800 to U+DFFF), which is not text",
+                              f"Pass {what} as ordinary text.") from None
+    return value
 
 
 def real_path(path: Path) -> Path:
@@ -123,7 +133,7 @@ def resolve_inside(root: Path, relpath: str | None, *, must_exist: bool = True) 
     components, absolute paths outside ``root`` and symlinks whose target lies
     outside ``root``.
     """
-    text = (relpath or "").strip()
+    text = plain_text((relpath or "").strip(), "the path")
     if "\x00" in text:
         raise InvalidArgument("the path contains a NUL character", "Pass a plain relative path such as 'docs/intro.md'.")
     candidate = Path(text).expanduser() if text else Path("")

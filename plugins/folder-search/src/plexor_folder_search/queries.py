@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from plexor import InvalidArgument, NotFound, PlexorError
 from plexor_folder_search import tokens
 from plexor_folder_search.embed import Embedder
-from plexor_folder_search.folders import real_path, resolve_inside
+from plexor_folder_search.folders import plain_text, real_path, resolve_inside
 from plexor_folder_search.search import make_snippet
 from plexor_folder_search.state import FolderState
 
@@ -55,7 +55,7 @@ class FolderQueries:
                 "several folders are configured; say which one",
                 f"Pass folder as one of: {', '.join(sorted(self.folders))}.",
             )
-        key = str(name).strip()
+        key = plain_text(str(name).strip(), "folder")
         st = self.folders.get(key) or self._folder_at(key)
         if st.state == "error" or st.store is None:
             raise PlexorError(f"the folder {st.name!r} cannot be searched: {st.error}",
@@ -109,6 +109,8 @@ class FolderQueries:
     def search_content(self, folder: str | None, concepts: str | None, exact: list[str], limit: int,
                        token: str | None) -> dict[str, Any]:
         st = self.folder(folder)
+        for text in [concepts or "", *exact]:
+            plain_text(text, "the query")
         if not (concepts and concepts.strip()) and not exact:
             raise InvalidArgument(
                 "give semantic_concepts, exact_terms, or both",
@@ -155,6 +157,7 @@ class FolderQueries:
 
     def find_documents(self, folder: str | None, query: str, limit: int, token: str | None) -> dict[str, Any]:
         st = self.folder(folder)
+        plain_text(query or "", "the query")
         if not query or not query.strip():
             raise InvalidArgument("query is empty", "Describe what the documents are about, e.g. \"quarterly budget\".")
         if not 1 <= limit <= 100:
