@@ -430,3 +430,33 @@ async def test_arguments_with_unpaired_surrogates_are_refused_with_guidance(plex
             text = await error_text(client, tool, **args)
             assert "unpaired surrogate" in text and "UnicodeEncodeError" not in text, (tool, text)
         assert (await call(client, "folders_search_content", exact_terms=["hello"]))["results"]
+
+
+@pytest.mark.anyio
+async def test_a_directory_moved_in_and_out_while_watching(plexor, plexor_config, tmp_path):
+    folder = tmp_path / "live"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nstays\n")
+    outside = tmp_path / "box"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "one.md").write_text("# One\n\nthe ibis wades\n")
+    (outside / "deep" / "two.md").write_text("# Two\n\nthe ibis feeds\n")
+    (outside / "deep" / "pic.png").write_bytes(b"\x89PNG" + bytes(100))
+    (outside / "deep" / "away").symlink_to(tmp_path)
+    plexor_config({"folder-search": {"folders": [str(folder)]}})
+    async with plexor.client(installed=INSTALLED) as client:
+        await wait_ready(client)
+        os.rename(outside, folder / "box")
+        deadline = time.monotonic() + 5
+        while (await server_info(client))["documents"] != 3:
+            assert time.monotonic() < deadline, await server_info(client)
+            await anyio.sleep(0.05)
+        hits = (await call(client, "folders_search_content", exact_terms=["ibis"]))["results"]
+        assert sorted(h["path"] for h in hits) == ["box/deep/two.md", "box/one.md"]
+        info = await server_info(client)
+        assert info["skipped"] == {"binary file": 1, "symlink pointing outside the folder": 1}, info
+        os.rename(folder / "box", tmp_path / "box-again")
+        deadline = time.monotonic() + 5
+        while (info := await server_info(client))["documents"] != 1 or info["skipped"]:
+            assert time.monotonic() < deadline, info
+            await anyio.sleep(0.05)

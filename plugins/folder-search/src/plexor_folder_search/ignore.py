@@ -7,7 +7,7 @@ from typing import Any
 
 from plexor_folder_search.safefs import ReadRefused, read_inside
 
-__all__ = ["CACHE_DIRS", "DEPENDENCY_DIRS", "VCS_DIRS", "VENV_NAMES", "IgnoreRules", "SubRules"]
+__all__ = ["CACHE_DIRS", "DEPENDENCY_DIRS", "VCS_DIRS", "VENV_NAMES", "IgnoreRules"]
 
 VCS_DIRS = {".git", ".hg", ".svn", ".bzr", "_darcs", ".fossil"}
 DEPENDENCY_DIRS = {"node_modules", "bower_components", "jspm_packages"}
@@ -106,18 +106,3 @@ class IgnoreRules:
             if reason:
                 return reason
         return self.file_reason(rel)
-
-
-
-class SubRules(IgnoreRules):
-    """The parent's rules, seen from a subdirectory (for re-walking one directory)."""
-
-    def __init__(self, parent: IgnoreRules, prefix: str) -> None:  # noqa: D107
-        self.parent = parent
-        self.prefix = prefix
-
-    def dir_reason(self, rel: str, abs_path: Path) -> str | None:
-        return self.parent.dir_reason(f"{self.prefix}/{rel}", abs_path)
-
-    def file_reason(self, rel: str) -> str | None:
-        return self.parent.file_reason(f"{self.prefix}/{rel}")

@@ -22,7 +22,7 @@ from typing import Any
 from plexor_folder_search.batches import Batches, Work, embed_text
 from plexor_folder_search.embed import Embedder
 from plexor_folder_search.extract import Limits
-from plexor_folder_search.ignore import IgnoreRules, SubRules
+from plexor_folder_search.ignore import IgnoreRules
 from plexor_folder_search.safefs import ReadRefused, display_path, name_problem, read_inside, special_kind
 from plexor_folder_search.store import IndexStore
 from plexor_folder_search.vectors import VectorIndex
@@ -123,8 +123,9 @@ class Indexer:
             skipped: list[Skip] = []
             seen: set[str] = set()
             forget: list[str] = []
+            walked: list[str] = []  # directories walked whole in this batch: what is under them is done
             for rel in sorted(set(rels)):
-                if rel in seen:
+                if rel in seen or any(rel.startswith(w + "/") for w in walked):
                     continue
                 problem = name_problem(rel)
                 if problem:
@@ -140,11 +141,10 @@ class Indexer:
                     prefix = rel + "/"
                     sub_disk: dict[str, tuple[int, int]] = {}
                     forget.append(rel)
+                    walked.append(rel)
                     if not reason and not self.rules.dir_reason(rel, abs_path):
-                        sub = Walker(abs_path, SubRules(self.rules, rel), self.options.max_file_size, top=self.root)
-                        files, sub_skips = sub.walk()
-                        sub_disk = {f"{rel}/{k}": v for k, v in files.items()}
-                        skipped.extend((f"{rel}/{r}", why, d, s, m) for r, why, d, s, m in sub_skips)
+                        sub_disk, sub_skips = self.walker.walk(start=rel)
+                        skipped.extend(sub_skips)
                     for krel, kst in known.items():
                         if krel.startswith(prefix) and krel not in sub_disk:
                             gone[krel] = kst

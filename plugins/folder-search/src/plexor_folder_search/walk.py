@@ -23,19 +23,21 @@ Skip = tuple[str, str, str | None, int | None, int | None]
 
 
 class Walker:
-    """Walks ``root`` (the folder ``top``, or a directory in it) under ``rules``."""
+    """Walks the folder ``root`` under ``rules``."""
 
-    def __init__(self, root: Path, rules: IgnoreRules, max_file_size: int, top: Path | None = None) -> None:
+    def __init__(self, root: Path, rules: IgnoreRules, max_file_size: int) -> None:
         self.root = root
-        self.top = top or root
         self.rules = rules
         self.max_file_size = max_file_size
 
-    def walk(self) -> tuple[dict[str, tuple[int, int]], list[Skip]]:
-        """Every indexable file ``rel -> (size, mtime_ns)`` and the skips ``(rel, reason, detail, size, mtime)``."""
+    def walk(self, start: str = "") -> tuple[dict[str, tuple[int, int]], list[Skip]]:
+        """Every indexable file ``rel -> (size, mtime_ns)`` and the skips ``(rel, reason, detail, size, mtime)``.
+
+        ``start`` is a directory (relative to the folder) to walk instead of the whole folder.
+        """
         files: dict[str, tuple[int, int]] = {}
         skipped: list[Skip] = []
-        stack = [""]
+        stack = [start]
         while stack:
             rel_dir = stack.pop()
             try:
@@ -64,7 +66,7 @@ class Walker:
             return
         try:
             if entry.is_symlink():
-                skipped.append((rel, *symlink_reason(str(self.root / rel), self.top), None, None))
+                skipped.append((rel, *symlink_reason(str(self.root / rel), self.root), None, None))
                 return
             if entry.is_dir(follow_symlinks=False):
                 reason = self.rules.dir_reason(rel, self.root / rel)
