@@ -1,6 +1,7 @@
 """Telemetry's cost: server CPU per `tools/call` with PLEXOR_OTEL on against off, same server, same run.
 
-Four `plexor serve` processes (stdio), the same code and plugins: ``off``; ``metrics`` (``PLEXOR_OTEL=1``
+Four `plexor serve --transport http` processes (``--transport stdio``: `plexor serve`), the same code
+and plugins: ``off``; ``metrics`` (``PLEXOR_OTEL=1``
 alone: metrics for /metrics, no spans); ``traces 10%`` and ``traces all`` (spans and metrics exported
 over OTLP/HTTP to a sink in this process, which answers 200 and discards, so the exporter does all its
 real work: batching, protobuf encoding, the HTTP post; the first samples one trace in ten with the
@@ -9,7 +10,7 @@ interleaved rounds; the CPU time of each *server process* (user + system from /p
 thread counts and the client does not) is divided by the calls it answered. Medians over the rounds,
 and the ratio to ``off``.
 
-    python bench/telemetry.py [--calls 2000] [--rounds 7] [--tool bench_echo]
+    python bench/telemetry.py [--calls 2000] [--rounds 7] [--tool bench_echo] [--transport http|stdio]
 
 The default tool, ``bench_echo`` (``bench/site``), does almost nothing, so the ratio is the
 worst case: a tool that does real work makes the fixed cost of a span a smaller share.
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -60,11 +62,39 @@ class Sink(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def http_server(env: dict[str, str]) -> Iterator[str]:
+    """`plexor serve --transport http` on a free port; yields its /mcp URL."""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve", "--transport", "http", "--port", str(port)], env=env)
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=2000, help="calls per side per round")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--tool", default="bench_echo")
+    parser.add_argument("--transport", choices=("http", "stdio"), default="http",
+                        help="http: `plexor serve --transport http` (where /metrics is); stdio: `plexor serve`")
     args = parser.parse_args()
 
     from mcp import Client, StdioServerParameters
@@ -88,8 +118,12 @@ async def main() -> None:
     async with contextlib.AsyncExitStack() as stack:
         clients = {}
         for name, env in sides.items():
-            params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "serve"], env=env)
-            clients[name] = await stack.enter_async_context(Client(params))
+            if args.transport == "stdio":
+                params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "serve"], env=env)
+                clients[name] = await stack.enter_async_context(Client(params))
+            else:
+                url = stack.enter_context(http_server(env))
+                clients[name] = await stack.enter_async_context(Client(url))
         pids = {}
         for name, client in clients.items():
             pids[name] = (await client.call_tool("plexor_health", {})).structured_content["pid"]
@@ -110,7 +144,7 @@ async def main() -> None:
     sink.shutdown()
 
     off_cpu = statistics.median(per_call["off"])
-    print(f"tool {args.tool}: {args.rounds} rounds x {args.calls} calls per side, interleaved")
+    print(f"{args.transport}, tool {args.tool}: {args.rounds} rounds x {args.calls} calls per side, interleaved")
     print(f"{'side':<11} {'server CPU/call: median (min-max)':<34} {'vs off':>16} {'wall/call':>11}")
     for name in sides:
         cpu = per_call[name]
