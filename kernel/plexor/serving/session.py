@@ -28,7 +28,9 @@ def check_order(ctx: Any, known: Any) -> None:
     if connection is None:
         return
     if ctx.method == "initialize":
-        if connection.client_params is not None:
+        # From 2026-07-28 on there is no handshake: the SDK answers initialize itself (404, -32601).
+        modern = (getattr(ctx, "protocol_version", None) or "") >= "2026-07-28"
+        if connection.client_params is not None and not modern:
             raise MCPError(types.INVALID_REQUEST, (
                 f"this session is already initialized (protocol {connection.protocol_version}); initialize is sent "
                 "once per session. To start over, open a new session: over HTTP post initialize without an "
