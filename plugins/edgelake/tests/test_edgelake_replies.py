@@ -63,6 +63,12 @@ async def test_captured_error_replies(node: StandIn, command: str, destination: 
     assert err.guidance and len(err.guidance) > 40 and err.guidance == ERROR_ADVICE[code]
 
 
+async def test_an_unknown_select_column_is_advised_as_such(node: StandIn) -> None:
+    err = await refused(node, 'sql mydb format = json "select bogus_col from temperature limit 3"', destination="network")
+    assert "Column 'bogus_col' is not recognized" in err.message
+    assert (err.guidance or "").startswith("The node does not know a column") and "IN as" not in (err.guidance or "")
+
+
 async def test_the_operators_detail_is_surfaced(node: StandIn) -> None:
     err = await refused(node, 'sql mydb format = json "select * from humidity where device in (\'dev1\',\'dev2\') limit 3"',
                         destination="network")

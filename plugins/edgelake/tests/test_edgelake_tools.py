@@ -89,7 +89,7 @@ async def test_query_rows_come_back_from_the_network(edgelake: Any, node: StandI
     ("value between 30 and 40", "value >= 30 and value <= 40"),
     ("status <> 'ok'", "status != 'ok'"),
     ("not status = 'ok'", "status != 'ok'"),
-    ("status like 'wa%'", "status >= 'wa' and status < 'wb'"),
+    ("tsd_name like '21%'", "tsd_name >= '21' and tsd_name < '22'"),
     ("device not in ('dev1', 'dev2')", "device != 'dev1' and device != 'dev2'"),
 ])
 async def test_network_where_is_rewritten_into_forms_the_operators_accept(edgelake: Any, node: StandIn, where: str,
@@ -108,6 +108,7 @@ async def test_network_where_is_rewritten_into_forms_the_operators_accept(edgela
 @pytest.mark.parametrize(("args", "named"), [
     ({"where": "device = 'it''s'"}, "doubled quote"),
     ({"where": "status like '%a%'"}, "LIKE"),
+    ({"where": "status like 'wa%'"}, "status >= 'wa' and status < 'wb'"),  # LIKE ignores case; a range does not
     ({"where": "not (status = 'ok' or device = 'dev1')"}, "NOT"),
     ({"select": "device, value * 2"}, "arithmetic"),
     ({"select": "device, value + 1 as v"}, "arithmetic"),
@@ -263,7 +264,7 @@ async def test_info_table_answers_what_the_node_only_prints(edgelake: Any, node:
         ("POST", "info table mydb temperature partitions"),
     ]
     assert cols["columns"][0] == {"name": "row_id", "type": "integer"}
-    assert exists["exists_in_metadata"] == ["bulk"] and missing["exists_in_metadata"] == []
+    assert exists["exists"] is True and missing["exists"] is False
     assert "error 82: Missing partition declaration" in parts and "no partition declaration" in parts
 
 
@@ -284,7 +285,7 @@ async def test_upstream_tools_send_upstreams_commands(edgelake: Any, node: Stand
     async with edgelake() as client:
         nodes = await call(client, "get_nodes")
         roots = await call(client, "get_root_policies")
-        children = await call(client, "get_policy_children", where="id = 6defb75b15b7677d6ddd00fa5765662e")
+        children = await call(client, "get_policy_children", parent_id="ad3b3c99935c8f3579fb41ee410efad2")
         conns = await call(client, "list_connections")
         dbs = await call(client, "list_local_databases")
         remote = await call(client, "list_local_databases", nodes="127.0.0.1:32048")
@@ -292,7 +293,7 @@ async def test_upstream_tools_send_upstreams_commands(edgelake: Any, node: Stand
     assert [r.command for r in node.requests] == [
         "blockchain get (master, query, operator) bring.json [*] [*][name] [*][ip] [*][port]",
         "blockchain get root policies",
-        "blockchain get * where id = 6defb75b15b7677d6ddd00fa5765662e bring.json.children",
+        'blockchain get * where parent = "ad3b3c99935c8f3579fb41ee410efad2"',
         "get connections where format = json",
         "get databases where format = json",
         "get databases where format = json",
@@ -300,7 +301,9 @@ async def test_upstream_tools_send_upstreams_commands(edgelake: Any, node: Stand
     ]
     assert [t["policy"] for t in types["policies"]] == ["master", "cluster", "operator", "table"]
     assert nodes["nodes"][1] == {"policy": "operator", "name": "el-operator", "ip": "127.0.0.1", "port": 32048}
-    assert roots["policies"] == [] and children["policies"] == []
+    assert roots["policies"] == []
+    assert [next(iter(p)) for p in children["policies"]] == ["cluster"] * 3
+    assert {p["cluster"]["parent"] for p in children["policies"]} == {"ad3b3c99935c8f3579fb41ee410efad2"}
     assert conns["connections"][0]["REST"]["local"] == "127.0.0.1:32049"
     assert "mydb" in dbs["databases"][0] and remote["databases"][0]["node"] == "127.0.0.1:32048"
     assert node.requests[-2].destination == "127.0.0.1:32048"
@@ -380,3 +383,6 @@ async def test_resource_templates(edgelake: Any) -> None:
             await client.read_resource("edgelake://database/nodb")
         with pytest.raises(Exception, match="not a plain identifier"):
             await client.read_resource("edgelake://database/my%20db")
+        with pytest.raises(Exception, match="error 132: Local table not declared") as missing:
+            await client.read_resource("edgelake://database/mydb/table/nope")
+        assert missing.value.error.code == -32002  # not found, like an unknown database (was -32603)

@@ -256,7 +256,8 @@ def _header_value(value: str, what: str, node: Node, command: str) -> str:
             f"the EdgeLake command {command!r} cannot be sent: it holds {bad!r} at position {where}",
             "EdgeLake takes the command in an HTTP header, which carries printable ASCII only: "
             "leave out line breaks and control characters, and write non-ASCII text another way "
-            "(for example a like pattern with _ in place of the character).",
+            "(for example a like pattern with _ in place of the character, in a query with destination local: "
+            "network queries refuse LIKE patterns).",
             data=_details(node, command),
         )
     raise InvalidArgument(

@@ -108,14 +108,21 @@ def _network_where(where: str) -> str:
                 pattern = toks[j + 1][1][1:-1]
                 prefix = pattern[:-1]
                 if pattern.endswith("%") and prefix and not re.search(r"[%_]", prefix):
-                    out.append(group([f"{col} >= '{prefix}'", f"{col} < '{_bump(prefix)}'"], "and"))
-                    i = j + 2
-                    continue
+                    if not re.search(r"[A-Za-z]", prefix):
+                        out.append(group([f"{col} >= '{prefix}'", f"{col} < '{_bump(prefix)}'"], "and"))
+                        i = j + 2
+                        continue
+                    # LIKE ignores the case of ASCII letters, a range does not: say so rather than change the result
+                    raise _refuse("where", f"LIKE '{pattern}' is refused by network queries (error 46), and LIKE "
+                                           "ignores letter case, which no accepted form does",
+                                  f"For a case-sensitive prefix match write {col} >= '{prefix}' and {col} < "
+                                  f"'{_bump(prefix)}'; to ignore case, run the query on the node itself with "
+                                  "destination local.")
             raise _refuse("where", f"'{op.upper() if op else 'NOT'}' as used here is refused by network queries "
                                    "(error 46)",
                           "Over the network write conditions with =, !=, <, <=, >, >=, and, or: IN becomes "
-                          "equalities joined by or, BETWEEN becomes >= and <=, LIKE 'abc%' becomes >= 'abc' and "
-                          "< 'abd'; other LIKE patterns and NOT cannot be sent to the network — run the query on "
+                          "equalities joined by or, BETWEEN becomes >= and <=, LIKE '12%' becomes >= '12' and "
+                          "< '13'; other LIKE patterns and NOT cannot be sent to the network — run the query on "
                           "the node itself with destination local.")
         if kind == "word" and low == "not":
             # not col = v / not col != v: the opposite comparison

@@ -130,7 +130,7 @@ def _number(text: Any) -> Any:
 # Declared parsers
 
 KINDS = {
-    "json_path": {"path", "unique", "sort", "key", "entries", "empty"},
+    "json_path": {"path", "unique", "sort", "key", "entries", "empty", "exists"},
     "table": {"key", "fill_down", "numbers", "empty"},
     "query": {"empty"},
     "json": {"key", "empty"},
@@ -167,7 +167,7 @@ def validate_parser(spec: Any, params: set[str]) -> list[str]:
         if entries is not None and not (isinstance(entries, dict) and set(entries) == {"key", "value"}
                                         and all(isinstance(v, str) for v in entries.values())):
             problems.append("entries must be {key: <column name>, value: <column name>}")
-    for flag in ("unique", "sort", "numbers"):
+    for flag in ("unique", "sort", "numbers", "exists"):
         if flag in spec and not isinstance(spec[flag], bool):
             problems.append(f"{flag} must be true or false")
     if "key" in spec and not (isinstance(spec["key"], str) and re.match(r"^[A-Za-z_]\w*$", spec["key"])):
@@ -238,6 +238,8 @@ def parse_reply(spec: Mapping[str, Any] | str | None, body: str, args: Mapping[s
                 if v not in seen:
                     seen.append(v)
             values = seen
+        if spec.get("exists"):  # whether the path found anything, as true/false
+            return Parsed({key or "exists": bool(values)})
         if spec.get("sort"):
             values = sorted(values, key=lambda v: json.dumps(v, sort_keys=True) if not isinstance(v, str) else v)
         if not spec.get("path", "$").replace(" ", "") == "$" or entries:

@@ -91,8 +91,19 @@ async def _run_shipped(ctx: Context, tool_name: str, args: dict[str, Any]) -> di
     if tool is None:
         raise NotFound(f"the tool edgelake_{tool_name} is disabled, so this resource cannot be read",
                        f"Re-enable {tool_name} in your [edgelake] tools_file.")
-    result = await engine.run(tool, args)
+    from plexor_edgelake.client import EdgeLakeError
+
+    try:
+        result = await engine.run(tool, args)
+    except EdgeLakeError as exc:
+        # The node's "no such database / table" errors mean the resource does not exist: say so as not-found.
+        if (exc.data or {}).get("err_code") in _MISSING:
+            raise NotFound(exc.message, exc.guidance, data=exc.data) from None
+        raise
     return result.data
+
+
+_MISSING = {5, 29, 45, 132}  # unknown DBMS, no metadata, table metadata not loadable, local table not declared
 
 
 async def read_database(database: str, ctx: Context) -> dict[str, Any]:

@@ -96,6 +96,9 @@ def _node_error(reply: Reply, err: dict[str, Any], how: str) -> EdgeLakeError:
                f"{code if code is not None else '?'}: {text}" + (f" ({local})" if local else "")
                + (f"; the operator says: {detail}" if detail else ""))
     advice = ERROR_ADVICE.get(code, _DEFAULT_ADVICE) if isinstance(code, int) else _DEFAULT_ADVICE
+    if code == 46 and local and "Column" in str(local):  # the node names the column: lead with that
+        advice = ("The node does not know a column the statement names (see its message above). Check the column "
+                  "names with edgelake_get_schema.")
     return EdgeLakeError(message, advice, data={
         "node": reply.node.name, "address": reply.node.address, "command": reply.command, "method": reply.method,
         "http_status": reply.status, "err_code": code, "err_text": text, "local_msg": local,
