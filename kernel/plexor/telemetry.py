@@ -9,8 +9,8 @@ module level: ``import plexor.telemetry`` is as cheap as the stdlib, and the SDK
 What is emitted (``docs/observability.md`` has the details and queries):
 
 - one span per request, named ``{mcp.method.name} {target}``, with the MCP attributes of
-  the OpenTelemetry semantic conventions (v1.39.0 onwards; as shipped in
-  ``opentelemetry-semantic-conventions`` 0.66b2), the plugin's name and the outcome; its
+  the OpenTelemetry semantic conventions (as shipped in ``opentelemetry-semantic-conventions``
+  0.66b2, schema 1.44.0), the plugin's name and the outcome; its
   parent is the client's trace context when the request carries one;
 - ``mcp.server.operation.duration`` (histogram, seconds) by method, tool or prompt,
   plugin and outcome; ``plexor.requests.in_flight`` and ``plexor.plugins`` (gauges read
@@ -27,7 +27,7 @@ import contextlib
 import contextvars
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.base import KernelBase
     from plexor.core.pipeline import Request
 
-__all__ = ["SWITCH", "Telemetry", "enabled", "from_environ", "http_routes", "span"]
+__all__ = ["SWITCH", "Telemetry", "from_environ", "http_routes", "span"]
 
 SWITCH = "PLEXOR_OTEL"
 RECORD_ARGUMENTS = "PLEXOR_OTEL_RECORD_ARGUMENTS"
@@ -52,11 +52,6 @@ _OFF = ("", "0", "false", "no", "off")
 
 # The telemetry of the request running in this context (set by Telemetry.observe), for span().
 _active: contextvars.ContextVar[Telemetry | None] = contextvars.ContextVar("plexor_telemetry", default=None)
-
-
-def enabled(environ: Mapping[str, str]) -> bool:
-    """Whether ``PLEXOR_OTEL`` switches telemetry on."""
-    return environ.get(SWITCH, "").strip().lower() not in _OFF
 
 
 def span(name: str, *, kind: str = "client", **attributes: Any) -> contextlib.AbstractContextManager[Any]:
@@ -189,12 +184,8 @@ class Telemetry:
             else:
                 self._histogram.labels(*target.labels, error or "", outcome).observe(seconds)
         if self.duration is not None:
-            metric = target.metric
-            if outcome != "ok":
-                metric = {**metric, "plexor.outcome": outcome, **({"error.type": error} if error else {})}
-            else:
-                metric = {**metric, "plexor.outcome": "ok"}
-            self.duration.record(seconds, metric)
+            failed = {"error.type": error} if error else {}
+            self.duration.record(seconds, {**target.metric, "plexor.outcome": outcome, **failed})
 
     def _target(self, kind: str, name: str, plugin: str | None, version: str | None) -> _Target:
         """What a tool, prompt or method's requests share: made once and kept (bounded)."""
