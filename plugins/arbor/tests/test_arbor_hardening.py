@@ -302,7 +302,7 @@ async def test_import_errors_give_guidance_never_a_traceback(plexor, backend, tm
         (_document(node={"metadata": ["role", "user"]}), "metadata that is not an object"),
         (_document(node={"metadata": {"role": "us\x00er"}}), "metadata.role contains a NUL"),
     ]
-    env = plexor.environ(None, backend)
+    env = plexor.environ(["arbor"], backend)
     for i, (document, expected) in enumerate(cases[:2]):  # through the real command
         path = tmp_path / f"doc{i}.json"
         path.write_text(json.dumps(document), encoding="utf-8")

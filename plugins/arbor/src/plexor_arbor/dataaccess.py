@@ -18,8 +18,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from plexor import span
-
 __all__ = ["DataAccess"]
 
 R = TypeVar("R", bound=tuple[Any, ...])
@@ -51,9 +49,8 @@ class DataAccess:
         return out
 
     def execute(self, text: str, params: Iterable[Any] = ()) -> Any:
-        """Run one statement; returns the cursor (in a child span of the request when telemetry is on)."""
-        with span(text.split(None, 1)[0], kind="client", **{"db.system.name": "postgresql" if self.is_postgres else "sqlite"}):
-            return self.db.execute_sql(self.sql(text), tuple(params))
+        """Run one statement; returns the cursor."""
+        return self.db.execute_sql(self.sql(text), tuple(params))
 
     def row(self, row_type: type[R], text: str, params: Iterable[Any] = ()) -> R | None:
         """The first row as ``row_type`` (a NamedTuple whose fields are the SELECT list), or ``None``."""
@@ -91,6 +88,20 @@ class DataAccess:
     def column(self, query: Any) -> list[Any]:
         """The first column of every row of a peewee query, run on this database."""
         return list(self.bound(query).scalars())
+
+    def among(self, column: str, values: Sequence[Any]) -> Iterator[tuple[str, list[Any]]]:
+        """``(condition, params)`` pairs that together select the rows whose ``column`` is one of ``values``.
+
+        PostgreSQL takes the whole list as one array parameter (``= ANY(?)``, planned once); SQLite an
+        ``IN (?, ...)`` list of at most 500 values at a time.
+        """
+        if self.is_postgres:
+            if values:
+                yield f"{column} = ANY(?)", [list(values)]
+            return
+        for start in range(0, len(values), 500):
+            chunk = list(values[start : start + 500])
+            yield f"{column} IN ({self.marks(len(chunk))})", chunk
 
     @staticmethod
     def marks(count: int) -> str:

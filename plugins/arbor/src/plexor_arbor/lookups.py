@@ -60,10 +60,8 @@ class StoreBase:
         """Node ids by key, for the keys given (``None`` skipped)."""
         wanted = sorted({s for s in seqs if s is not None})
         out: dict[int, str] = {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            out.update(self.data.mapping(
-                f"SELECT seq, id FROM arbor_node WHERE seq IN ({self.data.marks(len(chunk))})", chunk))
+        for among, params in self.data.among("seq", wanted):
+            out.update(self.data.mapping(f"SELECT seq, id FROM arbor_node WHERE {among}", params))
         return out
 
     def _owners(self, tree_id: str) -> dict[str, int]:

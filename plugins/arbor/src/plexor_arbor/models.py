@@ -1,9 +1,10 @@
 """The Arbor schema as peewee models, and its numbered migrations.
 
 Imported only from ``plexor_register_models`` (peewee is a heavy import).
-The models declare the schema; the queries themselves live in
-:mod:`plexor_arbor.store` and run on the database object the kernel opened
-for this plugin, so they never depend on which database a model class
+The models declare the schema, and the store's simple queries are written
+with them; every query (peewee's or raw SQL) runs through
+:class:`plexor_arbor.dataaccess.DataAccess` on the database object the kernel
+opened for this plugin, so none depends on which database a model class
 happens to be bound to.
 
 Nodes carry two identities: ``id`` is the public UUID, ``seq`` an integer key

@@ -63,6 +63,8 @@ def _escaped(match: re.Match[str]) -> str:
 
 def escape(text: str) -> str:
     """``text`` with every character that could break or fake a line of the drawing escaped."""
+    if text.isprintable():  # no control, separator or format character at all: the usual case
+        return text
     return _UNSAFE.sub(_escaped, text)
 
 

@@ -36,7 +36,7 @@ _SHAPE = ("WITH RECURSIVE down(seq, parent_seq, position, depth) AS ("
           " JOIN down ON n.parent_seq = down.seq{limit})"
           " SELECT seq, parent_seq, position, depth FROM down ORDER BY parent_seq, position")
 _LABELS = (f"SELECT seq, id, kind, role, substr(content, 1, {FETCH}), length(content) > {FETCH}, "
-           "substr(handle, 1, 65536) FROM arbor_node WHERE seq IN ({marks})")
+           "substr(handle, 1, 65536) FROM arbor_node WHERE {among}")
 
 
 class SubtreesMixin(StoreBase):
@@ -121,11 +121,10 @@ class SubtreesMixin(StoreBase):
         }
 
     def _labels(self, seqs: list[int], root_seq: int) -> dict[int, str]:
-        """The text of each of these nodes' lines, read a chunk of keys at a time."""
+        """The text of each of these nodes' lines."""
         out: dict[int, str] = {}
-        for start in range(0, len(seqs), 500):
-            chunk = seqs[start : start + 500]
-            for r in self.data.rows(LabelRow, _LABELS.format(marks=self.data.marks(len(chunk))), chunk):
+        for among, params in self.data.among("seq", seqs):
+            for r in self.data.rows(LabelRow, _LABELS.format(among=among), params):
                 out[r.seq] = (root_label(r.seq == root_seq, r.kind, r.role, r.content)
                               or label(r.kind, r.role, r.content, r.handle, more=bool(r.longer)))
         return out
