@@ -348,3 +348,30 @@ def test_stdin_eof_ends_the_process_in_bounded_time_while_a_shutdown_hook_hangs(
     err = proc.stderr.read()
     assert b"shutdown hook hangs now" in err and b"exit_forced" in err and b"stdin closed" in err
     assert code == 1 and elapsed < 2 * 1 + 5 + 3, elapsed  # 2 x grace + the margin, plus start-up slack
+
+
+def test_plexor_connect_answers_every_request_with_a_readable_id(tmp_path):
+    from conformance.serving import fixture_env
+
+    from plexor.daemon import _alive, read_registry, stop_daemon
+
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "connect"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=fixture_env(home))
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+        assert _read_until(proc, 1, timeout=60)["result"]["protocolVersion"] == "2025-11-25"
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":2,"method":"tools/list","params":"s"}\n'
+                         b'[{"jsonrpc":"2.0","id":3,"method":"tools/list"}]\n')
+        proc.stdin.flush()
+        assert _read_until(proc, 2)["error"]["code"] == -32602
+        assert _read_until(proc, 3)["error"]["code"] == -32600
+    finally:
+        proc.kill()
+        proc.wait()
+        info = read_registry(home / "data" / "daemon.json")
+        if info is not None and _alive(int(info["pid"])):
+            stop_daemon(info, wait=10)

@@ -111,7 +111,8 @@ def daemon_health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] 
                                  headers={"Authorization": f"Bearer {info['token']}"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback URL we built
-            return json.loads(resp.read())
+            found: dict[str, Any] = json.loads(resp.read())
+            return found
     except (OSError, ValueError, urllib.error.URLError):
         return None
 
@@ -397,9 +398,9 @@ async def run_connect(environ: dict[str, str] | None = None) -> None:
     import anyio
     import mcp_types as types
     from mcp.server.lowlevel import NotificationOptions, Server
-    from mcp.server.stdio import stdio_server
 
     from plexor.log import get_logger
+    from plexor.serving.stdio import stdio_streams
 
     env = dict(os.environ if environ is None else environ)
     log = get_logger("plexor.connect")
@@ -459,7 +460,7 @@ async def run_connect(environ: dict[str, str] | None = None) -> None:
     async with anyio.create_task_group() as tg:
         up._tg = tg
         await up.connect()  # start (or find) the daemon before answering the handshake
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_streams(log) as (read_stream, write_stream):
             await server.run(read_stream, write_stream,
                              server.create_initialization_options(NotificationOptions(tools_changed=True)))
         up.close()

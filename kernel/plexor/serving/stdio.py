@@ -18,15 +18,17 @@ signal exits at once.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import sys
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 from plexor.core.kernel import Kernel
 
-__all__ = ["serve_stdio"]
+__all__ = ["serve_stdio", "stdio_streams"]
 
 EXIT_MARGIN = 5.0  # seconds beyond the grace periods before the watchdog ends the process
 
@@ -318,17 +320,32 @@ def _freeze_heap() -> None:
     gc.freeze()
 
 
+@contextlib.asynccontextmanager
+async def stdio_streams(log: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's ``stdio_server`` with Plexor's ends: stdin and stdout through the event loop, refused lines answered."""
+    from mcp.server.stdio import stdio_server
+
+    stdin, stdout = StdinLines(), StdoutPipe()
+    try:
+        async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+            yield AnsweringStream(read_stream, write_stream, stdin.given, log), write_stream
+    finally:
+        import anyio
+
+        with anyio.CancelScope(shield=True):
+            await stdout.settle()
+        stdout.restore()
+
+
 async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
     """Serve one client over stdin/stdout until EOF or a signal; then drain and stop the kernel."""
     import anyio
-    from mcp.server.stdio import stdio_server
 
     from plexor.server import Boot, build_server
 
     boot = Boot(kernel, on_started=_freeze_heap)
     server = build_server(kernel, boot=boot)
     watchdog = Watchdog(kernel, 2 * grace + EXIT_MARGIN)
-    stdin, stdout = StdinLines(), StdoutPipe()
     try:
         async with anyio.create_task_group() as tg:
             # The handshake is answered first; plugins load and start right after
@@ -337,9 +354,8 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
             boot.attach(tg)
             tg.start_soon(boot.fallback, 0.5)
             tg.start_soon(_run_until_signal, kernel, tg.cancel_scope, grace, watchdog)
-            async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
-                reader = AnsweringStream(read_stream, write_stream, stdin.given, kernel.log)
-                await server.run(reader, write_stream, server.create_initialization_options())  # type: ignore[arg-type]
+            async with stdio_streams(kernel.log) as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
             kernel.log.info("stdin_closed")
             watchdog.arm("stdin closed")
             await kernel.drain(grace)
@@ -347,5 +363,3 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
     finally:
         with anyio.CancelScope(shield=True):
             await kernel.stop(grace)
-            await stdout.settle()
-        stdout.restore()
