@@ -262,8 +262,9 @@ class Watchdog:
 
     def arm(self, reason: str) -> None:
         """Make the next SIGTERM/SIGINT exit immediately, and start the clock (once)."""
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._second_signal)
+        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread only
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, self._second_signal)
         if self._armed:
             return
         self._armed = True
