@@ -139,7 +139,7 @@ class LimitedHttp(_Base):  # type: ignore[misc,valid-type]
     def expire(self, why: str) -> None:
         if self.transport.is_closing():
             return
-        if not self._answered or self.waiting():
+        if not self._answered:  # an idle keep-alive connection is closed silently (a 408 could pass for the next answer)
             self.transport.write(_response(_408, f"Request timeout: {why}; send the request promptly.\n"))
         self.transport.close()
 
