@@ -126,7 +126,7 @@ def _network_where(where: str) -> str:
                           "the node itself with destination local.")
         if kind == "word" and low == "not":
             # not col = v / not col != v: the opposite comparison
-            if i + 3 < len(toks) + 0 and toks[i + 1][0] == "word" and toks[i + 2][1] in ("=", "!=", "<>"):
+            if i + 3 < len(toks) and toks[i + 1][0] == "word" and toks[i + 2][1] in ("=", "!=", "<>"):
                 opposite = "!=" if toks[i + 2][1] == "=" else "="
                 out.append(f"{toks[i + 1][1]} {opposite} {toks[i + 3][1]}")
                 i += 4
