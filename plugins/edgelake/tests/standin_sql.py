@@ -75,7 +75,7 @@ def seed(con: sqlite3.Connection) -> None:
 
 
 _SQL_CMD = re.compile(r'^sql\s+(?P<dbms>\S+)\s+(?:(?P<opts>format\s*=\s*[\w:]+(?:\s+and\s+stat\s*=\s*\w+)?)\s+)?"(?P<sql>.*)"$', re.S)
-_NETWORK_REFUSED = re.compile(r"\b(in\s*\(|between\b|like\b|not\b)|<>|''", re.I)
+_NETWORK_REFUSED = re.compile(r"\b(in\s*\(|between\b|like\b|(?<!is )not\b)|<>|''", re.I)  # "is not null" parses
 _AGGREGATE = re.compile(r"\b(count|avg|sum|min|max)\s*\(", re.I)
 _AGG_ARITHMETIC = re.compile(r"\b(?:count|avg|sum|min|max)\s*\([^()]*(?:[-+/%]|\w\s*\*\s*\w)[^()]*\)", re.I)
 _ONLY_NETWORK = re.compile(r"\b(increments|period|now)\s*\(", re.I)

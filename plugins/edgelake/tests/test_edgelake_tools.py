@@ -91,6 +91,7 @@ async def test_query_rows_come_back_from_the_network(edgelake: Any, node: StandI
     ("not status = 'ok'", "status != 'ok'"),
     ("tsd_name like '21%'", "tsd_name >= '21' and tsd_name < '22'"),
     ("device not in ('dev1', 'dev2')", "device != 'dev1' and device != 'dev2'"),
+    ("status is not null and device = 'dev1'", "status is not null and device = 'dev1'"),  # the operators parse it
 ])
 async def test_network_where_is_rewritten_into_forms_the_operators_accept(edgelake: Any, node: StandIn, where: str,
                                                                            sent: str) -> None:

@@ -124,6 +124,10 @@ def _network_where(where: str) -> str:
                           "equalities joined by or, BETWEEN becomes >= and <=, LIKE '12%' becomes >= '12' and "
                           "< '13'; other LIKE patterns and NOT cannot be sent to the network — run the query on "
                           "the node itself with destination local.")
+        if kind == "word" and low == "not" and i and toks[i - 1][1].lower() == "is":
+            out.append(value)  # "is not null" is part of the operators' grammar
+            i += 1
+            continue
         if kind == "word" and low == "not":
             # not col = v / not col != v: the opposite comparison
             if i + 3 < len(toks) and toks[i + 1][0] == "word" and toks[i + 2][1] in ("=", "!=", "<>"):
