@@ -82,11 +82,25 @@ def _page(items: list[Any], cursor: str | None, size: int) -> tuple[list[Any], s
     return items[start:end], (_cursor(end) if end < len(items) else None)
 
 
-def _protocol_error(err: PlexorError) -> MCPError:
-    code = RESOURCE_NOT_FOUND if isinstance(err, NotFound) else (
-        types.INVALID_PARAMS if isinstance(err, InvalidArgument) else (
-            SERVER_NOT_READY if isinstance(err, NotReady) else types.INTERNAL_ERROR))
-    return MCPError(code, err.render(), err.payload())
+def protocol_error(err: PlexorError, method: str = "", *, modern: bool = False, uri: str | None = None) -> MCPError:
+    """The one place a :class:`PlexorError` outside a tool result becomes a JSON-RPC error.
+
+    The code follows the error's class, except where the spec says otherwise for a method: an
+    unknown prompt is invalid params, and so is an unknown resource from 2026-07-28 on (SEP-2164,
+    with ``data.uri``). Tool failures never come here: they are results with ``isError``.
+    """
+    data = err.payload()
+    if isinstance(err, NotFound) and (method == "prompts/get" or (method == "resources/read" and modern)):
+        code = types.INVALID_PARAMS
+        if uri is not None:
+            data = {**data, "uri": uri}
+    elif isinstance(err, NotFound):
+        code = RESOURCE_NOT_FOUND
+    elif isinstance(err, InvalidArgument):
+        code = types.INVALID_PARAMS
+    else:
+        code = SERVER_NOT_READY if isinstance(err, NotReady) else types.INTERNAL_ERROR
+    return MCPError(code, err.render(), data)
 
 
 class _Sessions:
@@ -114,14 +128,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     def tool_models() -> list[types.Tool]:
         if "tools" not in cache:
             out = []
-            for spec in list(kernel.registry.tools.values()):
-                try:
-                    kernel.prepare_tool(spec)  # derives the schemas if the plugin has not started yet
-                except PlexorError as exc:  # one bad tool signature fails its plugin, not the list
-                    kernel._fail_plugin(kernel.records[spec.plugin], exc, "loading")
-                    continue
-                if kernel.records[spec.plugin].state.value == "failed":
-                    continue  # an earlier tool of the same plugin just failed it
+            for spec in kernel.list_tools():
                 wire: dict[str, Any] = {
                     "name": spec.name,
                     "description": spec.description,
@@ -204,12 +211,8 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             contents = await kernel.read_resource(str(params.uri), session=ctx.session, request_id=ctx.request_id, exchange=exchange)
         except (InputRequired, AskError, BaseExceptionGroup) as exc:
             return asked(exc, exchange)
-        except NotFound as err:
-            if stateless_era(ctx):  # SEP-2164: -32602 with data.uri from 2026-07-28 on
-                raise MCPError(types.INVALID_PARAMS, err.render(), {**(err.payload() or {}), "uri": str(params.uri)}) from None
-            raise _protocol_error(err) from None
         except PlexorError as err:
-            raise _protocol_error(err) from None
+            raise protocol_error(err, "resources/read", modern=stateless_era(ctx), uri=str(params.uri)) from None
         return types.ReadResourceResult.model_validate({"contents": [
             {"uri": c["uri"], "mimeType": c["mime_type"], **({"blob": c["blob"]} if "blob" in c else {"text": c["text"]})}
             for c in contents
@@ -235,9 +238,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         except (InputRequired, AskError, BaseExceptionGroup) as exc:
             return asked(exc, exchange)
         except PlexorError as err:
-            if isinstance(err, NotFound):  # an unknown prompt name is invalid params in MCP
-                raise MCPError(types.INVALID_PARAMS, err.render(), err.payload()) from None
-            raise _protocol_error(err) from None
+            raise protocol_error(err, "prompts/get") from None
         return types.GetPromptResult.model_validate({
             "description": description,
             "messages": [{"role": m.get("role", "user"),
@@ -323,7 +324,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         try:
             return await call_next(ctx)
         except PlexorError as err:
-            raise _protocol_error(err) from None
+            raise protocol_error(err, ctx.method, modern=stateless_era(ctx)) from None
         except MCPError as err:
             if isinstance(err.error.data, dict) and err.error.data.get("reason") == "invalid_request_state":
                 raise MCPError(err.error.code, err.error.message + ": " + BAD_STATE, err.error.data) from None

@@ -13,7 +13,8 @@ from plexor.core.loader import BUILTIN, Loader
 from plexor.core.pipeline import Pipeline
 from plexor.core.records import TRANSITIONS, PluginRecord, State
 from plexor.core.results import Outcome, to_json
-from plexor.errors import NotFound, PluginError
+from plexor.core.specs import ToolSpec
+from plexor.errors import NotFound, PlexorError, PluginError
 
 __all__ = ["BUILTIN", "TRANSITIONS", "Kernel", "Outcome", "PluginRecord", "State", "to_json"]
 
@@ -40,6 +41,16 @@ class Kernel(Loader, Pipeline):
             return self.records[name]
         except KeyError:
             raise NotFound(f"no plugin named {name!r}", f"Installed: {', '.join(sorted(self.records)) or 'none'}.") from None
+
+    def list_tools(self) -> list[ToolSpec]:
+        """The look-up of ``tools/list``: every tool whose schemas derive (deriving them now if its plugin
+        has not started); a tool whose signature has no JSON schema fails its plugin, not the list."""
+        for spec in list(self.registry.tools.values()):
+            try:
+                self.prepare_tool(spec)
+            except PlexorError as exc:
+                self._fail_plugin(self.records[spec.plugin], exc, "loading")
+        return [s for s in self.registry.tools.values() if self.records[s.plugin].state is not State.FAILED]
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self) -> Kernel:
