@@ -11,6 +11,7 @@ EXPECTED = {
     "tree_release", "tree_list_scheduled", "tree_list_archived", "node_create_text", "node_create_external",
     "node_get", "node_get_children", "node_get_parent", "node_get_path", "context_list_leaves",
     "context_get_path", "context_get_handles", "tree_render", "tree_get_head", "tree_set_head", "tree_get_archived",
+    "tree_purge",
 }
 
 

@@ -55,9 +55,10 @@ def plexor_register_models(register: Any) -> None:
 @hookimpl
 def plexor_register_tools(register: Any, settings: Any) -> None:
     check_settings(settings)
+    from plexor_arbor.purge import PURGE_TOOLS
     from plexor_arbor.tools import TOOLS
 
-    for func, hints in TOOLS:
+    for func, hints in [*TOOLS, *PURGE_TOOLS]:
         register(func, annotations=hints)
 
 
@@ -79,7 +80,9 @@ def plexor_register_resource_templates(register: Any, settings: Any) -> None:
 @hookimpl
 def plexor_register_commands(cli: Any, plugin: PluginHandle) -> None:
     from plexor_arbor.cli import arbor
+    from plexor_arbor.purge import purge_command
 
+    arbor.add_command(purge_command)
     arbor.context_settings["obj"] = plugin  # each command reaches the handle with @click.pass_obj
     cli.add_command(arbor)
 

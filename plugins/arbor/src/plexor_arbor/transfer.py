@@ -52,7 +52,7 @@ class TransferMixin(TreesMixin):
             if self.data.value("SELECT 1 FROM arbor_tree WHERE id = ?", (tid,)) is not None:
                 raise InvalidArgument(f"a tree with id {tid!r} already exists",
                                       "Import with new ids (`plexor arbor import FILE --new-ids`), "
-                                      "or purge the existing tree.")
+                                      f"or purge the existing tree first (`plexor arbor purge {tid}`).")
             clash = self._existing_node_id(list(mapping.values()))
             if clash:
                 raise InvalidArgument(f"node id {clash!r} already exists in this database",
