@@ -102,6 +102,15 @@ def test_a_page_ends_before_its_character_budget():
     assert page.lines == 1 and page.next_offset == 1
 
 
+def test_a_node_purged_between_the_two_reads_of_a_page_is_drawn_as_deleted():
+    from plexor_arbor.render import draw_page, layout
+    from plexor_arbor.rows import ShapeRow
+
+    shape = [ShapeRow(1, None, 0, 0), ShapeRow(2, 1, 0, 1), ShapeRow(3, 1, 1, 1)]
+    page = draw_page(layout(shape, 1), lambda seqs: {1: "(root)", 3: "kept"})
+    assert page.text.splitlines() == ["(root)", "├── (deleted)", "└── kept"]
+
+
 def test_indentation_is_capped_on_deep_branching():
     # A comb: every node has a leaf and a next node, so no chain collapses; the width is capped anyway.
     from plexor_arbor.render import MAX_INDENT, draw

@@ -260,7 +260,8 @@ def draw_page(slots: Iterator[Slot], labels: Callable[[list[int]], dict[int, str
     lines: list[str] = []
     size = drawn = 0
     for slot in chosen:
-        line = slot.lead if slot.seq is None else slot.lead + texts[slot.seq]
+        # A node missing from ``texts`` was purged between the layout's read and the texts' read.
+        line = slot.lead if slot.seq is None else slot.lead + texts.get(slot.seq, "(deleted)")
         if lines and max_chars is not None and size + len(line) + 1 > max_chars:
             break
         lines.append(line)
