@@ -183,3 +183,25 @@ def test_commands_of_a_failed_plugin_say_why(run, site_dir, plexor_home):
     assert out.returncode == 2
     assert "the plugin 'fakefail' is installed but failed" in out.stderr
     assert "PLEXOR_FAKEFAIL_LEVEL is not an integer" in out.stderr
+
+
+NO_SDK_CHECK = """
+import sys
+from plexor.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))
+print("MODULES", ",".join(loaded), file=sys.stderr)
+"""
+
+
+def test_listing_commands_do_not_import_the_mcp_sdk(run, plexor_home, site_dir):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
+    environ.update(PLEXOR_HOME=str(plexor_home), PYTHONPATH=str(site_dir))
+    for args in (["--help"], ["paths"], ["plugins"], ["tools"], ["install", "cursor", "--print"]):
+        out = subprocess.run([sys.executable, "-c", NO_SDK_CHECK, *args], env=environ, capture_output=True, text=True,
+                             timeout=120)
+        assert "MODULES" in out.stderr, out.stderr
+        assert out.stderr.split("MODULES", 1)[1].strip() == "", (args, out.stderr[-500:])

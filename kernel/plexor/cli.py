@@ -26,7 +26,7 @@ ENV_HELP = (
     "sizes list pages."
 )
 
-CORE_COMMANDS = ("serve", "connect", "plugins", "tools", "call", "paths")
+CORE_COMMANDS = ("serve", "connect", "plugins", "tools", "call", "paths", "install", "uninstall")
 
 
 class PluginGroup(click.Group):
@@ -117,7 +117,10 @@ def _usage_error(exc: Exception) -> click.UsageError:
 
 
 def _quiet_logs() -> None:
+    from plexor.core import registry
     from plexor.log import configure
+
+    registry.DEFER_TEMPLATES = True  # the CLI serves no resource template: listing needs no MCP SDK
 
     configure(os.environ.get("PLEXOR_LOG_LEVEL", "warning"))
 
@@ -163,6 +166,11 @@ def main() -> None:
 from plexor.serving.command import serve  # noqa: E402 - the serve command lives with the transports
 
 main.add_command(serve)
+
+from plexor.install import install_cmd, uninstall_cmd  # noqa: E402
+
+main.add_command(install_cmd)
+main.add_command(uninstall_cmd)
 
 
 @main.command("connect")

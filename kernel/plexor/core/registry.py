@@ -247,13 +247,8 @@ class TemplateRegistrar(_Registrar):
             it may also take a parameter annotated ``Context`` (to reach the plugin database).
         :param blocking: ``False`` runs quick sync readers and completion functions on the event loop.
         """
-        from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
-
         self._claim_scheme(uri_template)
-        try:
-            matcher = UriTemplate.parse(uri_template)
-        except InvalidUriTemplate as exc:
-            raise PluginError(f"invalid URI template {uri_template!r}: {exc}", "See RFC 6570 for the syntax.") from exc
+        matcher = _TemplateMatcher(uri_template) if DEFER_TEMPLATES else _parse_template(uri_template)
         if uri_template in self._registry.templates:
             raise PluginError(f"plugin {self._plugin!r} registered {uri_template!r} twice", "Register each once.")
         self._registry.templates[uri_template] = TemplateSpec(
@@ -323,3 +318,29 @@ class ModelRegistrar(_Registrar):
             return f
 
         return add(func) if func is not None else add
+
+
+DEFER_TEMPLATES = False  # the CLI's listings set it: parsing imports the MCP SDK, which they do not need
+
+
+def _parse_template(uri_template: str) -> Any:
+    from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
+
+    try:
+        return UriTemplate.parse(uri_template)
+    except InvalidUriTemplate as exc:
+        raise PluginError(f"invalid URI template {uri_template!r}: {exc}", "See RFC 6570 for the syntax.") from exc
+
+
+class _TemplateMatcher:
+    """Parses its template on the first match (a kernel that only lists never imports the SDK)."""
+
+    def __init__(self, uri_template: str) -> None:
+        self.uri_template = uri_template
+        self._parsed: Any = None
+
+    def match(self, uri: str) -> Any:
+        if self._parsed is None:
+            self._parsed = _parse_template(self.uri_template)
+        return self._parsed.match(uri)
+
