@@ -196,6 +196,11 @@ async def test_context_path_of_a_deep_chain_comes_in_pages(plexor, backend):
         assert parts == whole and len(whole) == 12_001
         text, _ = await call.error("context_get_path", tree_id=t, limit=0)
         assert "limit must be between 1 and 100000" in text
+        # The path's ids page the same way.
+        ids = await call.ok("node_get_path", tree_id=t, node_id=chain["last"], limit=5000)
+        assert ids["path"] == [n["id"] for n in whole[-5000:]] and ids["depth"] == 12_000
+        assert ids["start_depth"] == 7001 and ids["continue_from"] == whole[-5001]["id"]
+        assert (await call.ok("node_get_path", tree_id=t, node_id=chain["last"]))["path"] == [n["id"] for n in whole]
 
 
 async def test_a_path_page_stops_at_its_character_budget(plexor, backend):
@@ -238,6 +243,10 @@ async def test_path_pages_agree_with_the_whole_path_on_every_layout(plexor, back
                 assert page.nodes == whole[-limit:], (tree == one, node, limit)
                 assert page.depth == len(whole) - 1 and page.start_depth == max(0, len(whole) - limit)
                 assert page.continue_from == (whole[-limit - 1]["id"] if limit < len(whole) else None)
+                ids = store.path_ids_page(tree, node, limit)
+                assert ids.ids == [n["id"] for n in page.nodes]
+                assert (ids.depth, ids.start_depth, ids.continue_from) == (page.depth, page.start_depth,
+                                                                           page.continue_from)
 
 
 async def test_no_process_wide_garbage_collector_switch(plexor, monkeypatch):

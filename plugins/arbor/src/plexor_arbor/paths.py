@@ -38,7 +38,7 @@ from typing import Any
 from plexor_arbor.lookups import StoreBase
 from plexor_arbor.rows import HandleRow, PathNodeRow, PathRow
 
-__all__ = ["PathPage", "PathsMixin"]
+__all__ = ["IdsPage", "PathPage", "PathsMixin"]
 
 _SEP = "\x1f"  # the unit separator: splits the per-column strings of a path
 _ALL = 2**62  # "no limit" for the walk
@@ -78,13 +78,14 @@ _PATH_POSTGRES = (
     " SELECT " + _AGGREGATES.format(agg="string_agg", sep="chr(31)") + ", NULL, " + _ROOT_ID.format(p="?")
     + " FROM up n"
 )
-_IDS_SQLITE = _RUNS_SQLITE + " SELECT group_concat(n.id, ','), " + _ROOT_ID.format(p="?2") + _RUNS_FROM
+_IDS_SQLITE = (_RUNS_SQLITE + " SELECT group_concat(n.id, ','), " + _TOP_SQLITE + ", " + _ROOT_ID.format(p="?2")
+               + _RUNS_FROM)
 _IDS_POSTGRES = (
-    "WITH RECURSIVE up(parent_seq, id) AS ("
-    " SELECT parent_seq, id FROM arbor_node WHERE seq = ?"
+    "WITH RECURSIVE up(parent_seq, id, d) AS ("
+    " SELECT parent_seq, id, 0 FROM arbor_node WHERE seq = ?"
     " UNION ALL"
-    " SELECT n.parent_seq, n.id FROM arbor_node n JOIN up ON n.seq = up.parent_seq)"
-    " SELECT string_agg(id, ','), " + _ROOT_ID.format(p="?") + " FROM up"
+    " SELECT n.parent_seq, n.id, up.d + 1 FROM arbor_node n JOIN up ON n.seq = up.parent_seq WHERE up.d + 1 < ?)"
+    " SELECT string_agg(id, ','), NULL, " + _ROOT_ID.format(p="?") + " FROM up"
 )
 _COUNT_SQLITE = _RUNS_SQLITE + " SELECT COUNT(*)" + _RUNS_FROM
 _WALK = ("WITH RECURSIVE up(seq, parent_seq, depth) AS ("
@@ -92,6 +93,16 @@ _WALK = ("WITH RECURSIVE up(seq, parent_seq, depth) AS ("
          " UNION ALL"
          " SELECT n.seq, n.parent_seq, up.depth + 1 FROM arbor_node n JOIN up ON n.seq = up.parent_seq)")
 _COUNT_POSTGRES = _WALK + " SELECT COUNT(*) FROM up"
+
+
+@dataclass
+class IdsPage:
+    """One page of a path's ids, root first, ending at the node asked for (fields as in :class:`PathPage`)."""
+
+    ids: list[str]
+    depth: int
+    start_depth: int
+    continue_from: str | None
 
 
 @dataclass
@@ -223,19 +234,33 @@ class PathsMixin(StoreBase):
 
     def path_ids(self, tree_id: str, node_id: str) -> list[str]:
         """The ids from the root to ``node_id``, from ONE recursive query returning them as one string."""
+        return self.path_ids_page(tree_id, node_id).ids
+
+    def path_ids_page(self, tree_id: str, node_id: str, limit: int | None = None) -> IdsPage:
+        """The last ``limit`` ids (default: all) of the path root → ``node_id``, root first; the walk stops
+        after ``limit + 1`` nodes, as :meth:`path_page`'s does."""
         tree = self._tree_row(tree_id)
         seq, nid = self._node_ref(tree.id, node_id)
+        want = _ALL if limit is None else limit + 1
         if self.is_sqlite:
-            joined, root = self.data.execute(_IDS_SQLITE, (seq, tree.root_seq, _ALL)).fetchone()
+            joined, top, root = self.data.execute(_IDS_SQLITE, (seq, tree.root_seq, want)).fetchone()
         else:
-            joined, root = self.data.execute(_IDS_POSTGRES, (seq, tree.root_seq)).fetchone()
+            joined, top, root = self.data.execute(_IDS_POSTGRES, (seq, want, tree.root_seq)).fetchone()
         ids: list[str] = joined.split(",")
         if not self.is_sqlite:
             ids.reverse()
-        if ids[0] != root or ids[-1] != nid:  # not in path order: read them again, explicitly ordered
-            return self.data.values(_WALK + " SELECT n.id FROM up JOIN arbor_node n ON n.seq = up.seq"
-                                            " ORDER BY up.depth DESC", (seq,))
-        return ids
+        count = len(ids)
+        start = count - min(count, limit if limit is not None else count)
+        at_root = ids[0] == root
+        if ids[-1] != nid or (top is not None and ids[0] != top) or (start == 0 and not at_root):
+            # Not in path order: read them again, explicitly ordered.
+            ids = self.data.values(_WALK + " SELECT n.id FROM up JOIN arbor_node n ON n.seq = up.seq"
+                                           " ORDER BY up.depth DESC", (seq,))
+            count, at_root = len(ids), True
+            start = count - min(count, limit if limit is not None else count)
+        depth = count - 1 if at_root else self._depth(seq)
+        page = ids[start:] if start else ids
+        return IdsPage(page, depth, depth - len(page) + 1, ids[start - 1] if start else None)
 
     def handles(self, tree_id: str, node_id: str) -> list[dict[str, Any]]:
         """External handles on the path root → ``node_id``, in path order."""

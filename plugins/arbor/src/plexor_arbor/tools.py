@@ -267,14 +267,22 @@ def node_get_parent(ctx: Context, tree_id: str, node_id: str) -> dict[str, Any]:
     return {"tree_id": tree_id, "node_id": node_id, "parent": _store(ctx).parent(tree_id, node_id)}
 
 
-def node_get_path(ctx: Context, tree_id: str, node_id: str) -> dict[str, Any]:
+def node_get_path(ctx: Context, tree_id: str, node_id: str, limit: int = 100_000) -> dict[str, Any]:
     """Get the ids of the nodes from the root to a node, in order (root first, the node last).
+
+    A path longer than limit comes in pages that end at the node, like arbor_context_get_path's:
+    start_depth is the first id's depth, continue_from the node to ask for next (null at the root).
 
     :param tree_id: the tree's id.
     :param node_id: the node the path ends at.
+    :param limit: at most this many ids (the ones nearest the node), 1-1000000.
     """
-    ids = _store(ctx).path_ids(tree_id, node_id)
-    return {"tree_id": tree_id, "node_id": node_id, "path": ids, "depth": len(ids) - 1}
+    if not 1 <= limit <= 1_000_000:
+        raise InvalidArgument(f"limit must be between 1 and 1000000, got {limit}",
+                              "Use at most 1000000 ids a page; continue_from leads to the part before.")
+    page = _store(ctx).path_ids_page(tree_id, node_id, limit)
+    return {"tree_id": tree_id, "node_id": node_id, "path": page.ids, "depth": page.depth,
+            "start_depth": page.start_depth, "continue_from": page.continue_from}
 
 
 # ---------------------------------------------------------------- context
