@@ -214,9 +214,15 @@ def status(as_json: bool) -> None:
 @click.option("--exact", "exact", multiple=True, help="a phrase that must appear (repeatable)")
 @click.option("--limit", default=10, show_default=True, help="number of results")
 @click.option("--documents", is_flag=True, help="rank whole documents instead of passages")
+@click.option("--cursor", default=None, metavar="TOKEN",
+              help="the next page: the cursor the previous page printed (same query and options)")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def search(query: str, folder: str | None, exact: tuple[str, ...], limit: int, documents: bool, as_json: bool) -> None:
-    """Search the indexed folders for QUERY (by meaning and keywords) from the terminal."""
+def search(query: str, folder: str | None, exact: tuple[str, ...], limit: int, documents: bool,
+           cursor: str | None, as_json: bool) -> None:
+    """Search the indexed folders for QUERY (by meaning and keywords) from the terminal.
+
+    A page ends with the command that prints the next one (the same search with --cursor).
+    """
     from plexor_folder_search.render import render_hits
 
     if not query and not exact:
@@ -224,11 +230,43 @@ def search(query: str, folder: str | None, exact: tuple[str, ...], limit: int, d
     service = _service()
     try:
         if documents:
-            data = service.find_documents(folder, query, limit, None)
+            data = service.find_documents(folder, query, limit, cursor)
         else:
-            data = service.search_content(folder, query or None, list(exact), limit, None)
+            data = service.search_content(folder, query or None, list(exact), limit, cursor)
     except PlexorError as exc:
+        if cursor and "continuation_token" in exc.message:
+            raise click.BadParameter(
+                f"{cursor!r} is not a cursor of this search; pass it exactly as the previous page printed it, "
+                "with the same QUERY, --folder, --exact and --documents (or leave --cursor out for the first page)",
+                param_hint="--cursor") from None
         raise click.ClickException(exc.render()) from exc
     finally:
         service.stop()
-    click.echo(json.dumps(data, indent=2) if as_json else render_hits(data, doc_level=documents))
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    token = data.get("continuation_token")
+    more = None
+    if token:
+        more = "More: " + next_page_command(query, folder, exact, limit, documents, token)
+    click.echo(render_hits(data, doc_level=documents, more=more))
+
+
+def next_page_command(query: str, folder: str | None, exact: tuple[str, ...], limit: int, documents: bool,
+                      cursor: str) -> str:
+    """The command line that prints the page after this one: the same search with ``--cursor``."""
+    import shlex
+
+    words = ["plexor", NAME, "search"]
+    if folder:
+        words += ["--folder", folder]
+    for phrase in exact:
+        words += ["--exact", phrase]
+    if limit != 10:
+        words += ["--limit", str(limit)]
+    if documents:
+        words.append("--documents")
+    words += ["--cursor", cursor]
+    if query:
+        words += (["--"] if query.startswith("-") else []) + [query]  # a query like "-v" is not an option
+    return shlex.join(words)

@@ -45,6 +45,9 @@ class Embedder:
     #: The fusion weight of the semantic score for this model, tuned on SciFact's *train* judgements
     #: (bench/folder_search.py --tune); used unless the user sets ``fusion_weight``.
     fusion_weight: float = 0.4
+    #: The cosine similarity below which a passage matching no keyword of the query is not a result: the
+    #: nearest neighbours of a nonsense query sit below it, passages about the query's subject above it.
+    similarity_floor: float = 0.0
 
     def embed(self, texts: list[str]) -> Any:  # numpy array (n, dim) float32
         raise NotImplementedError
@@ -65,6 +68,7 @@ class WordLlamaEmbedder(Embedder):
 
     CONFIG = "l2_supercat"
     coarse_dims = 64  # wordllama's supercat tables are Matryoshka-trained at 64/128/256/... dimensions
+    similarity_floor = 0.15  # nonsense queries' nearest passages measured 0.10-0.28, on-topic ones 0.15-0.45
 
     def __init__(self, max_tokens: int = 4096) -> None:
         import numpy as np
@@ -170,6 +174,7 @@ class MiniLMOnnxEmbedder(Embedder):
     dim = 384
     name = "all-minilm-l6-v2-onnx-int8"
     fusion_weight = 0.7  # SciFact train optimum (see BENCH.md)
+    similarity_floor = 0.2  # MiniLM puts unrelated text at 0.0-0.15
 
     def __init__(self, batch_size: int = 32) -> None:
         import numpy as np
@@ -233,6 +238,7 @@ class MiniLMTorchEmbedder(Embedder):
     dim = 384
     name = "all-minilm-l6-v2"
     fusion_weight = 0.7  # the same model as the ONNX one
+    similarity_floor = 0.2
 
     def __init__(self, batch_size: int = 32) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")

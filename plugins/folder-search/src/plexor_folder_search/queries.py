@@ -151,6 +151,9 @@ class FolderQueries:
         notes = self._notes()
         if len(hits) >= RESULT_CAP:
             notes.append(f"only the best {RESULT_CAP} matches are ranked; narrow the query to see others")
+        elif not hits and concepts and not exact:
+            notes.append("no passage contains a word of the query or is close enough to it in meaning; "
+                         "try other words, or exact_terms for a phrase that must appear")
         if notes:
             data["notes"] = notes
         return data

@@ -7,11 +7,16 @@ from typing import Any
 __all__ = ["render_explore", "render_hits"]
 
 
-def render_hits(data: dict[str, Any], doc_level: bool = False) -> str:
-    """Search results (passages, or documents when ``doc_level``) one per line, with paging and notes."""
+def render_hits(data: dict[str, Any], doc_level: bool = False, more: str | None = None) -> str:
+    """Search results (passages, or documents when ``doc_level``) one per line, with paging and notes.
+
+    ``more`` replaces the line that says how to get the next page (the CLI shows its own command).
+    """
     lines = []
     mode = data.get("mode", "")
-    head = f"{data['total']} matches in folder {data['folder']!r} ({mode})"
+    total = data["total"]
+    noun = ("document" if doc_level else "match") if total == 1 else ("documents" if doc_level else "matches")
+    head = f"{total} {noun} in folder {data['folder']!r} ({mode})"
     if data.get("partial"):
         prog = data.get("indexing", {})
         head += f"; still indexing, {round(prog.get('fraction', 0) * 100)}% done, results may be incomplete"
@@ -23,7 +28,7 @@ def render_hits(data: dict[str, Any], doc_level: bool = False) -> str:
         else:
             lines.append(f"{i}. {r['path']}#{r['chunk_id']} lines {r['lines'][0]}-{r['lines'][1]} (score {r['score']}): {r['snippet']}")
     if data.get("continuation_token"):
-        lines.append(f"More: pass continuation_token={data['continuation_token']!r}")
+        lines.append(more or f"More: pass continuation_token={data['continuation_token']!r}")
     for note in data.get("notes", []):
         lines.append(f"Note: {note}")
     return "\n".join(lines)

@@ -135,10 +135,13 @@ class SearchEngine:
 
     def __init__(self, store: Any, vectors: Any, embedder: Any, weight: float = DEFAULT_WEIGHT,
                  keyword_candidates: int = 1000, semantic_candidates: int = 1000,
-                 keyword_row_budget: int = KEYWORD_ROW_BUDGET) -> None:
+                 keyword_row_budget: int = KEYWORD_ROW_BUDGET, min_similarity: float | None = None) -> None:
         self.store = store
         self.vectors = vectors
         self.embedder = embedder
+        #: A passage that matches no keyword is a result only this similar to the query or more (the model's floor).
+        self.min_similarity = float(getattr(embedder, "similarity_floor", 0.0) if min_similarity is None
+                                    else min_similarity)
         self.weight = weight
         self.kw_k = keyword_candidates
         self.sem_k = semantic_candidates
@@ -309,8 +312,14 @@ class SearchEngine:
             score = (1 - w) * k_part + w * s_part
         else:
             score = k_part
-        # A candidate scoring zero matched no keyword and was the least similar: not a result.
+        # A candidate scoring zero matched no keyword and was the least similar: not a result. Nor is one that
+        # matched no keyword and is less similar than the model's floor: the nearest neighbours of nonsense are
+        # still "nearest", and counting them made every query report the candidate cap as its matches.
         keep = score > 0
+        if s_raw is not None and self.min_similarity > 0:
+            keyword_hit = np.zeros(len(cand), dtype=bool)
+            keyword_hit[np.searchsorted(cand, kw_ids)] = True
+            keep &= keyword_hit | (np.nan_to_num(s_raw, nan=-1.0) >= self.min_similarity)
         order = np.lexsort((cand[keep], -score[keep]))[:cap]
         return Ranking(cand[keep][order], score[keep][order], k_part[keep][order],
                        None if s_raw is None else s_raw[keep][order])
