@@ -115,6 +115,70 @@ async def test_retry_with_backoff_reaches_a_node_that_comes_up() -> None:
         late.stop()
 
 
+def _full_listener() -> tuple[Any, Any]:
+    """A listening socket whose accept queue is full: the next connect stays in progress (its SYN dropped)."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    filler = socket.create_connection(srv.getsockname())  # takes the one place in the queue
+    return srv, filler
+
+
+async def test_a_connection_that_takes_long_is_bounded_by_connect_timeout() -> None:
+    srv, filler = _full_listener()
+    port = srv.getsockname()[1]
+    client = EdgeLakeClient([Node("slow", "127.0.0.1", port)], connect_timeout=0.3, retries=1, backoff=0.01)
+    try:
+        started = time.perf_counter()
+        with pytest.raises(NodeUnreachable) as err:
+            await client.send(client.nodes[0], "GET", "get status", timeout=10)
+        elapsed = time.perf_counter() - started
+    finally:
+        await client.aclose()
+        filler.close()
+        srv.close()
+    assert 0.55 <= elapsed < 3  # two attempts of 0.3 s, not the 10 s call timeout
+    assert "no connection within 0.3 s ([edgelake] connect_timeout)" in err.value.message
+    assert "2 attempts" in err.value.message and client.stats["retries"] == 1
+
+
+async def test_the_request_waits_for_a_slow_handshake_then_goes_out() -> None:
+    """Off loopback a connect is still in progress when the request is first tried: it must wait, then send."""
+    srv, filler = _full_listener()
+    port = srv.getsockname()[1]
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        time.sleep(0.2)
+        first, _ = srv.accept()  # frees the queue; the client's SYN gets in when it is sent again
+        first.close()
+        conn, _ = srv.accept()
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += conn.recv(4096)
+        seen.append(request)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text\r\nContent-Length: 7\r\nConnection: close\r\n\r\nrunning")
+        conn.close()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    client = EdgeLakeClient([Node("slow", "127.0.0.1", port)], connect_timeout=5, retries=0)
+    try:
+        started = time.perf_counter()
+        reply = await client.send(client.nodes[0], "GET", "get status", timeout=10)
+        elapsed = time.perf_counter() - started
+    finally:
+        thread.join(10)
+        await client.aclose()
+        filler.close()
+        srv.close()
+    assert reply.status == 200 and reply.body == b"running"
+    assert elapsed >= 0.2 and len(seen) == 1 and b"command: get status\r\n" in seen[0]
+    assert client.stats["connections_opened"] == 1 and client.stats["retries"] == 0
+
+
 async def test_commands_that_change_things_are_not_retried(node: StandIn) -> None:
     port = free_port()
     client = EdgeLakeClient([Node("down", "127.0.0.1", port)], retries=3, backoff=0.01)
