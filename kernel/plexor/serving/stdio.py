@@ -158,7 +158,12 @@ class StdoutPipe:
             self._writer.write(data)
             await self._writer.drain()
         else:
-            await anyio.to_thread.run_sync(self._file.write, data, limiter=self._limiter)
+            await anyio.to_thread.run_sync(self._write_all, data, limiter=self._limiter)
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view) or 0:]
 
     async def settle(self, timeout: float = 5.0) -> None:
         """Wait (bounded) until what the event loop still buffers has reached the pipe."""
