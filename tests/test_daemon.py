@@ -14,6 +14,7 @@ import pytest
 from conformance.serving import fixture_env
 from mcp.shared.exceptions import MCPError
 
+from plexor import __version__
 from plexor.daemon import _alive, daemon_health, read_registry, stop_daemon, write_registry
 
 pytestmark = pytest.mark.anyio
@@ -48,7 +49,7 @@ def test_serve_daemon_starts_once_and_writes_the_registry(home):
     printed = json.loads(first.stdout)
     assert "token" not in printed
     info = _registry(home)
-    assert info["pid"] == printed["pid"] and info["host"] == "127.0.0.1" and info["version"] == "0.1.0"
+    assert info["pid"] == printed["pid"] and info["host"] == "127.0.0.1" and info["version"] == __version__
     assert len(info["token"]) >= 32
     assert oct((home / "data" / "daemon.json").stat().st_mode & 0o777) == "0o600"
     health = daemon_health(info)
@@ -63,7 +64,7 @@ async def test_two_connect_clients_share_one_daemon(home):
         ha = (await a.call_tool("plexor_health", {})).structured_content
         hb = (await b.call_tool("plexor_health", {})).structured_content
         assert ha["pid"] == hb["pid"] == _registry(home)["pid"]
-        assert ha["version"] == "0.1.0"
+        assert ha["version"] == __version__
         tools = {t.name for t in (await a.list_tools()).tools}
         assert {"test_echo", "test_slow", "plexor_health"} <= tools
         assert (await b.call_tool("test_echo", {"text": "shared"})).structured_content == {"text": "shared"}
@@ -110,7 +111,7 @@ async def test_a_daemon_of_another_version_is_replaced(home):
     write_registry(home / "data" / "daemon.json", {**info, "version": "0.0.1"})  # pretend an older Plexor wrote it
     async with _connect(home) as client:
         new = (await client.call_tool("plexor_health", {})).structured_content
-    assert new["pid"] != old and new["version"] == "0.1.0"
+    assert new["pid"] != old and new["version"] == __version__
     deadline = time.monotonic() + 30
     while _alive(old) and time.monotonic() < deadline:
         await anyio.sleep(0.1)

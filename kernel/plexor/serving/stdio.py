@@ -273,6 +273,7 @@ class Watchdog:
         if self._armed:
             return
         self._armed = True
+        _keep_waking()
         timer = threading.Timer(self.bound, self._expired, args=(reason,))
         timer.daemon = True
         timer.start()
@@ -283,6 +284,26 @@ class Watchdog:
     def _expired(self, reason: str) -> None:
         _hard_exit(f"shutdown after {reason} took longer than {self.bound:g} s (a plugin's shutdown hook hangs?): "
                    "exiting", 1)
+
+
+def _keep_waking() -> None:
+    """Return the main thread to Python code every 50 ms while shutting down.
+
+    A signal may be delivered to any thread (a sync shutdown hook runs in a worker thread), but its
+    Python handler runs only when the main thread executes bytecode; an event loop asleep in epoll
+    with nothing due would not, and the second SIGTERM would wait for it.
+    """
+    import asyncio
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+
+    def tick() -> None:
+        loop.call_later(0.05, tick)
+
+    tick()
 
 
 def _hard_exit(message: str, code: int) -> None:
