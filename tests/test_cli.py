@@ -205,3 +205,134 @@ def test_listing_commands_do_not_import_the_mcp_sdk(run, plexor_home, site_dir):
                              timeout=120)
         assert "MODULES" in out.stderr, out.stderr
         assert out.stderr.split("MODULES", 1)[1].strip() == "", (args, out.stderr[-500:])
+
+
+TYPED = """
+from typing import Literal
+from plexor import hookimpl
+
+@hookimpl
+def plexor_add_config(config):
+    config.add("level", int, 1)
+
+@hookimpl
+def plexor_register_tools(register, settings):
+    def pick(select: list[str] | str, mode: Literal["a", "b"] = "a", limit: int | None = None) -> dict:
+        '''Pick some columns from the table, in the order given. This sentence is long enough to make
+        the first paragraph wrap over more than one line of a terminal, and it must be shown whole.
+
+        A second paragraph that the listing leaves out.'''
+        return {"select": select, "mode": mode}
+
+    register(pick)
+"""
+
+
+def test_tools_render_unions_and_whole_first_paragraphs(run, site_dir):
+    install_fake_dist(site_dir, "plexor-faketyped", "faketyped", "plexor_faketyped", TYPED)
+    out = run("tools", env={"PLEXOR_PLUGINS": "faketyped"})
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "- select: list of string or string (required)" in text
+    assert '- mode: "a" | "b"' in text and "- limit: integer or null" in text
+    assert "more than one line of a terminal, and it must be shown whole." in text
+    assert "second paragraph" not in text and out.stderr == ""
+
+
+def test_call_parses_json_for_list_arguments(run, site_dir):
+    install_fake_dist(site_dir, "plexor-faketyped", "faketyped", "plexor_faketyped", TYPED)
+    listed = run("call", "faketyped_pick", "--arg", 'select=["a", "b"]', env={"PLEXOR_PLUGINS": "faketyped"})
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["select"] == ["a", "b"]
+    text = run("call", "faketyped_pick", "--arg", "select=a,b", env={"PLEXOR_PLUGINS": "faketyped"})
+    assert json.loads(text.stdout)["select"] == "a,b"
+
+
+def test_misspelt_tables_and_variables_are_warned_about_in_plain_lines(run, site_dir, plexor_home):
+    install_fake_dist(site_dir, "plexor-faketyped", "faketyped", "plexor_faketyped", TYPED)
+    cfg = plexor_home / "config" / "plexor.toml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text("[faketyepd]\nlevel = 2\n", encoding="utf-8")
+    out = run("tools", env={"PLEXOR_FAKETYPED_LEVLE": "3", "PLEXOR_START_WAT": "3", "PLEXOR_FAKETYPED_LEVEL": "2"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.splitlines()
+    assert f"warning: unknown table [faketyepd] in {cfg}; it is ignored. Did you mean [faketyped]?" in lines
+    assert ("warning: unknown environment variable PLEXOR_FAKETYPED_LEVLE; it is ignored. "
+            "Did you mean PLEXOR_FAKETYPED_LEVEL?") in lines
+    assert any("PLEXOR_START_WAT" in line and "PLEXOR_START_WAIT" in line for line in lines)
+    assert not any(line.startswith("{") for line in lines)  # no JSON log lines for people
+    cfg.write_text("[faketyped]\nlevle = 2\n", encoding="utf-8")
+    plain = run("tools")
+    assert "warning: unknown setting 'levle' in [faketyped]" in plain.stderr and "{" not in plain.stderr
+    logged = run("--log-json", "tools")
+    assert any(line.startswith("{") and "config_warning" in line for line in logged.stderr.splitlines())
+
+
+def test_a_bad_log_level_is_a_usage_error_naming_the_levels(run):
+    for args in (("plugins",), ("tools",), ("call", "fakecli_echo", "--arg", "text=a"), ("serve",)):
+        out = run(*args, env={"PLEXOR_LOG_LEVEL": "loud"})
+        assert out.returncode == 2, (args, out.stderr)
+        assert "PLEXOR_LOG_LEVEL='loud' is not a log level" in out.stderr
+        assert "debug, info, warning, error, critical" in out.stderr
+
+
+def test_unknown_plugin_names_exit_2_with_a_suggestion(run):
+    for var in ("PLEXOR_PLUGINS", "PLEXOR_DISABLE"):
+        for args in (("plugins",), ("tools",), ("call", "plexor_health")):
+            out = run(*args, env={var: "fakecil"})
+            assert out.returncode == 2, (var, args, out.stderr)
+            assert f"{var} names 'fakecil', which is not installed; did you mean 'fakecli'?" in out.stderr
+
+
+def test_a_tool_of_a_failed_plugin_is_a_tool_error(run, site_dir):
+    install_fake_dist(site_dir, "plexor-faketyped", "faketyped", "plexor_faketyped", TYPED)
+    out = run("call", "faketyped_pick", "--arg", "select=a", env={"PLEXOR_FAKETYPED_LEVEL": "high"})
+    assert out.returncode == 1, out.stderr
+    assert "belongs to the plugin 'faketyped', which is not available (it failed)" in out.stdout
+
+
+def test_exit_codes_of_every_core_command(run, plexor_home):
+    cases = [
+        (0, ("--help",)), (2, ("--bogus",)), (2, ("nosuchcommand",)),
+        (0, ("paths",)), (2, ("paths", "--bogus")),
+        (0, ("plugins",)), (2, ("plugins", "--bogus")),
+        (0, ("tools",)), (2, ("tools", "--bogus")),
+        (0, ("call", "fakecli_echo", "--arg", "text=a")), (1, ("call", "fakecli_fail", "--arg", "reason=x")),
+        (2, ("call", "fakecli_nope")), (2, ("call", "fakecli_echo")),
+        (0, ("install", "cursor", "--print")), (2, ("install", "nosuchclient")),
+        (0, ("uninstall", "cursor", "--file", str(plexor_home / "none.json"))), (2, ("uninstall",)),
+        (2, ("serve", "--transport", "pigeon")), (2, ("connect", "--log-level", "loud")),
+    ]
+    for code, args in cases:
+        out = run(*args)
+        assert out.returncode == code, (args, out.returncode, out.stdout[-300:], out.stderr[-300:])
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_serve_on_a_terminal_says_what_it_waits_for_and_never_on_a_pipe(plexor_home):
+    import select
+    import signal
+    import time
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
+    environ.update(PLEXOR_HOME=str(plexor_home), PLEXOR_PLUGINS="")
+    master, slave = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=slave, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=environ)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"Ctrl+C" not in seen and time.monotonic() < deadline:
+            if select.select([proc.stderr], [], [], 1)[0]:
+                seen += os.read(proc.stderr.fileno(), 4096)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+        os.close(master)
+    text = seen.decode()
+    assert "waiting for a client to send JSON-RPC on stdin" in text and "Ctrl+C" in text
+    assert f"npx @modelcontextprotocol/inspector {sys.executable} -m plexor serve" in text
+    piped = subprocess.run([sys.executable, "-m", "plexor", "serve"], input="", capture_output=True, text=True,
+                           env=environ, timeout=60)
+    assert "waiting for a client" not in piped.stderr and piped.stdout == ""

@@ -51,6 +51,7 @@ class PluginGroup(click.Group):
             text = exc.render() if hasattr(exc, "render") else str(exc)
             click.echo(f"warning: plugin commands are unavailable: {text}", err=True)
             return self._plugin_commands
+        _report(kernel, strict=False)
         for rec in kernel.records.values():
             hook = getattr(rec.module, "plexor_register_commands", None) if rec.module is not None else None
             if hook is None or rec.state.value == "disabled":
@@ -121,8 +122,34 @@ def _quiet_logs() -> None:
     from plexor.log import configure
 
     registry.DEFER_TEMPLATES = True  # the CLI serves no resource template: listing needs no MCP SDK
+    # People read CLI output: JSON log lines only when asked (--log-json, PLEXOR_LOG_LEVEL); what they
+    # need to know is printed as plain lines (_report).
+    configure(os.environ.get("PLEXOR_LOG_LEVEL") or ("warning" if _LOG_JSON else "critical"))
 
-    configure(os.environ.get("PLEXOR_LOG_LEVEL", "warning"))
+
+_LOG_JSON = False
+_shown: set[str] = set()
+
+
+def _report(kernel: Any, *, strict: bool = True) -> None:
+    """Print the kernel's configuration warnings as plain lines; unknown plugin names are a usage error."""
+    unknown = getattr(kernel, "unknown_plugins", [])
+    for text in [*getattr(kernel, "warnings", []), *([] if strict else unknown)]:
+        if text not in _shown:
+            _shown.add(text)
+            click.echo(f"warning: {text}", err=True)
+    if strict and unknown:
+        raise click.UsageError("; ".join(unknown) + "\nFix the variable (`plexor plugins` lists what is installed).")
+
+
+def stdio_hint() -> str:
+    """What ``plexor serve`` says when started on a terminal, where nothing will ever speak MCP to it."""
+    me = f"{sys.executable} -m plexor serve"
+    return (f"plexor {__version__}: serving MCP on stdio, waiting for a client to send JSON-RPC on stdin.\n"
+            "This is the command MCP clients launch; typing here does nothing useful. Stop it with Ctrl+C.\n"
+            f"Try it in the MCP Inspector:  npx @modelcontextprotocol/inspector {me}\n"
+            "Set up a client:  plexor install claude-desktop|claude-code|cursor|vscode|windsurf\n"
+            "Serve over HTTP instead:  plexor serve --transport http")
 
 
 def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
@@ -145,6 +172,7 @@ def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
             kernel.load()
         except ConfigError as exc:
             raise _usage_error(exc) from exc
+        _report(kernel)
         await kernel.start()
         try:
             result = func(kernel)
@@ -157,8 +185,16 @@ def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
     return anyio.run(go)
 
 
+def _set_log_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    global _LOG_JSON
+    _LOG_JSON = _LOG_JSON or value
+    return value
+
+
 @click.group(cls=PluginGroup, epilog=ENV_HELP)
 @click.version_option(__version__, prog_name="plexor")
+@click.option("--log-json", is_flag=True, is_eager=True, expose_value=False, callback=_set_log_json,
+              help="Also show the kernel's JSON log lines (warnings and errors) on stderr.")
 def main() -> None:
     """Plexor: an MCP server whose tools, resources and prompts come from plugins."""
 
@@ -230,6 +266,7 @@ def tools_cmd(as_json: bool) -> None:
         kernel.load()
     except ConfigError as exc:
         raise _usage_error(exc) from exc
+    _report(kernel)
     good = []
     for t in kernel.registry.tools.values():
         try:
@@ -246,20 +283,29 @@ def tools_cmd(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(tools, indent=2))
         return
+    import textwrap
+
+    from plexor.core.schema import _type_text  # the wording of the kernel's argument errors
+
     for entry in tools:
-        first = (entry["description"] or "").strip().splitlines()[0] if entry["description"] else ""
-        click.echo(f"{entry['name']}  [{entry['plugin']}]\n    {first}")
+        first = (entry["description"] or "").strip().split("\n\n")[0]
+        click.echo(f"{entry['name']}  [{entry['plugin']}]")
+        click.echo(textwrap.fill(" ".join(first.split()), 100, initial_indent="    ", subsequent_indent="    "))
         props = entry["input_schema"].get("properties", {})
         required = set(entry["input_schema"].get("required", []))
         for name, prop in props.items():
-            typ = prop.get("type") or ("|".join(map(str, prop["enum"])) if "enum" in prop else "any")
-            click.echo(f"    - {name}: {typ}{' (required)' if name in required else ''}")
+            click.echo(f"    - {name}: {_type_text(prop)}{' (required)' if name in required else ''}")
+
+
+def _takes(prop: dict[str, Any], kinds: tuple[str, ...]) -> bool:
+    typ = prop.get("type")
+    if typ in kinds or (isinstance(typ, list) and any(k in typ for k in kinds)) or ("object" in kinds and "$ref" in prop):
+        return True
+    return any(_takes(option, kinds) for option in prop.get("anyOf", []) + prop.get("oneOf", []))
 
 
 def _takes_string(prop: dict[str, Any]) -> bool:
-    if prop.get("type") == "string" or (isinstance(prop.get("type"), list) and "string" in prop["type"]):
-        return True
-    return any(_takes_string(option) for option in prop.get("anyOf", []) + prop.get("oneOf", []))
+    return _takes(prop, ("string",))
 
 
 def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: dict[str, Any]) -> dict[str, Any]:
@@ -277,7 +323,14 @@ def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: dict[str, 
         if "=" not in pair:
             raise click.UsageError(f"--arg {pair!r} must look like key=value")
         key, value = pair.split("=", 1)
-        if _takes_string(props.get(key, {})):
+        prop = props.get(key, {})
+        if value.lstrip()[:1] in ("[", "{") and _takes(prop, ("array", "object")):
+            try:  # "--arg select=[...]" is a list when a list is accepted
+                args[key] = json.loads(value)
+                continue
+            except json.JSONDecodeError:
+                pass
+        if _takes_string(prop):
             args[key] = value  # "--arg name=123" means the text 123 when text is accepted
             continue
         try:
@@ -299,8 +352,8 @@ def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
     async def go(kernel: Any) -> Any:
         try:
             spec = kernel.resolve_tool(tool)
-        except NotFound as exc:
-            return ("usage", exc.render())
+        except NotFound as exc:  # a failed plugin's tool is a tool error (1); a name that is not there, usage (2)
+            return ("failed" if exc.data.get("state") == "failed" else "usage", exc.render())
         try:
             args = _parse_args(pairs, raw_json, spec.signature.input_schema)
         except click.UsageError as exc:
@@ -308,9 +361,9 @@ def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
         return ("ok", await kernel.call_tool(spec.name, args))
 
     kind, outcome = _started(go)
-    if kind == "usage":
-        click.echo(outcome, err=True)
-        sys.exit(2)
+    if kind in ("usage", "failed"):
+        click.echo(outcome, err=kind == "usage")
+        sys.exit(2 if kind == "usage" else 1)
     from plexor.errors import InvalidArgument
 
     click.echo(outcome.text)

@@ -15,7 +15,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -76,7 +76,7 @@ def server_entry(client: Client, mode: str, env: dict[str, str]) -> dict[str, An
     return entry
 
 
-def _fail(message: str, hint: str) -> None:
+def _fail(message: str, hint: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     click.echo(hint, err=True)
     sys.exit(2)
@@ -103,7 +103,7 @@ def _read(path: Path, key: str) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
         _fail(f"{path} does not hold a JSON object with a {key!r} object; it was left as it is",
               "Fix it by hand, or print the entry with --print and paste it.")
-    return data
+    return dict(data)
 
 
 def _write(path: Path, data: dict[str, Any]) -> Path | None:

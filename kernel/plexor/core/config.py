@@ -18,9 +18,18 @@ from typing import Any
 from plexor.errors import ConfigError
 from plexor.settings import ConfigSpec, Settings
 
-__all__ = ["Paths", "env_name", "load_config_file", "paths", "resolve_settings"]
+__all__ = ["KERNEL_VARIABLES", "LOG_LEVELS", "Paths", "check_log_level", "env_name", "load_config_file", "paths",
+           "resolve_settings", "unknown_names"]
 
 APP = "plexor"
+
+# Every PLEXOR_* variable the kernel itself reads; a plugin's are PLEXOR_<PLUGIN>_<KEY> of its settings.
+KERNEL_VARIABLES = (
+    "PLEXOR_HOME", "PLEXOR_PLUGINS", "PLEXOR_DISABLE", "PLEXOR_LOG_LEVEL", "PLEXOR_SEPARATOR", "PLEXOR_START_WAIT",
+    "PLEXOR_PAGE_SIZE", "PLEXOR_TOKEN", "PLEXOR_ALLOWED_ORIGINS", "PLEXOR_ALLOWED_HOSTS", "PLEXOR_OTEL",
+    "PLEXOR_OTEL_RECORD_ARGUMENTS", "PLEXOR_HTTP_OPTIONS",
+)
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 @dataclass(frozen=True)
@@ -111,3 +120,41 @@ def resolve_settings(
             values[key] = setting.coerce(environ[name], f"environment variable {name}")
             sources[key] = name
     return Settings(spec.plugin, values, data_dir, sources, warnings)
+
+
+def check_log_level(environ: Mapping[str, str]) -> None:
+    """``PLEXOR_LOG_LEVEL`` must name a level; anything else is a :class:`ConfigError` listing them."""
+    raw = environ.get("PLEXOR_LOG_LEVEL")
+    if raw is not None and raw.strip().lower() not in LOG_LEVELS:
+        near = difflib.get_close_matches(raw.strip().lower(), LOG_LEVELS, n=1)
+        raise ConfigError(f"PLEXOR_LOG_LEVEL={raw!r} is not a log level" + (f"; did you mean {near[0]!r}?" if near else ""),
+                          f"Use one of: {', '.join(LOG_LEVELS)}.")
+
+
+def unknown_names(environ: Mapping[str, str], config: Mapping[str, Any], config_path: Path,
+                  plugins: Mapping[str, list[str] | None]) -> list[str]:
+    """Warnings for tables of ``plexor.toml`` and ``PLEXOR_*`` variables that nothing reads.
+
+    ``plugins`` maps each plugin to its setting keys, or to None when they are unknown (it was disabled
+    or failed before declaring them): its variables are then not judged.
+    """
+    out = []
+    for table in config:
+        if table not in plugins:
+            near = difflib.get_close_matches(table, list(plugins), n=1)
+            out.append(f"unknown table [{table}] in {config_path}; it is ignored."
+                       + (f" Did you mean [{near[0]}]?" if near else f" Plugins: {', '.join(sorted(plugins))}."))
+    known = set(KERNEL_VARIABLES)
+    unjudged = []
+    for plugin, keys in plugins.items():
+        if keys is None:
+            unjudged.append(env_name(plugin, ""))
+        known.update(env_name(plugin, key) for key in keys or [])
+    for var in environ:
+        if not var.startswith("PLEXOR_") or var in known or any(var.startswith(p) for p in unjudged):
+            continue
+        near = difflib.get_close_matches(var, sorted(known), n=1, cutoff=0.8)
+        out.append(f"unknown environment variable {var}; it is ignored."
+                   + (f" Did you mean {near[0]}?" if near else " See `plexor --help` and each plugin's settings."))
+    return out
+

@@ -14,7 +14,7 @@ import traceback
 from typing import TYPE_CHECKING, Any, Self
 
 from plexor.core.base import KernelBase
-from plexor.core.config import load_config_file, resolve_settings
+from plexor.core.config import check_log_level, load_config_file, resolve_settings, unknown_names
 from plexor.core.registry import (
     ModelRegistrar,
     PromptRegistrar,
@@ -50,7 +50,11 @@ class Loader(KernelBase):
         from plexor.core.records import PluginRecord, State
 
         self._move(State.LOADING)
+        self.warnings: list[str] = []  # for people: the CLI prints them as plain lines
+        self.unknown_plugins: list[str] = []  # PLEXOR_PLUGINS/PLEXOR_DISABLE names nothing installed has
+        self._keys: dict[str, list[str] | None] = {}
         try:
+            check_log_level(self.environ)
             self._config = load_config_file(self.paths.config_file)
         except ConfigError as exc:
             self.error = exc.render()
@@ -94,9 +98,14 @@ class Loader(KernelBase):
             for name in names:
                 if name not in self.records:
                     near = difflib.get_close_matches(name, list(self.records), n=1)
-                    self.log.warning("plugin_not_installed", plugin=name, variable=var,
-                                     hint=f"{var} names {name!r}, which is not installed"
-                                     + (f"; did you mean {near[0]!r}?" if near else f"; installed: {', '.join(sorted(self.records))}"))
+                    hint = (f"{var} names {name!r}, which is not installed"
+                            + (f"; did you mean {near[0]!r}?" if near else f"; installed: {', '.join(sorted(self.records))}"))
+                    self.unknown_plugins.append(hint)
+                    self.log.warning("plugin_not_installed", plugin=name, variable=var, hint=hint)
+        known = {rec.name: self._keys.get(rec.name) for rec in self.records.values()}
+        self.warnings.extend(unknown_names(self.environ, self._config, self.paths.config_file, known))
+        for rec in self.records.values():
+            self.warnings.extend(rec.settings.warnings if rec.settings else [])
         return self
 
     def _attach_handle(self, rec: PluginRecord) -> None:
@@ -155,6 +164,7 @@ class Loader(KernelBase):
             staged = Registry()
             spec = ConfigSpec(rec.name)
             self._call(rec, "plexor_add_config", config=spec)
+            self._keys[rec.name] = list(spec.settings) + ["database_url"]
             self._call(rec, "plexor_register_models", register=ModelRegistrar(staged, rec.name))
             if staged.models and "database_url" not in spec.settings:
                 spec.add("database_url", str, None, help="database URL (postgresql://...); default: a SQLite file")

@@ -82,8 +82,9 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
         if transport == "stdio":
             # Only the config file is checked now: under stdio the kernel loads the
             # plugins right after answering the handshake (see transports.serve_stdio).
-            from plexor.core.config import load_config_file
+            from plexor.core.config import check_log_level, load_config_file
 
+            check_log_level(kernel.environ)
             load_config_file(kernel.paths.config_file)
         else:
             with _stdout_to_stderr():  # a plugin printing at import must not write on the protocol stream
@@ -96,6 +97,10 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
 
         from plexor.transports import serve_stdio
 
+        if sys.stdin.isatty():  # a person, not a client, started it: say what it waits for (never on a pipe)
+            from plexor.cli import stdio_hint
+
+            click.echo(stdio_hint(), err=True)
         anyio.run(lambda: serve_stdio(kernel, grace=grace))
         return
     from plexor.transports import HttpOptions, bind_socket, is_loopback, serve_http
