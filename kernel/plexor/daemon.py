@@ -119,15 +119,11 @@ def daemon_health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] 
 @contextlib.contextmanager
 def _lock(path: Path) -> Any:
     """An exclusive lock so that two ``plexor connect`` starting together start one daemon."""
-    import fcntl
+    from filelock import FileLock  # flock on POSIX, LockFileEx on Windows
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with FileLock(path.with_suffix(".lock")):
+        yield
 
 
 def _ready(health: dict[str, Any] | None) -> bool:

@@ -119,10 +119,8 @@ class StdoutPipe:
     """
 
     def __init__(self) -> None:
-        import fcntl
-
         sys.stdout.flush()
-        self._fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+        self._fd = os.dup(1)  # not inheritable (PEP 446), and above 2 since 0-2 are open
         os.dup2(2, 1)
         self._writer: Any = None
         self._limiter: Any = None
@@ -318,16 +316,34 @@ def _hard_exit(message: str, code: int) -> None:
         os._exit(code)
 
 
+async def _next_signal_by_handler() -> str:
+    """SIGTERM/SIGINT through signal.signal (polled), then the previous handlers back."""
+    import anyio
+
+    got: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: got.append(signum)) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not got:
+            await anyio.sleep(0.1)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return signal.Signals(got[0]).name
+
+
 async def _run_until_signal(kernel: Kernel, scope: Any, grace: float, watchdog: Watchdog) -> None:
     """On SIGTERM/SIGINT: stop taking calls, let in-flight ones finish, then end serving."""
     import anyio
 
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            name = signal.Signals(signum).name
-            break
-        else:  # pragma: no cover - the receiver never ends by itself
-            return
+    try:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                break
+            else:  # pragma: no cover - the receiver never ends by itself
+                return
+    except NotImplementedError:  # Windows: its event loops have no add_signal_handler
+        name = await _next_signal_by_handler()
     kernel.log.info("signal", signal=name)
     watchdog.arm(name)  # after the receiver is gone, which put the default handlers back
     await kernel.drain(grace)

@@ -1,0 +1,123 @@
+"""Windows-safe code paths, checked here by hiding what Windows lacks.
+
+Each test runs a subprocess whose first lines make the POSIX-only modules unimportable
+(fcntl, termios, resource, pwd, grp, tty, pty) and make asyncio's ``add_signal_handler``
+raise ``NotImplementedError``, as Windows' event loops do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import plexor
+
+WINDOWS_LIKE = r"""
+import sys
+POSIX_ONLY = {"fcntl", "termios", "resource", "pwd", "grp", "tty", "pty"}
+
+KERNEL = __KERNEL__
+
+
+class _Hide:
+    # Only the kernel's own imports are refused: libraries such as the MCP SDK choose by
+    # sys.platform, which still says POSIX here.
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] not in POSIX_ONLY:
+            return None
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
+            frame = frame.f_back
+        if frame is not None and frame.f_code.co_filename.startswith(KERNEL):
+            raise ImportError(f"No module named {name!r} (hidden: Windows has none)")
+        return None
+
+for _name in list(sys.modules):
+    if _name.split(".")[0] in POSIX_ONLY:
+        del sys.modules[_name]
+sys.meta_path.insert(0, _Hide())
+
+import asyncio.base_events, asyncio.unix_events
+
+def _no_signals(self, *args, **kwargs):
+    raise NotImplementedError("add_signal_handler (hidden: Windows' loops have none)")
+
+asyncio.base_events.BaseEventLoop.add_signal_handler = _no_signals
+asyncio.unix_events._UnixSelectorEventLoop.add_signal_handler = _no_signals
+""".replace("__KERNEL__", repr(os.path.dirname(plexor.__file__)))
+
+IMPORT_ALL = WINDOWS_LIKE + r"""
+import importlib, pkgutil, traceback
+import plexor
+
+failed = []
+names = [m.name for m in pkgutil.walk_packages(plexor.__path__, "plexor.") if m.name != "plexor.__main__"]
+for name in names:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        failed.append(name + ": " + traceback.format_exc().strip().splitlines()[-1])
+
+from pathlib import Path
+import tempfile
+from plexor.daemon import _lock
+with _lock(Path(tempfile.mkdtemp()) / "daemon.json"):
+    pass
+print(json.dumps({"imported": len(names), "failed": failed}))
+""".replace("import importlib,", "import json, importlib,")
+
+SERVE = WINDOWS_LIKE + r"""
+import runpy
+sys.argv = ["plexor", "serve"]
+runpy.run_module("plexor", run_name="__main__")
+"""
+
+
+def _env(home):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
+    env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS="", PLEXOR_LOG_LEVEL="info")
+    return env
+
+
+def test_every_kernel_module_imports_without_posix_modules(plexor_home):
+    out = subprocess.run([sys.executable, "-c", IMPORT_ALL], env=_env(plexor_home), capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["imported"] > 40 and report["failed"] == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="sends SIGTERM")
+def test_stdio_serving_stops_on_a_signal_without_add_signal_handler(plexor_home):
+    proc = subprocess.Popen([sys.executable, "-c", SERVE], env=_env(plexor_home), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        proc.stdin.write((json.dumps(init) + "\n").encode())
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        assert answer["id"] == 1 and "serverInfo" in answer["result"]
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        proc.stdin.write(b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": '
+                         b'{"name": "plexor_health", "arguments": {}}}\n')
+        proc.stdin.flush()
+        health = json.loads(proc.stdout.readline())
+        assert health["id"] == 2 and not health["result"].get("isError")
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)  # stdin stays open: only the signal can end it
+        proc.wait(timeout=60)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert '"signal": "SIGTERM"' in err.decode()
+    assert "NotImplementedError" not in err.decode()
