@@ -119,16 +119,22 @@ class _Sessions:
         return list(self._sessions)
 
 
-def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None) -> PlexorServer:
-    """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``)."""
-    size = page_size or kernel.page_size
-    sessions = _Sessions()
-    cache: dict[str, Any] = {}
+class Handlers:
+    """The MCP request handlers of one server, built from the kernel's registry, and its guidance middleware."""
 
-    def tool_models() -> list[types.Tool]:
-        if "tools" not in cache:
+    def __init__(self, kernel: Kernel, size: int, boot: Boot | None) -> None:
+        self.kernel = kernel
+        self.size = size
+        self.boot = boot
+        self.sessions = _Sessions()
+        self.cache: dict[str, Any] = {}
+        self.server: Any = None  # the PlexorServer, set by build_server (the middleware asks it for handlers)
+        kernel.on_change(self.on_change)
+
+    def tool_models(self) -> list[types.Tool]:
+        if "tools" not in self.cache:
             out = []
-            for spec in kernel.list_tools():
+            for spec in self.kernel.list_tools():
                 wire: dict[str, Any] = {
                     "name": spec.name,
                     "description": spec.description,
@@ -142,37 +148,38 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
                 if spec.annotations:
                     wire["annotations"] = spec.annotations
                 out.append(types.Tool.model_validate(wire))
-            cache["tools"] = out
-        tools: list[types.Tool] = cache["tools"]
+            self.cache["tools"] = out
+        tools: list[types.Tool] = self.cache["tools"]
         return tools
 
-    def on_change(kind: str) -> None:
-        cache.clear()
+
+    def on_change(self, kind: str) -> None:
+        self.cache.clear()
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        for session in sessions.all():
-            loop.create_task(_notify_changed(session, kind))
+        for session in self.sessions.all():
+            loop.create_task(self._notify_changed(session, kind))
 
-    async def _notify_changed(session: Any, kind: str) -> None:
+
+    async def _notify_changed(self, session: Any, kind: str) -> None:
         try:
             if getattr(session, "has_standalone_channel", True):
                 await session.send_tool_list_changed()
                 await session.send_resource_list_changed()
         except Exception:  # noqa: BLE001 - a gone client
-            kernel.log.debug("list_changed_not_sent", kind=kind)
+            self.kernel.log.debug("list_changed_not_sent", kind=kind)
 
-    kernel.on_change(on_change)
 
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        items, nxt = _page(tool_models(), params.cursor if params else None, max(size, 500))
+    async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        items, nxt = _page(self.tool_models(), params.cursor if params else None, max(self.size, 500))
         return types.ListToolsResult(tools=items, next_cursor=nxt)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         exchange = exchange_of(ctx)
         try:
-            outcome = await kernel.call_tool(
+            outcome = await self.kernel.call_tool(
                 params.name, params.arguments, session=ctx.session, request_id=ctx.request_id,
                 progress_token=progress_token(params.meta),
                 close_sse_stream=getattr(ctx, "close_sse_stream", None), exchange=exchange,
@@ -189,26 +196,26 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.text)],
                                     structured_content=outcome.data, is_error=outcome.is_error, _meta=outcome.meta)
 
-    async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        found = await kernel.list_resources()
-        items, nxt = _page(found, params.cursor if params else None, size)
+    async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        found = await self.kernel.list_resources()
+        items, nxt = _page(found, params.cursor if params else None, self.size)
         resources = [types.Resource.model_validate({
             "uri": r["uri"], "name": r.get("name") or r["uri"], "description": r.get("description"),
             "mimeType": r.get("mime_type"),
         }) for r in items]
         return types.ListResourcesResult(resources=resources, next_cursor=nxt)
 
-    async def list_templates(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
+    async def list_templates(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
         all_t = [types.ResourceTemplate.model_validate({
             "uriTemplate": t.uri_template, "name": t.name, "description": t.description, "mimeType": t.mime_type,
-        }) for t in kernel.registry.templates.values()]
-        items, nxt = _page(all_t, params.cursor if params else None, size)
+        }) for t in self.kernel.registry.templates.values()]
+        items, nxt = _page(all_t, params.cursor if params else None, self.size)
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=nxt)
 
-    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         exchange = exchange_of(ctx)
         try:
-            contents = await kernel.read_resource(str(params.uri), session=ctx.session, request_id=ctx.request_id, exchange=exchange)
+            contents = await self.kernel.read_resource(str(params.uri), session=ctx.session, request_id=ctx.request_id, exchange=exchange)
         except (InputRequired, AskError, BaseExceptionGroup) as exc:
             return asked(exc, exchange)
         except PlexorError as err:
@@ -218,22 +225,22 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             for c in contents
         ]})
 
-    async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+    async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         all_p = []
-        for p in kernel.registry.prompts.values():
+        for p in self.kernel.registry.prompts.values():
             props = p.signature.input_schema.get("properties", {})
             required = set(p.signature.input_schema.get("required", []))
             all_p.append(types.Prompt.model_validate({
                 "name": p.name, "description": p.description,
                 "arguments": [{"name": n, "description": props[n].get("description"), "required": n in required} for n in props],
             }))
-        items, nxt = _page(all_p, params.cursor if params else None, size)
+        items, nxt = _page(all_p, params.cursor if params else None, self.size)
         return types.ListPromptsResult(prompts=items, next_cursor=nxt)
 
-    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
+    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> Any:
         exchange = exchange_of(ctx)
         try:
-            description, messages = await kernel.get_prompt(
+            description, messages = await self.kernel.get_prompt(
                 params.name, dict(params.arguments or {}), session=ctx.session, request_id=ctx.request_id, exchange=exchange)
         except (InputRequired, AskError, BaseExceptionGroup) as exc:
             return asked(exc, exchange)
@@ -246,78 +253,50 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
                          for m in messages],
         })
 
-    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+    async def complete(self, ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
         ref = params.ref
         uri = getattr(ref, "uri", None)
         values: list[str] = []
         more = False
         if uri is not None:
             try:
-                values, more = await kernel.complete(str(uri), params.argument.name, params.argument.value)
+                values, more = await self.kernel.complete(str(uri), params.argument.name, params.argument.value)
             except Exception as exc:  # noqa: BLE001 - completion is best effort
-                kernel.log.debug("completion_failed", error=str(exc))
+                self.kernel.log.debug("completion_failed", error=str(exc))
         return types.CompleteResult(completion=types.Completion(values=values, has_more=more))
 
-    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+    async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         # Acknowledged for 2025-era clients; no per-resource updates are sent yet (list-changed is).
         return types.EmptyResult()
 
-    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+    async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         return types.EmptyResult()
 
-    async def set_logging_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        kernel.log.debug("client_log_level", level=params.level)
+    async def set_logging_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        self.kernel.log.debug("client_log_level", level=params.level)
         return types.EmptyResult()
 
-    import warnings
 
-    with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28, still served to 2025 clients
-        warnings.simplefilter("ignore")
-        server = PlexorServer(
-            "plexor",
-            version=__version__,
-            title="Plexor",
-            description="An MCP server whose tools come from plugins.",
-            instructions=(
-                "Tools are named <namespace>_<method>. Call plexor_health to see which plugins are loaded and ready. "
-                "Every error says what went wrong and what to do next."
-            ),
-            on_list_tools=list_tools,
-            on_call_tool=call_tool,
-            on_list_resources=list_resources,
-            on_list_resource_templates=list_templates,
-            on_read_resource=read_resource,
-            on_list_prompts=list_prompts,
-            on_get_prompt=get_prompt,
-            on_completion=complete,
-            on_subscribe_resource=subscribe,
-            on_unsubscribe_resource=unsubscribe,
-            on_set_logging_level=set_logging_level,
-            get_tool_input_schema=lambda name: (
-                kernel.registry.tools[name].signature.input_schema if name in kernel.registry.tools else None
-            ),
-        )
-
-    async def guidance_middleware(ctx: Any, call_next: Any) -> Any:
+    async def guidance_middleware(self, ctx: Any, call_next: Any) -> Any:
         # Cross-cutting: remember sessions (for list-changed), time the request,
         # and make sure no handler's exception reaches the client as a traceback.
-        check_order(ctx, server.get_request_handler)
-        if boot is not None and not boot.loaded.is_set():
+        check_order(ctx, self.server.get_request_handler)
+        if self.boot is not None and not self.boot.loaded.is_set():
             if ctx.method in ("initialize", "ping") or ctx.request_id is None:
                 try:
                     return await call_next(ctx)
                 except ValidationError as exc:
                     raise explain_params(exc, ctx.method) or exc from None
                 finally:
-                    boot.begin()
-            boot.begin()
-            await boot.loaded.wait()
+                    self.boot.begin()
+            self.boot.begin()
+            await self.boot.loaded.wait()
         if ctx.session is not None:
             # The SDK builds a ServerSession per request; list-changed goes to
             # the connection behind it (no public accessor in 2.3).
             connection = getattr(ctx.session, "_connection", None)
             if connection is not None:
-                sessions.add(connection)
+                self.sessions.add(connection)
         if ctx.method in ASKING_METHODS and ctx.params and "inputResponses" in ctx.params and stateless_era(ctx):
             check_input_responses(ctx.params["inputResponses"])
         started = time.perf_counter()
@@ -332,13 +311,47 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         except ValidationError as exc:  # params that do not fit the method (the SDK's own check)
             raise explain_params(exc, ctx.method) or exc from None
         except Exception as exc:
-            explained = kernel.explain(exc, {"plugin": None, "uri": ctx.method, "request_id": ctx.request_id})
+            explained = self.kernel.explain(exc, {"plugin": None, "uri": ctx.method, "request_id": ctx.request_id})
             raise MCPError(types.INTERNAL_ERROR, explained.render()) from None
         finally:
             if ctx.request_id is not None:
-                kernel.log.debug("request", method=ctx.method, ms=round((time.perf_counter() - started) * 1000, 2))
+                self.kernel.log.debug("request", method=ctx.method, ms=round((time.perf_counter() - started) * 1000, 2))
 
-    server.middleware.append(guidance_middleware)
+
+def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None) -> PlexorServer:
+    """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``)."""
+    import warnings
+
+    h = Handlers(kernel, page_size or kernel.page_size, boot)
+
+    with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28, still served to 2025 clients
+        warnings.simplefilter("ignore")
+        server = PlexorServer(
+            "plexor",
+            version=__version__,
+            title="Plexor",
+            description="An MCP server whose tools come from plugins.",
+            instructions=(
+                "Tools are named <namespace>_<method>. Call plexor_health to see which plugins are loaded and ready. "
+                "Every error says what went wrong and what to do next."
+            ),
+            on_list_tools=h.list_tools,
+            on_call_tool=h.call_tool,
+            on_list_resources=h.list_resources,
+            on_list_resource_templates=h.list_templates,
+            on_read_resource=h.read_resource,
+            on_list_prompts=h.list_prompts,
+            on_get_prompt=h.get_prompt,
+            on_completion=h.complete,
+            on_subscribe_resource=h.subscribe,
+            on_unsubscribe_resource=h.unsubscribe,
+            on_set_logging_level=h.set_logging_level,
+            get_tool_input_schema=lambda name: (
+                kernel.registry.tools[name].signature.input_schema if name in kernel.registry.tools else None
+            ),
+        )
+    h.server = server
+    server.middleware.append(h.guidance_middleware)
     from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
     # Inside the guidance middleware, so a refused requestState gets its advice appended.
