@@ -21,7 +21,7 @@ import pytest
 from conftest import make_plugin
 
 import plexor
-from plexor import Context
+from plexor import Context, span
 
 pytest.importorskip("opentelemetry.sdk", reason="the plexor[otel] extra (in the kernel's test extra) is not installed")
 
@@ -488,3 +488,123 @@ async def test_plexor_otel_alone_keeps_metrics_for_prometheus_and_makes_no_spans
     counts = [(s.labels["gen_ai_tool_name"], s.labels["plexor_plugin_name"], s.labels["mcp_protocol_version"], s.value)
               for s in families["mcp_server_operation_duration_seconds"].samples if s.name.endswith("_count")]
     assert counts == [("demo_remote", "demo", "2025-11-25", 1.0)]
+
+
+def _gauge_plugin(read_count):
+    """A plugin that declares gauges through its handle: one plain, one labelled, one that breaks."""
+    calls = {"n": 0}
+    store = {"apples": 3, "pears": 5}
+
+    def read_items() -> dict:
+        calls["n"] += 1
+        return dict(store)
+
+    def broken() -> float:
+        raise RuntimeError("the backing store is gone")
+
+    def startup(plugin):
+        plugin.gauge("items", "Items per kind.", read_items, labels=["kind"], unit="{item}")
+        plugin.gauge("backlog", "Items waiting.", lambda: read_count())
+        plugin.gauge("broken", "Always fails to read.", broken)
+
+    def add(kind: str) -> dict:
+        """Add one item of a kind."""
+        store[kind] = store.get(kind, 0) + 1
+        return store
+
+    plugin = make_plugin("gauges", plexor_startup=startup, plexor_register_tools=lambda register, settings: register(add))
+    return plugin, calls
+
+
+def _otel_points(reader, prefix):
+    return {m.name: {tuple(sorted(p.attributes.items())): p.value for p in m.data.data_points}
+            for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+            if m.name.startswith(prefix)}
+
+
+async def test_plugin_gauges_are_read_only_when_collected(plexor):
+    from prometheus_client import generate_latest
+
+    plugin, calls = _gauge_plugin(lambda: 7)
+    async with plexor.client([("gauges", plugin)], env={"PLEXOR_OTEL": "1"}) as client:
+        for _ in range(5):
+            assert not (await client.call_tool("gauges_add", {"kind": "apples"})).is_error
+        assert calls["n"] == 0  # declared at startup, never read per call
+        text = generate_latest(client.kernel.telemetry.registry).decode()
+        assert calls["n"] == 1
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert {s.labels["kind"]: s.value for s in families["plexor_gauges_items"].samples} == {"apples": 8.0, "pears": 5.0}
+    assert families["plexor_gauges_items"].type == "gauge"
+    assert [s.value for s in families["plexor_gauges_backlog"].samples] == [7.0]
+    assert "plexor_gauges_broken" not in families  # logged, left out: the rest of the scrape is intact
+
+
+async def test_plugin_gauges_reach_the_otel_reader_declared_before_or_after(plexor, otel):
+    plugin, _ = _gauge_plugin(lambda: 2)
+    async with plexor.client([("gauges", plugin)]) as client:
+        # Declared before this telemetry existed (the plugin started first) ...
+        client.kernel.telemetry = Telemetry(client.kernel, meter_provider=otel.meter_provider)
+        # ... and after it (a plugin that declares a gauge once its service is up).
+        client.kernel.records["gauges"].handle.gauge("late", "Declared late.", lambda: {("a", "b"): 1},
+                                                     labels=["x", "y.z"])
+        points = _otel_points(otel.reader, "plexor.gauges.")
+    assert points["plexor.gauges.items"] == {(("kind", "apples"),): 3, (("kind", "pears"),): 5}
+    assert points["plexor.gauges.backlog"] == {(): 2}
+    assert points["plexor.gauges.late"] == {(("x", "a"), ("y.z", "b")): 1}
+    assert "plexor.gauges.broken" not in points or points["plexor.gauges.broken"] == {}
+
+
+async def test_a_badly_declared_gauge_fails_its_plugin_with_guidance(plexor):
+    def startup(plugin):
+        plugin.gauge("Index Size", "bad name", lambda: 1)
+
+    async with plexor.kernel([("badgauge", make_plugin("badgauge", plexor_startup=startup))]) as kernel:
+        rec = kernel.records["badgauge"]
+        assert rec.state.value == "failed"
+        assert "gauge name 'Index Size' is not lower-case words" in rec.error
+    handle = rec.handle
+    handle.gauge("fine", "ok", lambda: 1)
+    with pytest.raises(ValueError, match="declares the gauge 'fine' twice"):
+        handle.gauge("fine", "again", lambda: 1)
+    with pytest.raises(ValueError, match="label 'Kind' is not lower-case"):
+        handle.gauge("other", "x", lambda: {}, labels=["Kind"])
+    with pytest.raises(ValueError, match="read must be a function"):
+        handle.gauge("third", "x", 3)  # type: ignore[arg-type]
+
+
+async def test_plugin_span_durations_are_a_histogram_with_and_without_spans(plexor, otel):
+    from prometheus_client import generate_latest
+
+    def remote_failure() -> dict:
+        """Fails inside its span."""
+        with span("demo fetch", **{"server.address": "store.example", "server.port": 443}):  # in a worker thread
+            raise ConnectionRefusedError("refused")
+
+    demo = _demo_plugin()
+    extra = make_plugin("extra", plexor_register_tools=lambda register, settings: register(remote_failure))
+    # Metrics only (PLEXOR_OTEL=1 without an endpoint): no span is made, the duration is counted all the same.
+    async with plexor.client([("demo", demo), ("extra", extra)], env={"PLEXOR_OTEL": "1"}) as client:
+        for _ in range(2):
+            await client.call_tool("demo_remote", {})
+        assert (await client.call_tool("extra_remote_failure", {})).is_error
+        text = generate_latest(client.kernel.telemetry.registry).decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    counts = {(s.labels["plexor_plugin_name"], s.labels["plexor_span_name"], s.labels["server_address"],
+               s.labels["server_port"], s.labels["plexor_outcome"], s.labels["error_type"]): s.value
+              for s in families["plexor_span_duration_seconds"].samples if s.name.endswith("_count")}
+    assert counts == {("demo", "demo fetch", "store.example", "443", "ok", ""): 2.0,
+                      ("extra", "demo fetch", "store.example", "443", "error", "ConnectionRefusedError"): 1.0}
+
+    # With spans and OTLP metrics: the span is made and the same histogram is recorded.
+    async with _observed(plexor, otel) as client:
+        await client.call_tool("demo_remote", {})
+        points = [(dict(p.attributes), p.count) for m in _otel_points_raw(otel.reader, "plexor.span.duration")
+                  for p in m.data.data_points]
+    assert points == [({"plexor.plugin.name": "demo", "plexor.span.name": "demo fetch", "plexor.outcome": "ok",
+                        "server.address": "store.example", "server.port": "443"}, 1)]
+    assert "demo fetch" in _by_name(otel)
+
+
+def _otel_points_raw(reader, name):
+    return [m for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+            if m.name == name]

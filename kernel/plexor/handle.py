@@ -11,7 +11,7 @@ the boundary and keeps its shape.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,6 +20,7 @@ from plexor.errors import NotReady
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.core.kernel import PluginRecord
     from plexor.settings import Settings
+    from plexor.telemetry import PluginGauge, Telemetry
 
 __all__ = ["PluginHandle"]
 
@@ -43,7 +44,7 @@ class PluginHandle:
     plugin's state and warm-up progress, so no plugin writes that check itself.
     """
 
-    __slots__ = ("_record", "_services", "_closers", "_log", "_open_database")
+    __slots__ = ("_record", "_services", "_closers", "_log", "_open_database", "_gauges", "_telemetry")
 
     def __init__(self, record: PluginRecord, open_database: Callable[[], Any] | None = None) -> None:
         self._record = record
@@ -51,6 +52,8 @@ class PluginHandle:
         self._closers: dict[type, Callable[[], Any]] = {}
         self._log: Any = None
         self._open_database = open_database
+        self._gauges: dict[str, PluginGauge] = {}
+        self._telemetry: Telemetry | None = None  # set by the kernel when PLEXOR_OTEL is on
 
     def __repr__(self) -> str:
         return f"<PluginHandle {self._record.name} {self._record.state.value}>"
@@ -164,6 +167,33 @@ class PluginHandle:
         pct = f", {round(rec.progress * 100)}% done" if rec.progress is not None else ""
         return NotReady(f"{rec.name} is {rec.progress_message or 'still starting'}{pct}", "Retry in a few seconds.",
                         data={"plugin": rec.name, "progress": rec.progress})
+
+    # -- metrics --------------------------------------------------------------------
+    def gauge(self, name: str, description: str,
+              read: Callable[[], float | Mapping[str, float] | Mapping[tuple[str, ...], float]], *,
+              labels: Sequence[str] = (), unit: str = "1") -> None:
+        """Declare a gauge: ``read()`` is called only when metrics are collected (a ``/metrics`` scrape,
+        an OTLP export), never per request, and never at all when telemetry is off.
+
+        It is exported as ``plexor.<namespace>.<name>`` (Prometheus: dots as underscores)::
+
+            plugin.gauge("index.documents", "Documents indexed, per folder.",
+                         lambda: {f.name: f.count() for f in folders}, labels=["folder"])
+
+        :param read: returns a number; with ``labels``, a mapping from label values (a tuple, or a
+            str for one label) to numbers. Keep it quick and thread-safe; if it raises, the gauge is
+            left out of that collection and the error is logged.
+        :param labels: label (attribute) names, lower-case; keep their values few (no ids, no paths
+            of single files).
+        :param unit: the OpenTelemetry unit (``"1"``, ``"{document}"``, ``"By"``).
+        """
+        from plexor.telemetry import PluginGauge
+
+        if name in self._gauges:
+            raise ValueError(f"{self.name} declares the gauge {name!r} twice; give each gauge its own name")
+        gauge = self._gauges[name] = PluginGauge(self.namespace, name, description, read, tuple(labels), unit)
+        if self._telemetry is not None:
+            self._telemetry.declare(gauge)
 
     # -- warm-up ------------------------------------------------------------------
     def warming(self, fraction: float | None = None, message: str | None = None) -> None:

@@ -23,6 +23,7 @@ in to a tool's arguments (``gen_ai.tool.call.arguments``, cut at 4 KiB).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import json
@@ -37,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.base import KernelBase
     from plexor.core.pipeline import Request
 
-__all__ = ["SWITCH", "Telemetry", "from_environ", "http_routes", "span"]
+__all__ = ["SWITCH", "PluginGauge", "Telemetry", "from_environ", "http_routes", "span"]
 
 SWITCH = "PLEXOR_OTEL"
 RECORD_ARGUMENTS = "PLEXOR_OTEL_RECORD_ARGUMENTS"
@@ -50,8 +51,8 @@ METHODS = {"tool": "tools/call", "uri": "resources/read", "prompt": "prompts/get
 BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _OFF = ("", "0", "false", "no", "off")
 
-# The telemetry of the request running in this context (set by Telemetry.observe), for span().
-_active: contextvars.ContextVar[Telemetry | None] = contextvars.ContextVar("plexor_telemetry", default=None)
+# The request running in this context (set by Telemetry.observe): its telemetry and plugin, for span().
+_active: contextvars.ContextVar[_Target | None] = contextvars.ContextVar("plexor_telemetry", default=None)
 
 
 def span(name: str, *, kind: str = "client", **attributes: Any) -> contextlib.AbstractContextManager[Any]:
@@ -63,12 +64,14 @@ def span(name: str, *, kind: str = "client", **attributes: Any) -> contextlib.Ab
     ``kind`` is ``"client"`` (a call to another service, the default) or ``"internal"``.
     When telemetry is off, or outside a request, this is a shared no-op context manager:
     the cost is one context-variable read. Attribute values must be str, bool, int or
-    float; leave arguments and results out of them.
+    float; leave arguments and results out of them. With telemetry on, its duration is
+    also counted in ``plexor.span.duration`` by plugin, span name, ``server.address``,
+    ``server.port`` and outcome (so name a span after the operation, never the object).
     """
-    telemetry = _active.get()
-    if telemetry is None:  # off, outside a request, or metrics only
+    target = _active.get()
+    if target is None:  # off, or outside a request
         return _NOOP
-    return telemetry.child(name, kind, attributes)
+    return target.telemetry.child(name, kind, attributes, target)
 
 
 _NOOP = contextlib.nullcontext()
@@ -106,8 +109,11 @@ class Telemetry:
         self._targets: dict[tuple[str, str, str, str | None], _Target] = {}
         self._error = Status(StatusCode.ERROR)
         self.duration: Any = None
+        self.span_duration: Any = None
+        self.sessions: Any = None  # the server's connections (plexor.server._Sessions), set when it is built
+        self._meter: Any = None
         if meter_provider is not None:
-            meter = meter_provider.get_meter("plexor", __version__)
+            self._meter = meter = meter_provider.get_meter("plexor", __version__)
             self.duration = meter.create_histogram(
                 "mcp.server.operation.duration", unit="s", description=DURATION_HELP,
                 explicit_bucket_boundaries_advisory=list(BUCKETS))
@@ -115,13 +121,28 @@ class Telemetry:
                                           description=IN_FLIGHT_HELP)
             meter.create_observable_gauge("plexor.plugins", [self._observe_plugins], unit="{plugin}",
                                           description=PLUGINS_HELP)
+            meter.create_observable_gauge("plexor.sessions", [self._observe_sessions], unit="{session}",
+                                          description=SESSIONS_HELP)
+            self.span_duration = meter.create_histogram(
+                "plexor.span.duration", unit="s", description=SPAN_HELP, explicit_bucket_boundaries_advisory=list(BUCKETS))
         self._histogram: Any = None
+        self._span_histogram: Any = None
+        self._span_children: dict[tuple[str, ...], Any] = {}
         if registry is not None:
             from prometheus_client import Histogram
 
             self._histogram = Histogram("mcp_server_operation_duration", DURATION_HELP, LABELS, unit="seconds",
                                         buckets=BUCKETS, registry=registry)
-            registry.register(_Gauges(kernel))
+            self._span_histogram = Histogram("plexor_span_duration", SPAN_HELP, SPAN_LABELS, unit="seconds",
+                                             buckets=BUCKETS, registry=registry)
+            registry.register(_Gauges(self))
+        # Gauges plugins declared before this telemetry existed (a kernel switched on late, as in tests),
+        # and a line to this telemetry for those they declare later (PluginHandle.gauge).
+        for rec in list(kernel.records.values()):
+            if rec.handle is not None:
+                rec.handle._telemetry = self
+                for gauge in rec.handle._gauges.values():
+                    self.declare(gauge)
 
     # -- the pipeline's hook --------------------------------------------------------
     async def observe(self, run: Callable[..., Awaitable[Any]], req: Request, plugin: str, *args: Any) -> Any:
@@ -130,6 +151,7 @@ class Telemetry:
         version = getattr(connection, "protocol_version", None) if connection is not None else None
         target = self._target(req.kind, req.name, plugin, version)
         if self.tracer is None:  # metrics only: no span to build
+            token = _active.set(target)  # for the durations of the plugin's plexor.span calls
             started = time.perf_counter()
             error: str | None = None
             outcome = "ok"
@@ -139,6 +161,7 @@ class Telemetry:
                 outcome, error = _outcome(exc)
                 raise
             finally:
+                _active.reset(token)
                 self._record(target, time.perf_counter() - started, outcome, error)
         attributes = dict(target.metric)
         if req.kind == "uri":
@@ -155,7 +178,7 @@ class Telemetry:
         # SERVER when this span is where the request enters (the client's context, if any, is
         # remote); INTERNAL beneath a span someone else's instrumentation already records.
         kind = self._internal if self._get_current_span().is_recording() else self._server
-        token = _active.set(self)
+        token = _active.set(target)
         started = time.perf_counter()
         error = None
         outcome = "ok"
@@ -192,7 +215,7 @@ class Telemetry:
         key = (kind, "" if kind == "uri" else name, plugin or "", version)
         found = self._targets.get(key)
         if found is None:
-            found = _Target(kind, name, plugin, version)
+            found = _Target(self, kind, name, plugin, version)
             if len(self._targets) < 10_000:
                 self._targets[key] = found
         return found
@@ -214,13 +237,47 @@ class Telemetry:
                 current.set_status(self._error)
         self._record(target, 0.0, outcome, error)
 
-    def child(self, name: str, kind: str, attributes: dict[str, Any]) -> contextlib.AbstractContextManager[Any]:
-        """A span beneath the current one (see :func:`span`)."""
+    def child(self, name: str, kind: str, attributes: dict[str, Any], target: _Target) -> _Child:
+        """A span beneath the current one, timed into ``plexor.span.duration`` (see :func:`span`)."""
         if kind not in self._kinds:
             raise ValueError(f"span kind {kind!r} is not one of 'client', 'internal', 'server'")
-        if self.tracer is None:
-            return _NOOP
-        return self.tracer.start_as_current_span(name, kind=self._kinds[kind], attributes=attributes)
+        return _Child(self, name, kind, attributes, target.plugin)
+
+    def _record_span(self, plugin: str, name: str, attributes: dict[str, Any], seconds: float, outcome: str,
+                     error: str | None) -> None:
+        address = str(attributes.get("server.address", ""))
+        port = str(attributes.get("server.port", ""))
+        if self._span_histogram is not None:
+            key = (plugin, name, address, port, error or "", outcome)
+            child = self._span_children.get(key)
+            if child is None:
+                if len(self._span_children) >= 1000:  # a plugin naming spans after objects: bounded all the same
+                    key = (plugin, "(other)", "", "", error or "", outcome)
+                child = self._span_children[key] = self._span_histogram.labels(*key)
+            child.observe(seconds)
+        if self.span_duration is not None:
+            labels = {"plexor.plugin.name": plugin, "plexor.span.name": name, "plexor.outcome": outcome}
+            if address:
+                labels["server.address"] = address
+            if port:
+                labels["server.port"] = port
+            if error:
+                labels["error.type"] = error
+            self.span_duration.record(seconds, labels)
+
+    # -- plugins' own gauges ---------------------------------------------------------
+    def declare(self, gauge: PluginGauge) -> None:
+        """Make a plugin's gauge an OpenTelemetry instrument (``/metrics`` reads it from the handle)."""
+        if self._meter is None:
+            return
+
+        def observe(options: CallbackOptions) -> Iterator[Observation]:
+            from opentelemetry.metrics import Observation
+
+            for labels, value in gauge.values(self.kernel.log) or ():
+                yield Observation(value, labels)
+
+        self._meter.create_observable_gauge(gauge.otel_name, [observe], unit=gauge.unit, description=gauge.description)
 
     # -- gauges, read at collection time ----------------------------------------------
     def _observe_in_flight(self, options: CallbackOptions) -> Iterator[Observation]:
@@ -234,6 +291,21 @@ class Telemetry:
         for rec in list(self.kernel.records.values()):
             yield Observation(1, {"plexor.plugin.name": rec.name, "plexor.plugin.state": rec.state.value})
 
+    def _observe_sessions(self, options: CallbackOptions) -> Iterator[Observation]:
+        from opentelemetry.metrics import Observation
+
+        for version, count in self.session_counts().items():
+            yield Observation(count, {"mcp.protocol.version": version} if version else {})
+
+    def session_counts(self) -> dict[str, int]:
+        """Connections the server holds now, by protocol version (read at collection, never per call)."""
+        counts: dict[str, int] = {}
+        if self.sessions is not None:
+            for connection in self.sessions.all():
+                version = getattr(connection, "protocol_version", None) or ""
+                counts[version] = counts.get(version, 0) + 1
+        return counts
+
     # -- /metrics --------------------------------------------------------------------
     def prometheus_text(self) -> tuple[bytes, str]:
         """The metrics in the Prometheus text format, and its content type."""
@@ -245,17 +317,22 @@ class Telemetry:
 DURATION_HELP = "How long the server took to answer an MCP request, from the pipeline's entry to its result."
 IN_FLIGHT_HELP = "Requests being served now (what a drain waits for)."
 PLUGINS_HELP = "1 for each plugin, labelled with its current state."
+SESSIONS_HELP = "Client connections the server holds now, by protocol version."
+SPAN_HELP = "How long the remote and storage calls plugins make (plexor.span) took."
 # The Prometheus labels of the duration histogram: the OpenTelemetry attribute names, dots as underscores.
 LABELS = ("mcp_method_name", "plexor_plugin_name", "gen_ai_tool_name", "gen_ai_prompt_name", "mcp_protocol_version",
           "error_type", "plexor_outcome")
+SPAN_LABELS = ("plexor_plugin_name", "plexor_span_name", "server_address", "server_port", "error_type", "plexor_outcome")
 
 
 class _Target:
     """A tool, prompt or method as its requests are labelled: span name, attributes, Prometheus labels."""
 
-    __slots__ = ("name", "metric", "labels", "ok")
+    __slots__ = ("telemetry", "plugin", "name", "metric", "labels", "ok")
 
-    def __init__(self, kind: str, name: str, plugin: str | None, version: str | None) -> None:
+    def __init__(self, telemetry: Telemetry, kind: str, name: str, plugin: str | None, version: str | None) -> None:
+        self.telemetry = telemetry
+        self.plugin = plugin or ""
         method = METHODS.get(kind, kind)
         self.metric: dict[str, Any] = {"mcp.method.name": method}
         if plugin:
@@ -275,20 +352,109 @@ class _Target:
         self.ok: Any = None  # the Prometheus histogram's child for successful requests, made on first use
 
 
+class _Child:
+    """A plugin's :func:`span`: the OpenTelemetry span when spans are made, and its duration, always."""
+
+    __slots__ = ("telemetry", "name", "kind", "attributes", "plugin", "started", "inner")
+
+    def __init__(self, telemetry: Telemetry, name: str, kind: str, attributes: dict[str, Any], plugin: str) -> None:
+        self.telemetry, self.name, self.kind, self.attributes, self.plugin = telemetry, name, kind, attributes, plugin
+        self.inner: Any = None
+        self.started = 0.0
+
+    def __enter__(self) -> Any:
+        telemetry = self.telemetry
+        current = None
+        if telemetry.tracer is not None:
+            self.inner = telemetry.tracer.start_as_current_span(self.name, kind=telemetry._kinds[self.kind],
+                                                                attributes=self.attributes)
+            current = self.inner.__enter__()
+        self.started = time.perf_counter()
+        return current
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool | None:
+        seconds = time.perf_counter() - self.started
+        outcome, error = ("ok", None) if exc is None else _outcome(exc)
+        self.telemetry._record_span(self.plugin, self.name, self.attributes, seconds, outcome, error)
+        if self.inner is not None:
+            return self.inner.__exit__(kind, exc, tb)  # type: ignore[no-any-return]
+        return None
+
+
+class PluginGauge:
+    """A gauge a plugin declared with :meth:`plexor.PluginHandle.gauge`: what to call it and how to read it.
+
+    ``read()`` returns a number, or (with ``labels``) a mapping from label values (a tuple, or a str
+    for one label) to numbers. It runs only when metrics are collected, never per request.
+    """
+
+    __slots__ = ("otel_name", "prometheus_name", "description", "read", "labels", "unit")
+
+    def __init__(self, namespace: str, name: str, description: str, read: Callable[[], Any],
+                 labels: tuple[str, ...], unit: str) -> None:
+        import re
+
+        if not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", name):
+            raise ValueError(f"gauge name {name!r} is not lower-case words joined by '.' or '_' "
+                             "(e.g. 'index.documents'); the plugin's namespace is prefixed for you")
+        for label in labels:
+            if not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", label) or label.startswith("__"):
+                raise ValueError(f"gauge {name!r}: label {label!r} is not lower-case words joined by '.' or '_'")
+        if not callable(read):
+            raise ValueError(f"gauge {name!r}: read must be a function that returns the value, got {read!r}")
+        self.otel_name = f"plexor.{namespace}.{name}"
+        self.prometheus_name = self.otel_name.replace(".", "_")
+        self.description, self.read, self.labels, self.unit = description, read, labels, unit
+
+    def values(self, log: Any) -> list[tuple[dict[str, str], float]] | None:
+        """``(labels, value)`` pairs from ``read()``; ``None`` (and a log line) when reading fails."""
+        try:
+            found = self.read()
+            if not self.labels:
+                return [({}, float(found))]
+            out = []
+            for key, value in dict(found).items():
+                values = (key,) if isinstance(key, str) else tuple(key)
+                if len(values) != len(self.labels):
+                    raise ValueError(f"{values!r} does not give one value for each label of {self.labels!r}")
+                out.append(({label: str(v) for label, v in zip(self.labels, values, strict=True)}, float(value)))
+            return out
+        except Exception as exc:  # noqa: BLE001 - a plugin's broken gauge must not break the scrape
+            log.warning("gauge_unreadable", gauge=self.otel_name, error=f"{type(exc).__name__}: {exc}")
+            return None
+
+
 class _Gauges:
     """A ``prometheus_client`` collector of the gauges, read when ``/metrics`` is scraped."""
 
-    def __init__(self, kernel: KernelBase) -> None:
-        self.kernel = kernel
+    def __init__(self, telemetry: Telemetry) -> None:
+        self.telemetry = telemetry
+        self.kernel = telemetry.kernel
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
         yield GaugeMetricFamily("plexor_requests_in_flight", IN_FLIGHT_HELP, value=self.kernel._inflight)
         plugins = GaugeMetricFamily("plexor_plugins", PLUGINS_HELP, labels=["plexor_plugin_name", "plexor_plugin_state"])
-        for rec in list(self.kernel.records.values()):
+        records = list(self.kernel.records.values())
+        for rec in records:
             plugins.add_metric([rec.name, rec.state.value], 1)
         yield plugins
+        if self.telemetry.sessions is not None:
+            sessions = GaugeMetricFamily("plexor_sessions", SESSIONS_HELP, labels=["mcp_protocol_version"])
+            for version, count in self.telemetry.session_counts().items():
+                sessions.add_metric([version], count)
+            yield sessions
+        for rec in records:
+            for gauge in list(rec.handle._gauges.values()) if rec.handle is not None else ():
+                values = gauge.values(self.kernel.log)
+                if values is None:  # logged; the rest of the scrape stands
+                    continue
+                family = GaugeMetricFamily(gauge.prometheus_name, gauge.description,
+                                           labels=[label.replace(".", "_") for label in gauge.labels])
+                for labels, value in values:
+                    family.add_metric(list(labels.values()), value)
+                yield family
 
     def describe(self) -> list[Any]:
         return []  # names are known only at collection: auto-describe would call collect() at registration
@@ -303,9 +469,8 @@ def _outcome(exc: BaseException) -> tuple[str, str | None]:
         kind = type(exc.__cause__).__name__
     if kind == "InputRequired":  # the tool asked the client something: not a failure
         return "input_required", None
-    import anyio
-
-    if isinstance(exc, anyio.get_cancelled_exc_class()):
+    # Not anyio.get_cancelled_exc_class(): a plugin's span may close in a worker thread, with no event loop.
+    if isinstance(exc, asyncio.CancelledError) or kind == "Cancelled":  # asyncio, trio
         return "cancelled", "cancelled"
     return "error", kind
 

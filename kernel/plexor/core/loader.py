@@ -120,6 +120,7 @@ class Loader(KernelBase):
             return db
 
         rec.handle = PluginHandle(rec, open_database)
+        rec.handle._telemetry = self.telemetry  # plugins' gauges reach the exporters (None when off)
 
     def _discover(self) -> list[PluginRecord]:
         from importlib.metadata import entry_points

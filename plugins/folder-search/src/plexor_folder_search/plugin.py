@@ -55,11 +55,37 @@ def plexor_startup(plugin: PluginHandle) -> None:
     service = FolderService(plugin.settings, log=plugin.log, on_progress=plugin.warming)
     plugin.provide(service, close=service.stop)  # the kernel stops it at shutdown
     service.open_specs()
+    _gauges(plugin, service)
     if service.folders:
         plugin.warming(0.0, "opening the folder indexes")
         service.start(on_warm=plugin.warmed)
     else:
         service.start(on_warm=None)
+
+
+def _gauges(plugin: PluginHandle, service: FolderService) -> None:
+    """Index sizes and the indexing queue as metrics (read only when telemetry collects them)."""
+
+    def count(table: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for st in list(service.folders.values()):
+            if st.store is not None and st.state != "error":
+                with st.store.reader() as conn:
+                    out[st.name] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        return out
+
+    def queue() -> dict[str, float]:
+        # Changes the watcher saw and has not applied yet, plus what a running scan has still to read.
+        waiting = dict(getattr(service._watcher, "pending", None) or {})
+        return {st.name: len(waiting.get(st.name, ())) + (max(st.total - st.done, 0) if st.state == "indexing"
+                                                           and "files" in (st.message or "") else 0)
+                for st in list(service.folders.values())}
+
+    plugin.gauge("documents", "Documents in each folder's index.", lambda: count("files"), labels=["folder"],
+                 unit="{document}")
+    plugin.gauge("chunks", "Passages (chunks) in each folder's index.", lambda: count("chunks"), labels=["folder"],
+                 unit="{chunk}")
+    plugin.gauge("queue", "Files waiting to be indexed, per folder.", queue, labels=["folder"], unit="{file}")
 
 
 @hookimpl
