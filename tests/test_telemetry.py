@@ -608,3 +608,20 @@ async def test_plugin_span_durations_are_a_histogram_with_and_without_spans(plex
 def _otel_points_raw(reader, name):
     return [m for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
             if m.name == name]
+
+
+async def test_open_sessions_by_protocol_version(plexor, otel):
+    from prometheus_client import generate_latest
+
+    async with plexor.client([("demo", _demo_plugin())], env={"PLEXOR_OTEL": "1"}) as client:
+        await client.call_tool("demo_echo", {"text": "x"})
+        telemetry = client.kernel.telemetry
+        text = generate_latest(telemetry.registry).decode()
+        # The same count through the OpenTelemetry reader (the kernel's telemetry, given a meter).
+        swapped = Telemetry(client.kernel, meter_provider=otel.meter_provider)
+        swapped.sessions = telemetry.sessions
+        points = _otel_points(otel.reader, "plexor.sessions")
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert [(s.labels["mcp_protocol_version"], s.value) for s in families["plexor_sessions"].samples] == \
+        [("2025-11-25", 1.0)]
+    assert points == {"plexor.sessions": {(("mcp.protocol.version", "2025-11-25"),): 1}}
