@@ -336,3 +336,48 @@ def test_serve_on_a_terminal_says_what_it_waits_for_and_never_on_a_pipe(plexor_h
     piped = subprocess.run([sys.executable, "-m", "plexor", "serve"], input="", capture_output=True, text=True,
                            env=environ, timeout=60)
     assert "waiting for a client" not in piped.stderr and piped.stdout == ""
+
+
+HELP_CHECK = """
+import sys
+from plexor.cli import main
+try:
+    main(["--help"])
+except SystemExit:
+    pass
+print("IMPORTED", ",".join(sorted(m for m in sys.modules if m.startswith("plexor_fake"))), file=sys.stderr)
+"""
+
+A_COMMAND = """
+import click
+from plexor import hookimpl
+
+@hookimpl
+def plexor_register_commands(cli):
+    @cli.command("fakecmd")
+    def fakecmd():
+        '''Do the fake thing.'''
+        click.echo("done")
+"""
+
+
+def test_help_is_served_from_a_cache_until_something_changes(run, plexor_home, site_dir):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
+    environ.update(PLEXOR_HOME=str(plexor_home), PYTHONPATH=str(site_dir))
+    install_fake_dist(site_dir, "plexor-fakecmd", "fakecmd", "plexor_fakecmd", A_COMMAND)
+
+    def helped(**extra):
+        out = subprocess.run([sys.executable, "-c", HELP_CHECK], env={**environ, **extra}, capture_output=True,
+                             text=True, timeout=120)
+        return out.stdout, out.stderr.split("IMPORTED", 1)[1].strip()
+
+    first, imported = helped()
+    assert "fakecmd" in first and "Do the fake thing." in first and "plexor_fakecmd" in imported
+    second, imported = helped()
+    assert second == first and imported == ""  # no plugin was imported
+    _, imported = helped(PLEXOR_DISABLE="fakeoff")  # another selection of plugins: loaded again
+    assert "plexor_fakecmd" in imported
+    install_fake_dist(site_dir, "plexor-fakecmd2", "fakecmd2", "plexor_fakecmd2", A_COMMAND.replace("fakecmd", "othercmd"))
+    third, imported = helped()
+    assert "othercmd" in third and "plexor_fakecmd2" in imported
+    assert run("fakecmd").stdout.strip() == "done"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -35,6 +36,7 @@ class PluginGroup(click.Group):
     _plugin_commands: dict[str, tuple[click.Command, str]] | None = None
     _clash_errors: list[str]
     environ: dict[str, str] | None = None  # None: os.environ (plexor.testing.plugin_cli sets its own)
+    _stand_ins: dict[str, click.Command] | None = None  # while --help is rendered from the cache
 
     def _load_plugin_commands(self) -> dict[str, tuple[click.Command, str]]:
         if self._plugin_commands is not None:
@@ -83,17 +85,78 @@ class PluginGroup(click.Group):
         import atexit
 
         atexit.register(_close_databases, kernel)  # what plugin commands opened through their handles
+        if not self._clash_errors and not kernel.warnings and not kernel.unknown_plugins:
+            _save_help_cache(self.environ, {n: [c.help, c.short_help, c.hidden] for n, (c, _) in self._plugin_commands.items()})
         return self._plugin_commands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        if self._stand_ins is not None:
+            return sorted(set(self.commands) | set(self._stand_ins))
         return sorted(set(super().list_commands(ctx)) | set(self._load_plugin_commands()))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """``--help`` from the cache of plugin commands when nothing changed since it was written
+        (installed plugins, PLEXOR_* variables, plexor.toml): no plugin is imported."""
+        cached = _load_help_cache(self.environ) if self._plugin_commands is None else None
+        if cached is None:
+            super().format_commands(ctx, formatter)
+            return
+        self._stand_ins = {n: click.Command(n, help=h, short_help=sh, hidden=hidden) for n, (h, sh, hidden) in cached.items()}
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self._stand_ins = None
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         cmd = super().get_command(ctx, cmd_name)
         if cmd is not None:
             return cmd
+        if self._stand_ins is not None and cmd_name in self._stand_ins:
+            return self._stand_ins[cmd_name]
         found = self._load_plugin_commands().get(cmd_name)
         return found[0] if found else None
+
+
+def _help_cache(environ: dict[str, str] | None) -> tuple[Any, str]:
+    import hashlib
+
+    from plexor.core.config import paths
+
+    env = os.environ if environ is None else environ
+    where = paths(env)
+
+    def mtime(path: str | Path) -> int:
+        try:
+            return os.stat(path).st_mtime_ns
+        except OSError:
+            return 0
+
+    # Installing or removing a distribution changes its site directory (cheaper than reading
+    # every distribution's metadata, which costs more than the rest of --help).
+    installed = [(entry, mtime(entry)) for entry in sys.path[1:]]  # [0]: the script's folder or the cwd
+    plexor_env = sorted((k, v) for k, v in env.items() if k.startswith("PLEXOR_"))
+    key = json.dumps([__version__, sys.prefix, installed, plexor_env, mtime(where.config_file)])
+    return where.data_dir / "cli-help.json", hashlib.sha256(key.encode()).hexdigest()
+
+
+def _load_help_cache(environ: dict[str, str] | None) -> dict[str, Any] | None:
+    try:
+        path, key = _help_cache(environ)
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("commands") if isinstance(data, dict) and data.get("key") == key else None
+
+
+def _save_help_cache(environ: dict[str, str] | None, commands: dict[str, Any]) -> None:
+    try:
+        path, key = _help_cache(environ)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"key": key, "commands": commands}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:  # a read-only data directory only costs the next --help its speed
+        pass
 
 
 def _close_databases(kernel: Any) -> None:
