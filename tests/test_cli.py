@@ -381,3 +381,14 @@ def test_help_is_served_from_a_cache_until_something_changes(run, plexor_home, s
     third, imported = helped()
     assert "othercmd" in third and "plexor_fakecmd2" in imported
     assert run("fakecmd").stdout.strip() == "done"
+
+
+def test_plugins_table_shows_a_failure_once_without_json_log_lines(run):
+    out = run("plugins")
+    assert out.returncode == 0
+    assert "error: loading failed: ImportError: no lib" in out.stdout
+    assert "no lib" not in out.stderr and not any(line.startswith("{") for line in out.stderr.splitlines())
+    logged = run("--log-json", "plugins")
+    assert any(line.startswith("{") and "plugin_failed" in line for line in logged.stderr.splitlines())
+    levels = run("connect", "--log-level", "LOUD")
+    assert levels.returncode == 2 and "critical" in levels.stderr

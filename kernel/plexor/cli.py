@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from plexor import __version__
+from plexor.core.config import LOG_LEVELS
 
 __all__ = ["main", "run_kernel"]
 
@@ -273,7 +274,7 @@ main.add_command(uninstall_cmd)
 
 
 @main.command("connect")
-@click.option("--log-level", default=None, type=click.Choice(["debug", "info", "warning", "error"]), help="Log level (JSON lines on stderr).")
+@click.option("--log-level", default=None, type=click.Choice(LOG_LEVELS, case_sensitive=False), help="Log level (JSON lines on stderr); as PLEXOR_LOG_LEVEL.")
 def connect_cmd(log_level: str | None) -> None:
     """Serve MCP on stdio by relaying to the shared daemon (started when absent; restarted if it dies).
 

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from plexor import __version__
+from plexor.core.config import LOG_LEVELS
 
 __all__ = ["serve"]
 
@@ -51,7 +52,7 @@ def _csv_env(name: str) -> list[str]:
 @click.option("--daemon", is_flag=True, help="Start the shared background server (http, 127.0.0.1, generated token) "
               "for `plexor connect`, or report the one running; prints its registry.")
 @click.option("--registry", "registry", default=None, hidden=True, help="(internal) write the daemon registry here once ready.")
-@click.option("--log-level", default=None, type=click.Choice(["debug", "info", "warning", "error"]), help="Log level (JSON lines on stderr).")
+@click.option("--log-level", default=None, type=click.Choice(LOG_LEVELS, case_sensitive=False), help="Log level (JSON lines on stderr); as PLEXOR_LOG_LEVEL.")
 def serve(transport: str, host: str, port: int, token: str | None, stateless: bool, json_response: bool,
           allow_unauthenticated: bool,
           allow_origins: tuple[str, ...], allow_hosts: tuple[str, ...], max_body: int, request_timeout: float,
