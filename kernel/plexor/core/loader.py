@@ -103,7 +103,9 @@ class Loader(KernelBase):
                     self.unknown_plugins.append(hint)
                     self.log.warning("plugin_not_installed", plugin=name, variable=var, hint=hint)
         known = {rec.name: self._keys.get(rec.name) for rec in self.records.values()}
-        self.warnings.extend(unknown_names(self.environ, self._config, self.paths.config_file, known))
+        for warning in unknown_names(self.environ, self._config, self.paths.config_file, known):
+            self.warnings.append(warning)
+            self.log.warning("config_warning", warning=warning)  # a served kernel's only channel
         for rec in self.records.values():
             self.warnings.extend(rec.settings.warnings if rec.settings else [])
         return self
