@@ -13,9 +13,11 @@ What is emitted (``docs/observability.md`` has the details and queries):
   0.66b2, schema 1.44.0), the plugin's name and the outcome; its
   parent is the client's trace context when the request carries one;
 - ``mcp.server.operation.duration`` (histogram, seconds) by method, tool or prompt,
-  plugin and outcome; ``plexor.requests.in_flight`` and ``plexor.plugins`` (gauges read
-  only when metrics are collected, so they cost nothing per call);
-- child spans wherever a plugin wraps remote or storage work in :func:`span`.
+  plugin and outcome; ``plexor.requests.in_flight``, ``plexor.plugins``, ``plexor.sessions``
+  and the gauges plugins declare with :meth:`plexor.PluginHandle.gauge` (all read only when
+  metrics are collected, so they cost nothing per call);
+- child spans wherever a plugin wraps remote or storage work in :func:`span`, each also timed
+  into ``plexor.span.duration`` (by plugin, span name, server address and outcome).
 
 Arguments, results and tokens are never recorded; ``PLEXOR_OTEL_RECORD_ARGUMENTS=1`` opts
 in to a tool's arguments (``gen_ai.tool.call.arguments``, cut at 4 KiB).
