@@ -258,19 +258,32 @@ def _raw_stdio(home, site, *args, **env):
 
 
 def _read_until(proc, wanted_id, timeout=30.0):
-    """Read stdout lines until the reply with ``wanted_id``; returns it (fails on EOF or timeout)."""
-    import selectors
+    """Read stdout lines until the reply with ``wanted_id``; returns it (fails on EOF or timeout).
 
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if sel.select(timeout=max(0.0, deadline - time.monotonic())):
+    The lines are read in a thread with plain ``readline``: selecting on the pipe would miss replies
+    that arrived together, which the buffered reader already holds after the first line.
+    """
+    import threading
+
+    found: dict[str, object] = {}
+
+    def read() -> None:
+        while True:
             line = proc.stdout.readline()
-            assert line, "the server closed stdout"
+            if not line:
+                found["eof"] = True
+                return
             reply = json.loads(line)
             if reply.get("id") == wanted_id:
-                return reply
+                found["reply"] = reply
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if "reply" in found:
+        return found["reply"]
+    assert "eof" not in found, "the server closed stdout"
     raise AssertionError(f"no reply with id {wanted_id!r} within {timeout} s")
 
 
