@@ -179,6 +179,43 @@ async def test_the_request_waits_for_a_slow_handshake_then_goes_out() -> None:
     assert client.stats["connections_opened"] == 1 and client.stats["retries"] == 0
 
 
+async def test_a_reply_cut_by_a_reset_is_a_connection_failure_and_retried() -> None:
+    """The node resets the connection halfway through its reply: reported as unreachable, after the retries."""
+    import socket
+    import struct
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    served: list[int] = []
+
+    def serve() -> None:
+        for _ in range(2):
+            conn, _ = srv.accept()
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text\r\nContent-Length: 100\r\n\r\npartial")
+            time.sleep(0.05)  # the client is waiting in the loop for the rest when the reset arrives
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+            served.append(1)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    client = EdgeLakeClient([Node("flaky", "127.0.0.1", port)], retries=1, backoff=0.01)
+    try:
+        with pytest.raises(NodeUnreachable) as err:
+            await client.send(client.nodes[0], "GET", "get status", timeout=5)
+    finally:
+        thread.join(10)
+        await client.aclose()
+        srv.close()
+    assert "Connection reset by peer" in err.value.message and "2 attempts" in err.value.message
+    assert len(served) == 2
+
+
 async def test_commands_that_change_things_are_not_retried(node: StandIn) -> None:
     port = free_port()
     client = EdgeLakeClient([Node("down", "127.0.0.1", port)], retries=3, backoff=0.01)

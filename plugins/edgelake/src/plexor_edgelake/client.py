@@ -8,9 +8,11 @@ keep-alive assumption: it opens a connection, sends one request saying
 the connection. ``max_connections`` bounds the calls in flight per node.
 
 The request is plain bytes (a prefix rendered once per node and method, then
-the ``command`` and ``destination`` headers) and the reply is parsed by
-httptools (llhttp) inside ``data_received``: one wake-up of the waiting call
-per reply, ``asyncio.timeout`` deadlines and clean cancellation.
+the ``command`` and ``destination`` headers), sent right after the connect
+when the handshake is already done (loopback, near nodes). The reply is read
+in the event loop's readiness callback and parsed by httptools (llhttp)
+inside ``data_received``: one wake-up of the waiting call per reply,
+``asyncio.timeout`` deadlines and clean cancellation.
 
 Every read is bounded: a reply larger than ``max_reply_bytes`` is abandoned
 (the connection closed at once) and reported with an error naming the
@@ -206,9 +208,9 @@ class EdgeLakeClient:
         return prefix + "".join(lines).encode("ascii")
 
     async def _exchange(self, node: Node, request: bytes, method: str, command: str) -> Reply:
-        # A plain non-blocking socket driven by the loop's sock_* calls: each tries the system call
-        # first and waits only when it would block, so a request takes fewer loop iterations than
-        # a transport and protocol would (measured in BENCH.md).
+        # A plain non-blocking socket: every system call is tried first and the loop is asked to
+        # wait only when it would block, so a request takes fewer loop iterations than a transport
+        # and protocol would (measured in BENCH.md).
         loop = asyncio.get_running_loop()
         limit = self.max_reply_bytes
         family, address = await self._address(loop, node)
@@ -221,12 +223,7 @@ class EdgeLakeClient:
             if sent < len(request):
                 await loop.sock_sendall(sock, memoryview(request)[sent:])
             conn = Exchange(limit)
-            while not conn.done:
-                data = await loop.sock_recv(sock, 262144)
-                if not data:
-                    conn.connection_lost(None)
-                    break
-                conn.data_received(data)
+            await _read(loop, sock, conn)
         finally:
             sock.close()  # one request per connection: the node closes its side too
         if conn.too_large:
@@ -284,6 +281,56 @@ class EdgeLakeClient:
         return 0
 
 
+async def _read(loop: asyncio.AbstractEventLoop, sock: socket.socket, conn: Exchange) -> None:
+    """Read the reply into ``conn`` until it is done or the node closes the connection.
+
+    The socket stays registered with the loop for the whole reply and each readable event is
+    handled in the loop's own callback, so the waiting call wakes once per reply rather than
+    once per chunk (the node writes a query's rows chunk by chunk); what is there already is
+    read before anything is registered.
+    """
+    done: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if done.done():
+            return
+        try:
+            data = sock.recv(_RECV)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            done.set_exception(exc)
+            return
+        if not data:
+            conn.connection_lost(None)
+        else:
+            conn.data_received(data)
+            if not conn.done:
+                return
+        done.set_result(None)
+
+    readable()
+    if done.done():
+        return done.result()
+    fd = sock.fileno()
+    try:
+        loop.add_reader(fd, readable)
+    except NotImplementedError:  # a loop without readiness callbacks (the proactor on Windows)
+        while not conn.done:
+            data = await loop.sock_recv(sock, _RECV)
+            if not data:
+                conn.connection_lost(None)
+                break
+            conn.data_received(data)
+        return None
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+    return None
+
+
+_RECV = 262144
 _CONNECTING = frozenset({0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN, errno.EALREADY, errno.EINTR})
 
 
