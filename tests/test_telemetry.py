@@ -323,21 +323,34 @@ async def test_metrics_endpoint_of_a_real_server_is_protected_and_parses(plexor_
             assert (await http.get(f"{url}/metrics")).status_code == 401
             assert (await http.get(f"{url}/metrics", headers={**auth, "Host": "evil.example"})).status_code == 421
             assert (await http.get(f"{url}/metrics", headers={**auth, "Origin": "http://evil.example"})).status_code == 403
-            async with _http_client(f"{url}/mcp", auth) as client:
+            async with _http_client(f"{url}/mcp", auth) as client:  # the 2026-07-28 era: no sessions
                 for _ in range(2):
                     assert not (await client.call_tool("plexor_health", {})).is_error
+                stateless = await http.get(f"{url}/metrics", headers=auth)
+                async with _http_client(f"{url}/mcp", auth, mode="legacy") as legacy:  # a 2025-11-25 session
+                    assert not (await legacy.call_tool("plexor_health", {})).is_error
+                    during = await http.get(f"{url}/metrics", headers=auth)
             reply = await http.get(f"{url}/metrics", headers=auth)
+        # The 2026-07-28 era's per-request connections are no sessions; the legacy client's session is one.
+        assert list(_samples(stateless.text, "plexor_sessions")) == []
+        assert [(s.labels["mcp_protocol_version"], s.value) for s in _samples(during.text, "plexor_sessions")] == \
+            [("2025-11-25", 1.0)]
         assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/plain")
         assert token not in reply.text
         families = {f.name: f for f in text_string_to_metric_families(reply.text)}
         counts = [s for s in families["mcp_server_operation_duration_seconds"].samples
                   if s.name.endswith("_count") and s.labels.get("gen_ai_tool_name") == "plexor_health"]
-        assert [(s.labels["plexor_outcome"], s.value) for s in counts] == [("ok", 2.0)]
+        assert sorted((s.labels["mcp_protocol_version"], s.labels["plexor_outcome"], s.value) for s in counts) == \
+            [("2025-11-25", "ok", 1.0), ("2026-07-28", "ok", 2.0)]
         plugins = families["plexor_plugins"].samples
         states = {s.labels["plexor_plugin_name"]: s.labels["plexor_plugin_state"] for s in plugins}
         assert states["plexor"] == "ready"
         assert set(states.values()) <= {"ready", "disabled"}  # PLEXOR_PLUGINS="" disables every installed one
         assert [s.value for s in families["plexor_requests_in_flight"].samples] == [0.0]
+
+
+def _samples(text: str, name: str):
+    return [s for f in text_string_to_metric_families(text) if f.name == name for s in f.samples]
 
 
 async def test_no_metrics_endpoint_when_telemetry_is_off(plexor_home):

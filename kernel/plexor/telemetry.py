@@ -305,12 +305,17 @@ class Telemetry:
             yield Observation(count, {"mcp.protocol.version": version} if version else {})
 
     def session_counts(self) -> dict[str, int]:
-        """Connections the server holds now, by protocol version (read at collection, never per call)."""
+        """Sessions the server holds now, by protocol version (read at collection, never per call).
+
+        The 2026-07-28 era has no sessions: its connections last one request (and linger until
+        collected), so they are not counted.
+        """
         counts: dict[str, int] = {}
         if self.sessions is not None:
             for connection in self.sessions.all():
                 version = getattr(connection, "protocol_version", None) or ""
-                counts[version] = counts.get(version, 0) + 1
+                if version < "2026-07-28":
+                    counts[version] = counts.get(version, 0) + 1
         return counts
 
     # -- /metrics --------------------------------------------------------------------
@@ -324,7 +329,7 @@ class Telemetry:
 DURATION_HELP = "How long the server took to answer an MCP request, from the pipeline's entry to its result."
 IN_FLIGHT_HELP = "Requests being served now (what a drain waits for)."
 PLUGINS_HELP = "1 for each plugin, labelled with its current state."
-SESSIONS_HELP = "Client connections the server holds now, by protocol version."
+SESSIONS_HELP = "Client sessions open now (stdio, Streamable HTTP before 2026-07-28), by protocol version."
 SPAN_HELP = "How long the remote and storage calls plugins make (plexor.span) took."
 # The Prometheus labels of the duration histogram: the OpenTelemetry attribute names, dots as underscores.
 LABELS = ("mcp_method_name", "plexor_plugin_name", "gen_ai_tool_name", "gen_ai_prompt_name", "mcp_protocol_version",
