@@ -43,3 +43,27 @@ async def test_node_request_durations_by_node_and_outcome(plexor: Any, plexor_co
     }
     sums = {s.labels["server_port"]: s.value for s in histogram.samples if s.name.endswith("_sum")}
     assert sums[port] > 0
+
+
+async def test_node_request_durations_reach_the_otel_reader(plexor: Any, plexor_config: Any, node: StandIn) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from plexor.telemetry import Telemetry
+
+    plexor_config({"edgelake": {"nodes": [node.address], "retries": 1, "backoff": 0.01}})
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        async with plexor.client(installed=["edgelake"]) as client:
+            client.kernel.telemetry = Telemetry(client.kernel, meter_provider=provider)
+            for _ in range(2):
+                assert not (await client.call_tool("edgelake_list_databases", {})).is_error
+            points = [(dict(p.attributes), p.count) for rm in reader.get_metrics_data().resource_metrics
+                      for sm in rm.scope_metrics for m in sm.metrics if m.name == "plexor.span.duration"
+                      for p in m.data.data_points]
+    finally:
+        provider.shutdown()
+    host, port = node.address.rsplit(":", 1)
+    assert points == [({"plexor.plugin.name": "edgelake", "plexor.span.name": "GET", "plexor.outcome": "ok",
+                        "server.address": host, "server.port": port}, 2)]
