@@ -56,9 +56,6 @@ ELSEWHERE = {
         "downloads Node.js from npm",
     ("docs/clients.md", "# interactive web UI, stdio (prints a http://127.0.0.1:6274 address with a token, opens a browser)"):
         "downloads the Inspector with npx and opens a browser; tests/test_inspector.py runs its CLI mode",
-    ("docs/observability.md", "pip install 'plexor[otel]'        # the OpenTelemetry SDK, the OTLP/HTTP exporter, prometheus-client"):
-        "KNOWN GAP for that file's owner: `plexor[otel]` names a package index that has no Plexor "
-        "(from a checkout: pip install '.[otel]'); and it serves until stopped",
 }
 
 
