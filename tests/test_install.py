@@ -60,12 +60,12 @@ def test_each_client_gets_its_own_file_and_format(run, home):
 
 
 def test_plugins_env_mode_and_name(run, home):
-    out = run("install", "cursor", "--mode", "connect", "--plugins", "keyboard", "--env", "PLEXOR_LOG_LEVEL=info",
+    out = run("install", "cursor", "--mode", "connect", "--plugins", "example", "--env", "PLEXOR_LOG_LEVEL=info",
               "--name", "keys")
     assert out.returncode == 0, out.stderr
     entry = json.loads((home / ".cursor" / "mcp.json").read_text())["mcpServers"]["keys"]
     assert entry["args"] == ["-m", "plexor", "connect"]
-    assert entry["env"] == {"PLEXOR_PLUGINS": "keyboard", "PLEXOR_LOG_LEVEL": "info"}
+    assert entry["env"] == {"PLEXOR_PLUGINS": "example", "PLEXOR_LOG_LEVEL": "info"}
 
 
 def test_merge_keeps_other_servers_and_keys_and_backs_up(run, home):
@@ -111,10 +111,10 @@ def test_uninstall_removes_only_its_entry(run, home):
 
 
 def test_print_writes_nothing(run, home):
-    out = run("install", "vscode", "--print", "--plugins", "keyboard")
+    out = run("install", "vscode", "--print", "--plugins", "example")
     assert out.returncode == 0, out.stderr
     printed = json.loads(out.stdout)
-    assert printed["servers"]["plexor"]["env"] == {"PLEXOR_PLUGINS": "keyboard"}
+    assert printed["servers"]["plexor"]["env"] == {"PLEXOR_PLUGINS": "example"}
     assert str(run.project / ".vscode" / "mcp.json") in out.stderr
     assert not (run.project / ".vscode").exists()
 
@@ -122,8 +122,8 @@ def test_print_writes_nothing(run, home):
 def test_bad_input_is_a_usage_error_with_guidance(run, home):
     client = run("install", "cursr")
     assert client.returncode == 2 and "did you mean 'cursor'" in client.stderr
-    plugin = run("install", "cursor", "--plugins", "keybord")
-    assert plugin.returncode == 2 and "did you mean 'keyboard'" in plugin.stderr
+    plugin = run("install", "cursor", "--plugins", "exampel")
+    assert plugin.returncode == 2 and "did you mean 'example'" in plugin.stderr
     env = run("install", "cursor", "--env", "NOEQUALS")
     assert env.returncode == 2 and "KEY=VALUE" in env.stderr
     scope = run("install", "windsurf", "--scope", "project")
@@ -141,13 +141,13 @@ def test_bad_input_is_a_usage_error_with_guidance(run, home):
 async def test_the_written_command_starts_a_server(run, home, tmp_path):
     from mcp import Client, StdioServerParameters
 
-    out = run("install", "claude-desktop", "--plugins", "keyboard", "--env", f"PLEXOR_HOME={tmp_path / 'ph'}")
+    out = run("install", "claude-desktop", "--plugins", "example", "--env", f"PLEXOR_HOME={tmp_path / 'ph'}")
     assert out.returncode == 0, out.stderr
     entry = json.loads(_desktop_file(home).read_text())["mcpServers"]["plexor"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
     params = StdioServerParameters(command=entry["command"], args=entry["args"], env={**env, **entry["env"]})
     async with Client(params) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        assert "keyboard_lookup_keycode" in names and not any(n.startswith("arbor_") for n in names)
-        result = await client.call_tool("keyboard_lookup_keycode", {"key_name": "escape"})
-        assert not result.is_error
+        assert "example_greet" in names and not any(n.startswith(("arbor_", "keyboard_")) for n in names)
+        result = await client.call_tool("example_greet", {"name": "Ada"})
+        assert not result.is_error and "Ada" in result.content[0].text
