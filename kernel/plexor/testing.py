@@ -44,7 +44,8 @@ def plugin_cli(environ: dict[str, str] | None = None) -> Any:
 
         result = CliRunner().invoke(plugin_cli(), ["arbor", "sweep", "--json"])
     """
-    from plexor.cli import PluginGroup, main
+    from plexor.cli import main
+    from plexor.plugin_commands import PluginGroup
 
     group = PluginGroup(name="plexor", commands=dict(main.commands), params=list(main.params))
     group.environ = dict(os.environ if environ is None else environ)
