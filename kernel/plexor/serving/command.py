@@ -98,11 +98,14 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
 
         from plexor.transports import serve_stdio
 
+        hint = None
         if sys.stdin.isatty():  # a person, not a client, started it: say what it waits for (never on a pipe)
             from plexor.cli import stdio_hint
 
-            click.echo(stdio_hint(), err=True)
-        anyio.run(lambda: serve_stdio(kernel, grace=grace))
+            def hint() -> None:  # once Ctrl+C is handled, as the hint promises
+                click.echo(stdio_hint(), err=True)
+
+        anyio.run(lambda: serve_stdio(kernel, grace=grace, listening=hint))
         return
     from plexor.transports import HttpOptions, bind_socket, is_loopback, serve_http
 

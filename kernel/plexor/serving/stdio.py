@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from plexor.core.kernel import Kernel
@@ -331,18 +331,26 @@ async def _next_signal_by_handler() -> str:
     return signal.Signals(got[0]).name
 
 
-async def _run_until_signal(kernel: Kernel, scope: Any, grace: float, watchdog: Watchdog) -> None:
-    """On SIGTERM/SIGINT: stop taking calls, let in-flight ones finish, then end serving."""
+async def _run_until_signal(kernel: Kernel, scope: Any, grace: float, watchdog: Watchdog,
+                            listening: Callable[[], None] | None = None) -> None:
+    """On SIGTERM/SIGINT: stop taking calls, let in-flight ones finish, then end serving.
+
+    ``listening`` runs once the signals are caught (the terminal hint says Ctrl+C works: it must).
+    """
     import anyio
 
     try:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            if listening is not None:
+                listening()
             async for signum in signals:
                 name = signal.Signals(signum).name
                 break
             else:  # pragma: no cover - the receiver never ends by itself
                 return
     except NotImplementedError:  # Windows: its event loops have no add_signal_handler
+        if listening is not None:
+            listening()
         name = await _next_signal_by_handler()
     kernel.log.info("signal", signal=name)
     watchdog.arm(name)  # after the receiver is gone, which put the default handlers back
@@ -380,8 +388,11 @@ async def stdio_streams(log: Any) -> AsyncIterator[tuple[Any, Any]]:
         stdout.restore()
 
 
-async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
-    """Serve one client over stdin/stdout until EOF or a signal; then drain and stop the kernel."""
+async def serve_stdio(kernel: Kernel, *, grace: float = 30.0, listening: Callable[[], None] | None = None) -> None:
+    """Serve one client over stdin/stdout until EOF or a signal; then drain and stop the kernel.
+
+    :param listening: called once SIGTERM/SIGINT are handled (for the hint on a terminal).
+    """
     import anyio
 
     from plexor.server import Boot, build_server
@@ -396,7 +407,7 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0) -> None:
             # starting is waited for, bounded) instead of failing.
             boot.attach(tg)
             tg.start_soon(boot.fallback, 0.5)
-            tg.start_soon(_run_until_signal, kernel, tg.cancel_scope, grace, watchdog)
+            tg.start_soon(_run_until_signal, kernel, tg.cancel_scope, grace, watchdog, listening)
             async with stdio_streams(kernel.log) as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
             kernel.log.info("stdin_closed")
