@@ -27,7 +27,8 @@ from mcp.server.streamable_http import EventStore  # already loaded by mcp.serve
 
 from plexor.core.kernel import Kernel, State
 from plexor.serving.guard import default_allow_lists
-from plexor.serving.stdio import Watchdog, _freeze_heap
+from plexor.serving.stdio import _freeze_heap
+from plexor.serving.watchdog import Watchdog
 
 __all__ = ["HttpOptions", "bind_socket", "build_http_app", "serve_http", "worker_app"]
 
@@ -327,7 +328,7 @@ def _draining_server_class() -> Any:
             self._grace = grace
             self._draining = False
             self._loop: Any = None
-            from plexor.serving.stdio import EXIT_MARGIN
+            from plexor.serving.watchdog import EXIT_MARGIN
 
             self._watchdog = Watchdog(kernel, 2 * grace + EXIT_MARGIN + max(1, int(grace)))
 
