@@ -407,7 +407,7 @@ async def test_a_parameter_can_be_mirrored_into_an_http_header(plexor_home):
     from mcp import Client
 
     from plexor import PluginError
-    from plexor.core.schema import analyse
+    from plexor.schema import analyse
 
     def route(region: Annotated[str, Header("Region")], n: int = 1) -> dict:
         """Route."""

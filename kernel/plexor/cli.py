@@ -176,7 +176,7 @@ def tools_cmd(as_json: bool) -> None:
         return
     import textwrap
 
-    from plexor.core.schema import _type_text  # the wording of the kernel's argument errors
+    from plexor.schema import _type_text  # the wording of the kernel's argument errors
 
     for entry in tools:
         first = (entry["description"] or "").strip().split("\n\n")[0]

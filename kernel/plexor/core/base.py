@@ -147,7 +147,7 @@ class KernelBase(_Machine):
     # ------------------------------------------------------------------- health
     def health(self) -> dict[str, Any]:
         from plexor import __version__
-        from plexor.core.schema import schema_hash
+        from plexor.schema import schema_hash
 
         return {
             "kernel": {"state": self.state.value, "version": __version__, "pid": self.pid,

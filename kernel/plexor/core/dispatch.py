@@ -44,7 +44,7 @@ class Target:
 
 def target(func: Callable[..., Any], blocking: bool | None = None) -> Target:
     """Decide once how ``func`` runs: ``blocking=False`` keeps a sync function on the event loop."""
-    from plexor.core.schema import context_params
+    from plexor.schema import context_params
 
     mode: Mode
     if inspect.isasyncgenfunction(func):

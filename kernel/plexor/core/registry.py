@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plexor.core.dispatch import Target, target
-from plexor.core.schema import analyse, parse_docstring
+from plexor.schema import analyse, parse_docstring
 from plexor.core.specs import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 from plexor.errors import PluginError
 

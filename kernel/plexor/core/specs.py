@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plexor.core.dispatch import Target
-from plexor.core.schema import Signature, analyse, schema_hash
+from plexor.schema import Signature, analyse, schema_hash
 
 __all__ = ["PromptSpec", "ResourceSpec", "TemplateSpec", "ToolSpec"]
 
