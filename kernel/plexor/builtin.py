@@ -10,6 +10,13 @@ PLEXOR_NAMESPACE = "plexor"
 
 
 @hookimpl
+def plexor_add_config(config: Any) -> None:
+    # [plexor] database_url: the kernel's own database (tasks...); PLEXOR_DATABASE_URL overrides it (plexor.state).
+    config.add("database_url", str, None, help="the kernel's database URL (postgresql://...); default: "
+               "plexor.sqlite3 in the data directory")
+
+
+@hookimpl
 def plexor_register_tools(register: Any, settings: Any) -> None:
     ro = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
     register(health, annotations=ro, ready_required=False, blocking=False)
