@@ -19,6 +19,7 @@ from plexor.errors import NotReady
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.core.kernel import PluginRecord
+    from plexor.notify import Notifier
     from plexor.settings import Settings
     from plexor.telemetry import PluginGauge, Telemetry
 
@@ -44,7 +45,7 @@ class PluginHandle:
     plugin's state and warm-up progress, so no plugin writes that check itself.
     """
 
-    __slots__ = ("_record", "_services", "_closers", "_log", "_open_database", "_gauges", "_telemetry")
+    __slots__ = ("_record", "_services", "_closers", "_log", "_open_database", "_gauges", "_telemetry", "_notifier")
 
     def __init__(self, record: PluginRecord, open_database: Callable[[], Any] | None = None) -> None:
         self._record = record
@@ -54,6 +55,7 @@ class PluginHandle:
         self._open_database = open_database
         self._gauges: dict[str, PluginGauge] = {}
         self._telemetry: Telemetry | None = None  # set by the kernel when PLEXOR_OTEL is on
+        self._notifier: Notifier | None = None  # set by the kernel; None in a handle made outside one
 
     def __repr__(self) -> str:
         return f"<PluginHandle {self._record.name} {self._record.state.value}>"
@@ -167,6 +169,29 @@ class PluginHandle:
         pct = f", {round(rec.progress * 100)}% done" if rec.progress is not None else ""
         return NotReady(f"{rec.name} is {rec.progress_message or 'still starting'}{pct}", "Retry in a few seconds.",
                         data={"plugin": rec.name, "progress": rec.progress})
+
+    # -- change notifications ---------------------------------------------------------
+    def resource_updated(self, uri: str) -> None:
+        """Tell subscribed clients that the resource ``uri`` changed (``notifications/resources/updated``).
+
+        Call it after the change is stored (a tree got a node, a document was re-indexed); clients
+        that subscribed to ``uri`` (``resources/subscribe``, or ``subscriptions/listen`` from
+        2026-07-28 on) read it again. Thread-safe and non-blocking: a sync tool running in a worker
+        thread calls it directly. Cheap when nobody subscribed; a no-op outside a server.
+        """
+        if not isinstance(uri, str) or not uri:
+            raise ValueError(f"resource_updated needs the resource's URI as a non-empty string, not {uri!r}")
+        if self._notifier is not None:
+            self._notifier.publish("resources/updated", {"uri": uri})
+
+    def resource_list_changed(self) -> None:
+        """Tell clients that the set of resources this plugin lists changed (one appeared or went away).
+
+        Sends ``notifications/resources/list_changed``; clients list again. Thread-safe, non-blocking.
+        A plugin becoming ready or failing needs no call: the kernel announces that itself.
+        """
+        if self._notifier is not None:
+            self._notifier.publish("resources/list_changed")
 
     # -- metrics --------------------------------------------------------------------
     def gauge(self, name: str, description: str,

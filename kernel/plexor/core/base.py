@@ -57,6 +57,11 @@ class KernelBase(_Machine):
         self._inflight = 0
         self._idle: Any = None
         self._listeners: list[Callable[[str], Any]] = []
+        from plexor.notify import Notifier
+
+        # Every outbound change notification goes through it (plexor.notify); a server may swap
+        # its backend (one shared by several processes) before serving.
+        self.notifier = Notifier()
         self._pm: Any = None
         # plexor.telemetry.Telemetry when PLEXOR_OTEL is on; Pipeline.run's only cost when off is checking it.
         self.telemetry: Any = None
@@ -138,11 +143,23 @@ class KernelBase(_Machine):
         return lambda: self._listeners.remove(callback) if callback in self._listeners else None
 
     def _notify(self, kind: str) -> None:
+        """The ``kind`` list (``tools``, ``resources`` or ``prompts``) changed: tell listeners, then clients."""
         for cb in list(self._listeners):
             try:
                 cb(kind)
             except Exception:  # noqa: BLE001
                 self.log.debug("listener_failed", kind=kind)
+        self.notifier.publish(f"{kind}/list_changed")
+
+    def _plugin_moved(self, rec: PluginRecord, old: State, new: State) -> None:
+        """A plugin became ready or failed (from any thread): what it offers appeared or went away."""
+        if new not in (State.READY, State.FAILED) or old in (State.CREATED, State.DISABLED):
+            return  # a plugin failing before it registered anything changed no list
+        reg = rec.registry
+        for kind, offers in (("tools", reg.tools), ("resources", reg.resources or reg.listers or reg.templates),
+                             ("prompts", reg.prompts)):
+            if offers:
+                self._notify(kind)
 
     # ------------------------------------------------------------------- health
     def health(self) -> dict[str, Any]:

@@ -123,6 +123,8 @@ class Loader(KernelBase):
 
         rec.handle = PluginHandle(rec, open_database)
         rec.handle._telemetry = self.telemetry  # plugins' gauges reach the exporters (None when off)
+        rec.handle._notifier = self.notifier  # resource_updated() publishes through the kernel's notifier
+        rec.on_move = self._plugin_moved
 
     def _discover(self) -> list[PluginRecord]:
         from importlib.metadata import entry_points

@@ -89,9 +89,16 @@ class PluginRecord(_Machine):
     history: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     _started: Any = None  # anyio.Event set when the startup hook has finished
     _warming: bool = False
+    on_move: Any = None  # callable(record, old, new) after each transition (the kernel's list-changed notices)
 
     def __repr__(self) -> str:
         return f"<plugin {self.name} {self.state.value}>"
+
+    def _move(self, new: State) -> None:
+        old = self.state
+        super()._move(new)
+        if self.on_move is not None and old != new:
+            self.on_move(self, old, new)
 
     # -- readiness, for plugins that warm up in the background -----------------
     def warming(self, fraction: float | None = None, message: str | None = None) -> None:
