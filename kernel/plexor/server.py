@@ -31,7 +31,7 @@ from plexor.serving.asked import (
     check_input_responses,
     exchange_of,
     progress_token,
-    state_key,
+    state_keys,
     stateless_era,
 )
 from plexor.serving.boot import Boot
@@ -104,7 +104,7 @@ def protocol_error(err: PlexorError, method: str = "", *, modern: bool = False, 
 
 
 class _Sessions:
-    """Connections seen, to send list-changed notifications to."""
+    """2025-11-25-era connections seen, to send change notifications to (2026-07-28 clients listen instead)."""
 
     def __init__(self) -> None:
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -119,6 +119,29 @@ class _Sessions:
         return list(self._sessions)
 
 
+class _Bus:
+    """The SDK's ``SubscriptionBus`` for ``subscriptions/listen`` streams, fed by the kernel's notifier."""
+
+    def __init__(self) -> None:
+        self._listeners: dict[object, Any] = {}
+
+    async def publish(self, event: Any) -> None:  # the SDK's interface; Plexor publishes via plexor.notify
+        self.fan_out(event)
+
+    def fan_out(self, event: Any) -> None:
+        for listener in list(self._listeners.values()):
+            listener(event)  # the SDK's listeners only enqueue, and never raise
+
+    def subscribe(self, listener: Any) -> Any:
+        token = object()
+        self._listeners[token] = listener
+        return lambda: self._listeners.pop(token, None)
+
+
+SUBSCRIPTIONS = "plexor/subscriptions"  # connection.state key: the URIs a 2025-era session subscribed to
+LOG_LEVEL = "plexor/logLevel"  # connection.state key: the level set by logging/setLevel
+
+
 class Handlers:
     """The MCP request handlers of one server, built from the kernel's registry, and its guidance middleware."""
 
@@ -131,6 +154,10 @@ class Handlers:
             kernel.telemetry.sessions = self.sessions
         self.cache: dict[str, Any] = {}
         self.server: Any = None  # the PlexorServer, set by build_server (the middleware asks it for handlers)
+        self.bus = _Bus()
+        self._listening: Any = None  # the notifier's unsubscribe, once subscribed from the serving loop
+        self._pending: dict[tuple[str, str], Any] = {}  # events coalesced until the loop's next turn
+        self._tasks: set[asyncio.Task[Any]] = set()
         kernel.on_change(self.on_change)
 
     def tool_models(self) -> list[types.Tool]:
@@ -157,21 +184,49 @@ class Handlers:
 
     def on_change(self, kind: str) -> None:
         self.cache.clear()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        for session in self.sessions.all():
-            loop.create_task(self._notify_changed(session, kind))
 
+    def listen(self) -> None:
+        """Subscribe to the kernel's notifier from the serving loop (once, on the first request)."""
+        if self._listening is None:
+            self._listening = self.kernel.notifier.subscribe(self.on_event)
 
-    async def _notify_changed(self, session: Any, kind: str) -> None:
+    def on_event(self, event: Any) -> None:
+        """A change published through :mod:`plexor.notify`: delivered on the loop's next turn, deduplicated."""
+        key = (event.kind, str(event.payload.get("uri", "")))
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending[key] = event
+
+    def _flush(self) -> None:
+        from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, ToolsListChanged
+
+        pending, self._pending = list(self._pending.values()), {}
+        for event in pending:
+            uri = event.payload.get("uri")
+            sdk_event = {"tools/list_changed": ToolsListChanged(), "prompts/list_changed": PromptsListChanged(),
+                         "resources/list_changed": ResourcesListChanged()}.get(event.kind)
+            self.bus.fan_out(sdk_event if sdk_event is not None else ResourceUpdated(uri=str(uri)))
+            for session in self.sessions.all():
+                if not getattr(session, "has_standalone_channel", True):
+                    continue
+                if event.kind == "resources/updated" and uri not in _state(session).get(SUBSCRIPTIONS, ()):
+                    continue
+                task = asyncio.get_running_loop().create_task(self._send(session, event.kind, uri))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, session: Any, kind: str, uri: Any) -> None:
         try:
-            if getattr(session, "has_standalone_channel", True):
+            if kind == "tools/list_changed":
                 await session.send_tool_list_changed()
+            elif kind == "prompts/list_changed":
+                await session.send_prompt_list_changed()
+            elif kind == "resources/list_changed":
                 await session.send_resource_list_changed()
+            else:
+                await session.send_resource_updated(str(uri))
         except Exception:  # noqa: BLE001 - a gone client
-            self.kernel.log.debug("list_changed_not_sent", kind=kind)
+            self.kernel.log.debug("notification_not_sent", kind=kind)
 
 
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -268,14 +323,18 @@ class Handlers:
         return types.CompleteResult(completion=types.Completion(values=values, has_more=more))
 
     async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        # Acknowledged for 2025-era clients; no per-resource updates are sent yet (list-changed is).
+        # 2025-11-25 era: notifications/resources/updated for this URI go to this session from now on
+        # (published by plugins with PluginHandle.resource_updated). Any URI may be subscribed.
+        _state(getattr(ctx.session, "_connection", None)).setdefault(SUBSCRIPTIONS, set()).add(str(params.uri))
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        _state(getattr(ctx.session, "_connection", None)).get(SUBSCRIPTIONS, set()).discard(str(params.uri))
         return types.EmptyResult()
 
     async def set_logging_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        self.kernel.log.debug("client_log_level", level=params.level)
+        # This session's notifications/message below the level are not sent (see Context.log).
+        _state(getattr(ctx.session, "_connection", None))[LOG_LEVEL] = params.level
         return types.EmptyResult()
 
 
@@ -293,9 +352,11 @@ class Handlers:
                     self.boot.begin()
             self.boot.begin()
             await self.boot.loaded.wait()
-        if ctx.session is not None:
-            # The SDK builds a ServerSession per request; list-changed goes to
-            # the connection behind it (no public accessor in 2.3).
+        self.listen()
+        if ctx.session is not None and not stateless_era(ctx):
+            # The SDK builds a ServerSession per request; change notifications go to
+            # the connection behind it (no public accessor in 2.3). 2026-07-28 clients
+            # get them on subscriptions/listen streams instead.
             connection = getattr(ctx.session, "_connection", None)
             if connection is not None:
                 self.sessions.add(connection)
@@ -320,9 +381,17 @@ class Handlers:
                 self.kernel.log.debug("request", method=ctx.method, ms=round((time.perf_counter() - started) * 1000, 2))
 
 
+def _state(connection: Any) -> dict[str, Any]:
+    """The SDK connection's per-connection scratch dict (a throwaway one when there is none)."""
+    state = getattr(connection, "state", None)
+    return state if isinstance(state, dict) else {}
+
+
 def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None) -> PlexorServer:
     """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``)."""
     import warnings
+
+    from mcp.server.subscriptions import ListenHandler
 
     h = Handlers(kernel, page_size or kernel.page_size, boot)
 
@@ -348,6 +417,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             on_subscribe_resource=h.subscribe,
             on_unsubscribe_resource=h.unsubscribe,
             on_set_logging_level=h.set_logging_level,
+            on_subscriptions_listen=ListenHandler(h.bus),
             get_tool_input_schema=lambda name: (
                 kernel.registry.tools[name].signature.input_schema if name in kernel.registry.tools else None
             ),
@@ -357,7 +427,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
     # Inside the guidance middleware, so a refused requestState gets its advice appended.
-    security = RequestStateSecurity(keys=[state_key(kernel)], ttl=REQUEST_STATE_TTL)
+    security = RequestStateSecurity(keys=state_keys(kernel), ttl=REQUEST_STATE_TTL)
     server.middleware.append(RequestStateBoundary(security, default_audience="plexor"))
     return server
 

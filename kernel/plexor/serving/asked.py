@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import secrets
 from typing import Any
 
 import mcp_types as types
@@ -20,7 +18,7 @@ from plexor.core.kernel import Kernel
 from plexor.errors import PlexorError
 
 __all__ = ["BAD_STATE", "asked", "check_input_responses", "exchange_of", "progress_token", "stateless_era",
-           "state_key"]
+           "state_key", "state_keys"]
 
 
 BAD_STATE = (
@@ -31,39 +29,21 @@ BAD_STATE = (
 
 
 def state_key(kernel: Kernel) -> bytes:
-    """The secret that seals requestState, shared by every process using this data directory.
+    """The secret that seals requestState (the first of :func:`state_keys`)."""
+    return state_keys(kernel)[0]
 
-    Kept in ``<data>/request-state.key`` (mode 0600), made on first use; so
-    ``--workers`` processes, the daemon and a restarted server all accept each
-    other's state. Falls back to a key held in memory when the data directory
-    cannot be written (state then dies with the process).
+
+def state_keys(kernel: Kernel) -> list[bytes]:
+    """The request-state key ring, shared by every process that serves this data or has the same key.
+
+    ``PLEXOR_STATE_KEY`` / ``PLEXOR_STATE_KEY_FILE`` when set (hosts that share no
+    disk), else ``<data>/request-state.key`` (mode 0600, made on first use); keys in
+    ``PLEXOR_STATE_KEY_PREVIOUS(_FILE)`` are accepted but never seal (rotation).
+    See :mod:`plexor.state.keys`.
     """
-    path = kernel.paths.data_dir / "request-state.key"
-    try:
-        return bytes.fromhex(path.read_text(encoding="ascii").strip())
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError) as exc:
-        kernel.log.warning("requeststate_key_unreadable", path=str(path), error=str(exc),
-                           hint="delete the file to have a new key made; using a per-process key")
-        return os.urandom(32)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as fh:
-            fh.write(secrets.token_hex(32) + "\n")
-        try:
-            os.link(tmp, path)  # atomic, and never replaces a key another process made first
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
-        return bytes.fromhex(path.read_text(encoding="ascii").strip())
-    except (OSError, ValueError) as exc:
-        kernel.log.warning("requeststate_key_not_saved", path=str(path), error=str(exc),
-                           hint="multi-round requests will not survive a restart or span --workers")
-        return os.urandom(32)
+    from plexor.state.keys import request_state_keys
+
+    return request_state_keys(kernel.environ, kernel.paths.data_dir, kernel.log)
 
 
 def exchange_of(ctx: Any) -> Exchange:
