@@ -54,6 +54,7 @@ async def test_plugin_ready_and_resource_updated_go_through_the_kernels_notifier
 
     def resources(register, settings):
         register("n://index", lambda: {})
+        register.lister(lambda: [{"uri": "n://index", "name": "index"}])
 
     def startup(plugin):
         handles.append(plugin)
@@ -66,7 +67,7 @@ async def test_plugin_ready_and_resource_updated_go_through_the_kernels_notifier
     kernel.notifier.subscribe(got.append)
     await kernel.start()
     try:
-        assert Event("resources/list_changed", {}) in got  # n became ready
+        assert Event("resources/list_changed", {}) in got  # n became ready: its lister's resources appear
         got.clear()
         await anyio.to_thread.run_sync(handles[0].resource_updated, "n://index")
         handles[0].resource_list_changed()

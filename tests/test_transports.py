@@ -135,6 +135,8 @@ def test_sigterm_lets_the_in_flight_call_finish(plexor_home, site_dir):
     time.sleep(0.4)
     proc.send_signal(signal.SIGTERM)
     reply = json.loads(proc.stdout.readline())
+    while "id" not in reply:  # notifications may come first (installed plugins becoming ready: list_changed)
+        reply = json.loads(proc.stdout.readline())
     assert reply["id"] == 2 and reply["result"]["structuredContent"] == {"slept": 1.0}
     proc.wait(timeout=15)
     err = proc.stderr.read().decode()

@@ -17,6 +17,17 @@ T = TypeVar("T")
 
 __all__ = ["Context"]
 
+LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def _below_session_level(session: Any, level: str) -> bool:
+    """Whether the session's ``logging/setLevel`` (kept on its SDK connection by the server) mutes ``level``."""
+    state = getattr(getattr(session, "_connection", None), "state", None)
+    floor = state.get("plexor/logLevel") if isinstance(state, dict) else None
+    if floor not in LEVELS:
+        return False
+    return LEVELS.index(level) < LEVELS.index(floor) if level in LEVELS else False
+
 
 class Context:
     """What a running call may use: its plugin's handle (settings, database, services) and the client channel."""
@@ -152,9 +163,15 @@ class Context:
         return True
 
     async def log(self, level: str, message: str) -> None:
-        """Send an MCP logging notification to the client, and log it locally too."""
+        """Send an MCP logging notification to the client, and log it locally too.
+
+        ``level`` is one of MCP's (RFC 5424) levels: ``debug``, ``info``, ``notice``, ``warning``,
+        ``error``, ``critical``, ``alert``, ``emergency``. The client decides what it receives: below
+        the level it set with ``logging/setLevel`` (2025-11-25), or without the ``logLevel`` opt-in of
+        its request (2026-07-28), nothing is sent.
+        """
         self._kernel.log.info("plugin_log", plugin=self.plugin.name, level=level, message=message)
-        if self._session is None:
+        if self._session is None or _below_session_level(self._session, level):
             return
         import warnings
 

@@ -429,6 +429,9 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     # Inside the guidance middleware, so a refused requestState gets its advice appended.
     security = RequestStateSecurity(keys=state_keys(kernel), ttl=REQUEST_STATE_TTL)
     server.middleware.append(RequestStateBoundary(security, default_audience="plexor"))
+    from plexor.tasks import install_tasks
+
+    install_tasks(server, kernel)  # tasks/* in both eras, task-augmented tools/call (plexor.tasks)
     return server
 
 

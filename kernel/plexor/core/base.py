@@ -152,14 +152,20 @@ class KernelBase(_Machine):
         self.notifier.publish(f"{kind}/list_changed")
 
     def _plugin_moved(self, rec: PluginRecord, old: State, new: State) -> None:
-        """A plugin became ready or failed (from any thread): what it offers appeared or went away."""
-        if new not in (State.READY, State.FAILED) or old in (State.CREATED, State.DISABLED):
-            return  # a plugin failing before it registered anything changed no list
+        """A plugin became ready or failed (from any thread): announce the lists that changed.
+
+        A starting plugin's tools, prompts, templates and fixed resources are listed already (a
+        call gets "still starting" guidance), so becoming ready adds only what its resource listers
+        return; failing takes everything it offered away.
+        """
         reg = rec.registry
-        for kind, offers in (("tools", reg.tools), ("resources", reg.resources or reg.listers or reg.templates),
-                             ("prompts", reg.prompts)):
-            if offers:
-                self._notify(kind)
+        if new == State.READY and reg.listers:
+            self._notify("resources")
+        elif new == State.FAILED and old not in (State.CREATED, State.LOADING, State.DISABLED):
+            for kind, offers in (("tools", reg.tools), ("resources", reg.resources or reg.listers or reg.templates),
+                                 ("prompts", reg.prompts)):
+                if offers:
+                    self._notify(kind)
 
     # ------------------------------------------------------------------- health
     def health(self) -> dict[str, Any]:
