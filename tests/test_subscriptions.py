@@ -1,0 +1,117 @@
+"""resources/subscribe and subscriptions/listen deliver PluginHandle.resource_updated; logging/setLevel
+mutes ctx.log below the session's level. Through the SDK's client, in memory, in both eras."""
+
+from __future__ import annotations
+
+import warnings
+
+import anyio
+import mcp_types as types
+import pytest
+from conftest import make_plugin
+
+from plexor import Context
+
+pytestmark = pytest.mark.anyio
+
+
+def feed_plugin():
+    def tools(register, settings):
+        def post(ctx: Context, feed: str) -> dict:
+            """Add an entry to a feed (sync: runs in a worker thread)."""
+            ctx.plugin.resource_updated(f"feed://{feed}")
+            return {"feed": feed}
+
+        async def chatter(ctx: Context) -> dict:
+            """Log once at each level."""
+            for level in ("debug", "info", "notice", "warning", "error"):
+                await ctx.log(level, f"a {level} line")
+            return {}
+
+        register(post)
+        register(chatter)
+
+    def templates(register, settings):
+        register("feed://{feed}", lambda feed: {"feed": feed})
+
+    return make_plugin("feed", plexor_register_tools=tools, plexor_register_resource_templates=templates)
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.updated: list[str] = []
+        self.logs: list[str] = []
+
+    async def __call__(self, message: object) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ResourceUpdatedNotification):
+            self.updated.append(str(root.params.uri))
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append(params.level)
+
+
+async def _first(sub):
+    async for event in sub:
+        yield event
+        return
+
+
+async def _until(check, seconds: float = 5.0) -> None:
+    with anyio.fail_after(seconds):
+        while not check():
+            await anyio.sleep(0.02)
+
+
+async def test_subscribed_session_hears_resource_updated_and_only_for_its_uris(plexor):
+    inbox = Inbox()
+    async with plexor.client([("feed", feed_plugin())], mode="legacy", message_handler=inbox) as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await client.subscribe_resource("feed://news")
+            await client.call_tool("feed_post", {"feed": "sport"})
+            await client.call_tool("feed_post", {"feed": "news"})
+            await _until(lambda: inbox.updated)
+            await client.unsubscribe_resource("feed://news")
+            await client.call_tool("feed_post", {"feed": "news"})
+            await client.send_ping()
+            await anyio.sleep(0.2)
+    assert inbox.updated == ["feed://news"]
+
+
+async def test_modern_client_hears_resource_updated_on_its_listen_stream(plexor):
+    async with plexor.client([("feed", feed_plugin())], mode="auto") as client:
+        assert client.protocol_version == "2026-07-28"
+        async with client.listen(resource_subscriptions=["feed://news"]) as sub:
+            assert sub.honored.resource_subscriptions == ["feed://news"]
+            await client.call_tool("feed_post", {"feed": "sport"})
+            await client.call_tool("feed_post", {"feed": "news"})
+            with anyio.fail_after(5):
+                events = [event async for event in _first(sub)]
+    assert [e.uri for e in events] == ["feed://news"]
+
+
+async def test_set_level_mutes_log_lines_below_it_for_that_session(plexor):
+    inbox = Inbox()
+    async with plexor.client([("feed", feed_plugin())], mode="legacy", logging_callback=inbox.log) as client:
+        await client.call_tool("feed_chatter", {})
+        await _until(lambda: len(inbox.logs) >= 5)
+        assert inbox.logs == ["debug", "info", "notice", "warning", "error"]  # no level set: everything
+        inbox.logs.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await client.set_logging_level("warning")
+            await client.call_tool("feed_chatter", {})
+            await _until(lambda: len(inbox.logs) >= 2)
+            await client.send_ping()
+            await anyio.sleep(0.2)
+    assert inbox.logs == ["warning", "error"]
+
+
+async def test_modern_log_lines_follow_the_requests_log_level(plexor):
+    inbox = Inbox()
+    async with plexor.client([("feed", feed_plugin())], mode="auto", logging_callback=inbox.log,
+                             log_level="notice") as client:
+        await client.call_tool("feed_chatter", {})
+        await _until(lambda: len(inbox.logs) >= 3)
+    assert inbox.logs == ["notice", "warning", "error"]
