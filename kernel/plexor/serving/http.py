@@ -97,6 +97,13 @@ class _MemoryEventStore(EventStore):
         return stream_id
 
 
+def _shares_notifications(kernel: Kernel, opts: HttpOptions) -> bool:
+    """Whether other processes may serve this kernel's data: ``--workers``, or a kernel database on PostgreSQL."""
+    from plexor.state.db import database_url
+
+    return opts.workers > 1 or database_url(kernel.environ, getattr(kernel, "_config", {}) or {}) is not None
+
+
 def _timeout_middleware(seconds: float) -> Callable[..., Any]:
     """SDK middleware: a request running longer than ``seconds`` is cancelled and answered with guidance."""
 
@@ -159,6 +166,11 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
 
         install_accept_log(asyncio.get_running_loop(), kernel.log)
         await kernel.start()
+        if _shares_notifications(kernel, opts):  # other processes serve the same data: hear their changes
+            from plexor.state.bus import install, shared_backend
+
+            install(kernel.notifier, shared_backend(kernel))
+            await kernel.notifier.start()
         _freeze_heap()
         if on_ready is not None:
             on_ready()
@@ -166,6 +178,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     async def stopped() -> None:
         try:
             await kernel.stop(opts.grace)
+            await kernel.notifier.close()
         finally:
             if on_stop is not None:
                 on_stop()
