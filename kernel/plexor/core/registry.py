@@ -139,6 +139,7 @@ class ToolRegistrar(_Registrar):
         blocking: bool | None = None,
         meta: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
+        task: str = "forbidden",
     ) -> Callable[..., Any]:
         """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
 
@@ -148,6 +149,7 @@ class ToolRegistrar(_Registrar):
         :param blocking: run a sync function in a worker thread (default True for sync functions).
         :param input_schema: a hand-written JSON Schema for the arguments, instead of the one derived
             from the signature; it is enforced with jsonschema and the function may take ``**kwargs``.
+        :param task: whether a client may run it as a task (``tasks/*``): "forbidden", "optional", "required".
         """
         method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
@@ -168,6 +170,8 @@ class ToolRegistrar(_Registrar):
                 f"tool {full!r} has unknown annotations {sorted(bad)}",
                 f"Use only {sorted(ANNOTATION_KEYS)}.",
             )
+        if task not in ("forbidden", "optional", "required"):
+            raise PluginError(f"tool {full!r} declares task={task!r}", "Use 'forbidden', 'optional' or 'required'.")
         if input_schema is None:
             _check_parameters(func, full)
         self._registry.tools[full] = ToolSpec(
@@ -184,6 +188,7 @@ class ToolRegistrar(_Registrar):
             meta=dict(meta or {}),
             declared_output_schema=output_schema,
             declared_input_schema=input_schema,
+            task=task,
         )
         self._registry.namespaces[self.namespace] = self._plugin
         return func

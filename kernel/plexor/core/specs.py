@@ -30,6 +30,7 @@ class ToolSpec:
     _schema_hash: str | None = None
     _output_validator: Any = None
     declared_input_schema: dict[str, Any] | None = None
+    task: str = "forbidden"  # task execution (plexor.tasks): "forbidden", "optional" or "required"
 
     @property
     def signature(self) -> Signature:

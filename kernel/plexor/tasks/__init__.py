@@ -1,0 +1,25 @@
+"""Tasks: long tool calls that a client starts, leaves, and comes back for, on any worker.
+
+A plugin says per tool whether it may run as a task::
+
+    register(reindex, task="optional")     # "forbidden" (the default), "optional" or "required"
+
+and the kernel does the rest, in both protocol eras (:mod:`plexor.tasks.protocol`):
+the task lives in the kernel's database (:mod:`plexor.state`), so any worker, a
+restarted server or the daemon answers ``tasks/get`` for it; the tool's
+progress becomes the task's status message; ``ctx.ask`` inside a task puts it in
+``input_required`` until the client answers. A task whose worker dies is marked
+failed with advice, or run again when the tool is marked idempotent
+(``annotations={"idempotentHint": True}``); expired tasks are deleted.
+See ``docs/tasks.md``.
+"""
+
+from __future__ import annotations
+
+from plexor.tasks.protocol import TASKS_EXTENSION, install_tasks
+from plexor.tasks.runner import Tasks, tasks_of
+from plexor.tasks.store import TaskRow, TaskStore
+
+__all__ = ["TASKS_EXTENSION", "TaskRow", "TaskStore", "Tasks", "install_tasks", "tasks_of"]
+
+TASK_SUPPORT = ("forbidden", "optional", "required")

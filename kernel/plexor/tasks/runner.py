@@ -1,0 +1,310 @@
+"""Running tasks in this process: creating them, leases, questions, cancellation, reaping and expiry.
+
+One :class:`Tasks` per kernel and process (:func:`tasks_of`). It writes every
+state change to the kernel's database first, so that any other process can
+answer for the task; in-process it keeps only what cannot be shared (the
+running coroutine, a wake-up for answers, the session to notify).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import socket
+import time
+import uuid
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from plexor.asking import Elicit, Exchange, ListRoots, Question, Sample, check_answer, declares, missing_capability
+from plexor.errors import PlexorError
+from plexor.tasks.store import TaskRow, TaskStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor.core.kernel import Kernel
+
+__all__ = ["DEFAULT_TTL_MS", "LEASE_SECONDS", "MAX_TTL_MS", "POLL_MS", "Tasks", "tasks_of"]
+
+DEFAULT_TTL_MS = 3_600_000  # an hour: long enough to come back for a result
+MAX_TTL_MS = 86_400_000
+POLL_MS = 500
+LEASE_SECONDS = 10.0  # a worker silent this long is presumed dead
+HEARTBEAT_SECONDS = 2.0
+SWEEP_SECONDS = 60.0
+MAX_ATTEMPTS = 3  # an idempotent task is run at most this many times
+WORKER_DIED = -32603
+
+
+class TaskSession:
+    """What a task's Context sees as its session: progress becomes the task's status message."""
+
+    def __init__(self, tasks: Tasks, task_id: str) -> None:
+        self._tasks = tasks
+        self._task_id = task_id
+        self._last = 0.0
+
+    async def report_progress(self, current: float, total: float | None = None, message: str | None = None) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.2:  # a tight loop of progress must not become a tight loop of writes
+            return
+        self._last = now
+        shown = f"{current:g}/{total:g}" if total else f"{current:g}"
+        text = f"{message} ({shown})" if message else f"progress {shown}"
+        await self._tasks.db(self._tasks.store.progress, self._task_id, text)
+
+    async def send_log_message(self, *args: Any, **kwargs: Any) -> None:
+        return None  # the protocol carries no log messages for tasks; ctx.log still logs locally
+
+
+class TaskExchange(Exchange):
+    """``ctx.ask`` inside a task: questions wait in the task (``input_required``) for the client's answers."""
+
+    def __init__(self, tasks: Tasks, row: TaskRow) -> None:
+        super().__init__(modern=True, capabilities=row.capabilities)
+        self._tasks = tasks
+        self.task_id = row.task_id
+        self.answers = dict(row.input_responses)  # answered before (a re-run after a worker died)
+
+    def can_ask(self, what: str) -> bool:
+        return declares(self.capabilities, what)
+
+    async def ask(self, questions: Mapping[str, Question]) -> dict[str, dict[str, Any]]:
+        tasks = self._tasks
+        out: dict[str, dict[str, Any]] = {}
+        pending: dict[str, Question] = {}
+        for key, question in questions.items():
+            if not isinstance(question, (Elicit, Sample, ListRoots)):
+                raise PlexorError(f"ctx.ask({key}=...) got {type(question).__name__}", "Pass Elicit(...), Sample(...) or ListRoots().")
+            if key in self.answers:
+                out[key] = check_answer(key, question, self.answers[key])
+            else:
+                pending[key] = question
+        if not pending:
+            return out
+        for key, question in pending.items():
+            if not declares(self.capabilities, question.capability):
+                raise missing_capability(key, question.method)
+        wake = tasks.wakeup(self.task_id)
+        message = "waiting for the client to answer: " + ", ".join(pending)
+        await tasks.db(tasks.store.ask, self.task_id, {k: q.wire() for k, q in pending.items()}, message)
+        tasks.notify(self.task_id)
+        while True:
+            answers = await tasks.db(tasks.store.answers, self.task_id)
+            if all(key in answers for key in pending):
+                break
+            wake.clear()
+            try:
+                await asyncio.wait_for(wake.wait(), 0.25)  # another worker may take the answer: poll too
+            except TimeoutError:
+                pass
+        for key, question in pending.items():
+            out[key] = self.answers[key] = check_answer(key, question, answers[key])
+        await tasks.db(tasks.store.resume, self.task_id)
+        tasks.notify(self.task_id)
+        return out
+
+
+class Tasks:
+    """This process's side of the kernel's tasks."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        from plexor.state import kernel_state
+
+        self.kernel = kernel
+        self.store = TaskStore(kernel_state(kernel))
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.worker = f"{self.host}:{self.pid}:{uuid.uuid4().hex[:8]}"
+        self.running: dict[str, asyncio.Task[None]] = {}
+        self._wake: dict[str, asyncio.Event] = {}
+        self._sessions: dict[str, weakref.ref[Any]] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+        self._last_sweep = 0.0
+        self.notifier: Any = None  # async (session, row) -> None, set by the protocol layer
+
+    async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A store call in a worker thread: SQLite may wait for another process's write lock."""
+        import anyio
+
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    # -- creating and running ------------------------------------------------------------
+    async def create(self, *, tool: str, arguments: dict[str, Any], era: str, owner: str, capabilities: dict[str, Any],
+                     ttl_ms: int | None, idempotent: bool, session: Any = None) -> TaskRow:
+        """Store a new task (durably: a ``tasks/get`` anywhere finds it once this returns) and start it here."""
+        self.ensure_loop()
+        now = time.time()
+        ttl = DEFAULT_TTL_MS if ttl_ms is None else max(1_000, min(int(ttl_ms), MAX_TTL_MS))
+        row = TaskRow(
+            task_id=secrets.token_urlsafe(18), owner=owner, era=era, tool=tool, arguments=arguments,
+            capabilities=capabilities, status="working", status_message="the task has started",
+            created_at=now, updated_at=now, ttl_ms=ttl, expires_at=now + ttl / 1000, poll_ms=POLL_MS,
+            result=None, error=None, input_requests={}, input_responses={}, worker=self.worker, host=self.host,
+            pid=self.pid, lease_until=now + LEASE_SECONDS, cancel_requested=False, idempotent=idempotent, attempts=1)
+        await self.db(self.store.create, row)
+        if session is not None:
+            self._sessions[row.task_id] = weakref.ref(session)
+        self.start(row)
+        return row
+
+    def start(self, row: TaskRow) -> None:
+        self.running[row.task_id] = asyncio.get_running_loop().create_task(self._run(row), name=f"plexor-task-{row.task_id}")
+
+    async def _run(self, row: TaskRow) -> None:
+        from plexor.asking import AskError
+
+        task_id = row.task_id
+        try:
+            outcome = await self.kernel.call_tool(row.tool, row.arguments, session=TaskSession(self, task_id),
+                                                  request_id=f"task:{task_id}", exchange=TaskExchange(self, row))
+            result = tool_result(outcome)
+            summary = "the tool reported an error" if outcome.is_error else "the task completed"
+            await self.db(self.store.settle, task_id, "completed", summary, result=result)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a protocol-level failure becomes the task's error
+            inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 else exc
+            if isinstance(inner, AskError):
+                error = {"code": inner.rpc_code, "message": inner.render(), "data": {**inner.data, "guidance": inner.guidance}}
+            elif isinstance(inner, PlexorError):
+                error = {"code": WORKER_DIED, "message": inner.render(), "data": inner.payload()}
+            else:
+                self.kernel.log.error("task_failed", task=task_id, error=f"{type(inner).__name__}: {inner}")
+                error = {"code": WORKER_DIED, "message": f"the task failed: {type(inner).__name__}: {inner}"}
+            await self.db(self.store.settle, task_id, "failed", error["message"].splitlines()[0], error=error)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self.running.pop(task_id, None)
+            self._wake.pop(task_id, None)
+            self.notify(task_id, final=True)
+
+    # -- answers, cancellation, notifications ------------------------------------------------
+    def wakeup(self, task_id: str) -> asyncio.Event:
+        event = self._wake.get(task_id)
+        if event is None:
+            event = self._wake[task_id] = asyncio.Event()
+        return event
+
+    def answered(self, task_id: str) -> None:
+        event = self._wake.get(task_id)
+        if event is not None:
+            event.set()
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a task; stops it at once when it runs here (elsewhere, its worker sees it on its next beat)."""
+        done = await self.db(self.store.cancel, task_id, "cancelled by the client")
+        running = self.running.get(task_id)
+        if running is not None:
+            running.cancel()
+        return bool(done)
+
+    def notify(self, task_id: str, *, final: bool = False) -> None:
+        ref = self._sessions.get(task_id)
+        session = ref() if ref is not None else None
+        if final:
+            self._sessions.pop(task_id, None)
+        if session is None or self.notifier is None:
+            return
+        asyncio.get_running_loop().create_task(self._notify(session, task_id))
+
+    async def _notify(self, session: Any, task_id: str) -> None:
+        try:
+            row = await self.db(self.store.get, task_id)
+            if row is not None:
+                await self.notifier(session, row)
+        except Exception:  # noqa: BLE001 - a gone client
+            self.kernel.log.debug("task_status_not_sent", task=task_id)
+
+    # -- the beat: leases, cancellations from elsewhere, dead workers, expiry ------------------------
+    def ensure_loop(self) -> None:
+        if self._loop_task is None or self._loop_task.done():
+            self._loop_task = asyncio.get_running_loop().create_task(self._beat(), name="plexor-tasks-beat")
+
+    async def _beat(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception as exc:  # noqa: BLE001 - the database may be briefly unavailable: try again next beat
+                self.kernel.log.warning("tasks_beat_failed", error=f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    async def tick(self) -> None:
+        """One beat: renew leases, stop tasks cancelled elsewhere, settle dead workers' tasks, drop expired ones."""
+        for task_id in await self.db(self.store.renew, self.worker, LEASE_SECONDS):
+            running = self.running.get(task_id)
+            if running is not None:
+                running.cancel()
+        await self.reap()
+        now = time.time()
+        if now - self._last_sweep >= SWEEP_SECONDS:
+            self._last_sweep = now
+            swept = await self.db(self.store.sweep, now)
+            if swept:
+                self.kernel.log.info("tasks_expired", deleted=swept)
+
+    async def reap(self, only: str | None = None) -> None:
+        """Settle the tasks of workers that died: run an idempotent tool again here, fail the rest with guidance."""
+        for row in await self.db(self.store.stale, self.host, time.time()):
+            if only is not None and row.task_id != only:
+                continue
+            if row.worker == self.worker:
+                continue
+            spec = self.kernel.registry.tools.get(row.tool)
+            if row.idempotent and row.attempts < MAX_ATTEMPTS and spec is not None:
+                if await self.db(self.store.claim, row, self.worker, self.pid, self.host, LEASE_SECONDS):
+                    self.kernel.log.warning("task_restarted", task=row.task_id, tool=row.tool, dead_worker=row.worker)
+                    fresh = await self.db(self.store.get, row.task_id)
+                    if fresh is not None:
+                        self.start(fresh)
+                continue
+            why = (f"the worker running this task ({row.host}, pid {row.pid}) stopped before it finished"
+                   + (f" ({row.attempts} attempts)" if row.attempts > 1 else ""))
+            advice = ("Call the tool again to start over; check the server's log for why the worker stopped. "
+                      "Plexor re-runs a task by itself only for tools marked idempotent (idempotentHint).")
+            error = {"code": WORKER_DIED, "message": f"{why}. {advice}",
+                     "data": {"type": "worker_died", "host": row.host, "pid": row.pid, "guidance": advice}}
+            if await self.db(self.store.settle, row.task_id, "failed", f"{why}. {advice}", error=error, worker=row.worker):
+                self.kernel.log.warning("task_worker_died", task=row.task_id, tool=row.tool, dead_worker=row.worker)
+
+    async def close(self) -> None:
+        """Stop the beat; tasks still running here are settled for others (re-run if idempotent, else failed)."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+        for task_id, running in list(self.running.items()):
+            running.cancel()
+            row = await self.db(self.store.get, task_id)
+            if row is None or row.terminal:
+                continue
+            if row.idempotent and row.attempts < MAX_ATTEMPTS:
+                await self.db(self.store.state.execute, "UPDATE plexor_tasks SET lease_until = 0 WHERE task_id = ?",
+                              (task_id,))
+                continue
+            advice = "The server stopped (a restart or a drain) while the task ran; call the tool again."
+            await self.db(self.store.settle, task_id, "failed", advice,
+                          error={"code": WORKER_DIED, "message": advice, "data": {"type": "server_stopped"}})
+
+
+def tool_result(outcome: Any) -> dict[str, Any]:
+    """A tool's :class:`Outcome` as the wire ``CallToolResult`` (what ``tools/call`` would have answered)."""
+    out: dict[str, Any] = {"content": [{"type": "text", "text": outcome.text}, *outcome.content],
+                           "isError": bool(outcome.is_error)}
+    if outcome.data is not None:
+        out["structuredContent"] = outcome.data
+    if outcome.meta:
+        out["_meta"] = json.loads(json.dumps(outcome.meta, default=str))
+    return out
+
+
+_managers: weakref.WeakKeyDictionary[Any, Tasks] = weakref.WeakKeyDictionary()
+
+
+def tasks_of(kernel: Kernel) -> Tasks:
+    """The kernel's :class:`Tasks` in this process (made, and its table migrated, on first use)."""
+    manager = _managers.get(kernel)
+    if manager is None:
+        manager = _managers[kernel] = Tasks(kernel)
+    return manager
