@@ -392,3 +392,83 @@ def test_plugins_table_shows_a_failure_once_without_json_log_lines(run):
     assert any(line.startswith("{") and "plugin_failed" in line for line in logged.stderr.splitlines())
     levels = run("connect", "--log-level", "LOUD")
     assert levels.returncode == 2 and "critical" in levels.stderr
+
+
+def _console_script():
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="plexor")
+    return script
+
+
+def test_the_console_script_is_the_launcher():
+    assert _console_script().value == "plexor.launcher:main"
+
+
+LAUNCH = """
+import sys
+sys.argv[0] = "plexor"  # as the console script runs it
+from plexor.launcher import main
+try:
+    main()
+except SystemExit:
+    pass
+print("IMPORTED", ",".join(sorted(m for m in sys.modules if m.split(".")[0] in ("click", "plexor_fakecli")
+                                  or m == "plexor.cli")), file=sys.stderr)
+"""
+
+
+def test_help_is_printed_without_click_once_rendered(run, plexor_home, site_dir):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
+    environ.update(PLEXOR_HOME=str(plexor_home), PYTHONPATH=str(site_dir), COLUMNS="100")
+
+    def helped(*args, **extra):
+        out = subprocess.run([sys.executable, "-c", LAUNCH, *args], env={**environ, **extra}, capture_output=True,
+                             text=True, timeout=120)
+        return out.stdout, out.stderr.split("IMPORTED", 1)[1].strip()
+
+    first, imported = helped("--help")
+    assert first.startswith("Usage: plexor [OPTIONS] COMMAND") and "PLEXOR_HOME=DIR" in first
+    assert "click" in imported and "plexor.cli" in imported
+    second, imported = helped("--help")
+    assert second == first and imported == ""  # neither click nor the CLI module nor any plugin
+    assert helped("--version")[1] != ""  # only exactly `plexor --help` is answered from the text
+    # Whatever the text depends on makes the next --help render it again (and save it anew):
+    narrow, imported = helped("--help", COLUMNS="60")
+    assert "click" in imported and max(len(line) for line in narrow.splitlines()) <= 58
+    assert helped("--help", COLUMNS="60") == (narrow, "")
+    assert "click" in helped("--help", PLEXOR_DISABLE="fakeoff")[1]
+    cfg = plexor_home / "config" / "plexor.toml"
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text("[fakecli]\n", encoding="utf-8")
+    assert "click" in helped("--help")[1]
+    install_fake_dist(site_dir, "plexor-fakecmd", "fakecmd", "plexor_fakecmd", A_COMMAND)
+    fresh, imported = helped("--help")
+    assert "click" in imported and "fakecmd" in fresh and "Do the fake thing." in fresh
+    assert helped("--help") == (fresh, "")
+
+
+def test_help_is_not_saved_while_loading_plugin_commands_warns(run, plexor_home, site_dir):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
+    environ.update(PLEXOR_HOME=str(plexor_home), PYTHONPATH=str(site_dir), PLEXOR_FAKECLI_NOPE="1")
+    for _ in range(2):  # the warning is shown every time: the text is never served from the file
+        out = subprocess.run([sys.executable, "-c", LAUNCH, "--help"], env=environ, capture_output=True, text=True,
+                             timeout=120)
+        assert "PLEXOR_FAKECLI_NOPE" in out.stderr and "click" in out.stderr.split("IMPORTED", 1)[1]
+
+
+def test_the_launcher_finds_the_data_directory_the_kernel_uses(tmp_path, monkeypatch):
+    from plexor.core.config import paths
+    from plexor.launcher import guess_data_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cases = [{"PLEXOR_HOME": str(tmp_path / "h")}, {"PLEXOR_HOME": "~/x/../y/"}, {}]
+    if sys.platform.startswith("linux"):
+        cases += [{"XDG_DATA_HOME": str(tmp_path / "xdg")}, {"XDG_DATA_HOME": "  "}]
+    for env in cases:
+        for name in ("PLEXOR_HOME", "XDG_DATA_HOME"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        guess = guess_data_dir(dict(os.environ))
+        assert guess is not None and os.path.normpath(guess) == os.path.normpath(paths().data_dir), env

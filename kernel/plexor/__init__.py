@@ -19,35 +19,42 @@ modules. A plugin sees the kernel through one object, its
         \"\"\"Greet someone by name.\"\"\"
         return {"greeting": f"Hello, {name}!"}
 
-This module stays cheap to import: the MCP SDK, peewee and structlog are
-loaded by the kernel only when it needs them.
+This module stays cheap to import: every name is loaded on first use
+(``plexor --help`` imports none of them), and the MCP SDK, peewee and
+structlog are loaded by the kernel only when it needs them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from plexor.context import Context
-from plexor.errors import (
-    ConfigError,
-    InvalidArgument,
-    NotFound,
-    NotReady,
-    PlexorError,
-    PluginError,
-    StorageError,
-)
-from plexor.events import Data, Guidance, Log, Progress, Result, audio, embedded_resource, image
-from plexor.handle import PluginHandle
-from plexor.protocols import ModelRegistrar, PromptRegistrar, ResourceRegistrar, TemplateRegistrar, ToolRegistrar
-
 __version__ = "0.2.0"
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (its import costs `plexor --help` time)
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
+
     import pluggy
 
     from plexor.asking import AskError, Elicit, ListRoots, Sample
+    from plexor.context import Context
+    from plexor.errors import (
+        ConfigError,
+        InvalidArgument,
+        NotFound,
+        NotReady,
+        PlexorError,
+        PluginError,
+        StorageError,
+    )
+    from plexor.events import Data, Guidance, Log, Progress, Result, audio, embedded_resource, image
+    from plexor.handle import PluginHandle
     from plexor.params import Header
+    from plexor.protocols import (
+        ModelRegistrar,
+        PromptRegistrar,
+        ResourceRegistrar,
+        TemplateRegistrar,
+        ToolRegistrar,
+    )
     from plexor.settings import ConfigSpec, Settings
     from plexor.telemetry import span
 
@@ -64,7 +71,7 @@ def __getattr__(name: str) -> Any:
         marker = pluggy.HookimplMarker("plexor")
         globals()["hookimpl"] = marker
         return marker
-    if name in _LAZY:  # only plugins that ask the client or mark header parameters pay for these
+    if name in _LAZY:  # loaded on first use: `plexor --help` needs none of them
         import importlib
 
         value = getattr(importlib.import_module(_LAZY[name]), name)
@@ -73,9 +80,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'plexor' has no attribute {name!r}")
 
 
-_LAZY = {"AskError": "plexor.asking", "Elicit": "plexor.asking", "ListRoots": "plexor.asking",
-         "Sample": "plexor.asking", "Header": "plexor.params", "ConfigSpec": "plexor.settings",
-         "Settings": "plexor.settings", "span": "plexor.telemetry"}
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+_LAZY = {
+    "AskError": "plexor.asking", "Elicit": "plexor.asking", "ListRoots": "plexor.asking", "Sample": "plexor.asking",
+    "Header": "plexor.params", "ConfigSpec": "plexor.settings", "Settings": "plexor.settings",
+    "span": "plexor.telemetry", "Context": "plexor.context",
+    **dict.fromkeys(("ConfigError", "InvalidArgument", "NotFound", "NotReady", "PlexorError", "PluginError",
+                     "StorageError"), "plexor.errors"),
+    **dict.fromkeys(("Data", "Guidance", "Log", "Progress", "Result", "audio", "embedded_resource", "image"),
+                    "plexor.events"),
+    "PluginHandle": "plexor.handle",
+    **dict.fromkeys(("ModelRegistrar", "PromptRegistrar", "ResourceRegistrar", "TemplateRegistrar",
+                     "ToolRegistrar"), "plexor.protocols"),
+}
 
 __all__ = [
     "AskError",

@@ -90,14 +90,7 @@ def main() -> None:
     """Plexor: an MCP server whose tools, resources and prompts come from plugins."""
 
 
-from plexor.serving.command import serve  # noqa: E402 - the serve command lives with the transports
-
-main.add_command(serve)
-
-from plexor.install import install_cmd, uninstall_cmd  # noqa: E402
-
-main.add_command(install_cmd)
-main.add_command(uninstall_cmd)
+# serve, install and uninstall are added when used: PluginGroup.lazy_commands.
 
 
 @main.command("connect")

@@ -73,6 +73,10 @@ class _LazyLogger:
         if attr.startswith("__"):
             raise AttributeError(attr)
         if self._real is None:
+            level = _METHOD_LEVELS.get(attr)
+            if level is not None and _wanted and level < _wanted["level"] and "structlog" not in sys.modules:
+                # Filtered out anyway: `plexor plugins` (critical) need not import structlog for a plugin's info line.
+                return _drop
             import structlog
 
             if not structlog.is_configured():
@@ -83,6 +87,13 @@ class _LazyLogger:
         value = getattr(self._real, attr)
         self.__dict__[attr] = value  # later calls skip this lookup
         return value
+
+
+_METHOD_LEVELS = {**_LEVELS, "warn": 30, "exception": 40, "fatal": 50}
+
+
+def _drop(*args: Any, **kwargs: Any) -> None:
+    return None
 
 
 class _StderrLogger:

@@ -30,6 +30,26 @@ class PluginGroup(click.Group):
     _clash_errors: list[str]
     environ: dict[str, str] | None = None  # None: os.environ (plexor.testing.plugin_cli sets its own)
     _stand_ins: dict[str, click.Command] | None = None  # while --help is rendered from the cache
+    # Core commands imported when used (`plexor paths` needs neither the transports nor the client table).
+    lazy_commands: dict[str, str] = {  # noqa: RUF012 - read-only: name -> "module:attribute"
+        "serve": "plexor.serving.command:serve",
+        "install": "plexor.install:install_cmd",
+        "uninstall": "plexor.install:uninstall_cmd",
+    }
+
+    def get_help(self, ctx: click.Context) -> str:
+        """The root help; a clean rendering is also saved for :mod:`plexor.launcher` to print next time."""
+        text = super().get_help(ctx)
+        if ctx.parent is None and self.environ is None:
+            from plexor import launcher
+
+            # Saved only when the plugin commands listed are the cached ones: nothing warned on loading them.
+            if ctx.info_name == launcher.prog_name() and _load_help_cache(None) is not None:
+                from plexor.core.config import paths
+
+                where = paths()
+                launcher.save_help(text + "\n", str(where.data_dir), str(where.config_file))
+        return text
 
     def _load_plugin_commands(self) -> dict[str, tuple[click.Command, str]]:
         if self._plugin_commands is not None:
@@ -83,9 +103,10 @@ class PluginGroup(click.Group):
         return self._plugin_commands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        core = set(super().list_commands(ctx)) | set(self.lazy_commands)
         if self._stand_ins is not None:
-            return sorted(set(self.commands) | set(self._stand_ins))
-        return sorted(set(super().list_commands(ctx)) | set(self._load_plugin_commands()))
+            return sorted(core | set(self._stand_ins))
+        return sorted(core | set(self._load_plugin_commands()))
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """``--help`` from the cache of plugin commands when nothing changed since it was written
@@ -104,6 +125,13 @@ class PluginGroup(click.Group):
         cmd = super().get_command(ctx, cmd_name)
         if cmd is not None:
             return cmd
+        if cmd_name in self.lazy_commands:
+            import importlib
+
+            module, _, attr = self.lazy_commands[cmd_name].partition(":")
+            command: click.Command = getattr(importlib.import_module(module), attr)
+            self.add_command(command, cmd_name)
+            return command
         if self._stand_ins is not None and cmd_name in self._stand_ins:
             return self._stand_ins[cmd_name]
         found = self._load_plugin_commands().get(cmd_name)
