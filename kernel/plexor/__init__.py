@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from plexor.events import Data, Guidance, Log, Progress, Result, audio, embedded_resource, image
     from plexor.handle import PluginHandle
     from plexor.params import Header
+    from plexor.schema import JSONObject
     from plexor.protocols import (
         ModelRegistrar,
         PromptRegistrar,
@@ -86,7 +87,7 @@ def __dir__() -> list[str]:
 
 _LAZY = {
     "AskError": "plexor.asking", "Elicit": "plexor.asking", "ListRoots": "plexor.asking", "Sample": "plexor.asking",
-    "Header": "plexor.params", "ConfigSpec": "plexor.settings", "Settings": "plexor.settings",
+    "Header": "plexor.params", "JSONObject": "plexor.schema", "ConfigSpec": "plexor.settings", "Settings": "plexor.settings",
     "span": "plexor.telemetry", "Context": "plexor.context",
     **dict.fromkeys(("ConfigError", "InvalidArgument", "NotFound", "NotReady", "PlexorError", "PluginError",
                      "StorageError"), "plexor.errors"),
@@ -107,6 +108,7 @@ __all__ = [
     "Guidance",
     "Header",
     "InvalidArgument",
+    "JSONObject",
     "ListRoots",
     "Log",
     "ModelRegistrar",

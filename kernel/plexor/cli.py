@@ -95,7 +95,8 @@ def main() -> None:
 
 @main.command("connect")
 @click.option("--log-level", default=None, type=click.Choice(LOG_LEVELS, case_sensitive=False), help="Log level (JSON lines on stderr); as PLEXOR_LOG_LEVEL.")
-def connect_cmd(log_level: str | None) -> None:
+@click.option("--profile", default=None, help="Show this client only the tools of a profile ([plexor.profiles.NAME] of plexor.toml).")
+def connect_cmd(log_level: str | None, profile: str | None) -> None:
     """Serve MCP on stdio by relaying to the shared daemon (started when absent; restarted if it dies).
 
     Configure MCP clients to launch `plexor connect` instead of `plexor serve`:
@@ -109,7 +110,7 @@ def connect_cmd(log_level: str | None) -> None:
     from plexor.daemon import DaemonError, run_connect
 
     try:
-        anyio.run(run_connect)
+        anyio.run(lambda: run_connect(profile=profile))
     except DaemonError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

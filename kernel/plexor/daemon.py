@@ -200,8 +200,8 @@ def ensure_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0,
         return start_daemon(env, wait=wait)
 
 
-async def run_connect(environ: dict[str, str] | None = None) -> None:
+async def run_connect(environ: dict[str, str] | None = None, *, profile: str | None = None) -> None:
     """Serve MCP on stdin/stdout, relaying every request to the shared daemon (``plexor.serving.connect``)."""
     from plexor.serving.connect import run_connect as relay
 
-    await relay(environ)
+    await relay(environ, profile=profile)

@@ -34,6 +34,7 @@ class ToolRegistrar(Protocol):
         blocking: bool | None = None,
         meta: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
+        scopes: list[str] | tuple[str, ...] | None = None,
         task: str = "forbidden",
     ) -> F: ...
 

@@ -33,6 +33,7 @@ __all__ = [
 
 _METHOD = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+_SCOPE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # an RFC 6749 scope-token
 ANNOTATION_KEYS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
 
 
@@ -139,6 +140,7 @@ class ToolRegistrar(_Registrar):
         blocking: bool | None = None,
         meta: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
+        scopes: list[str] | tuple[str, ...] | None = None,
         task: str = "forbidden",
     ) -> Callable[..., Any]:
         """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
@@ -149,6 +151,8 @@ class ToolRegistrar(_Registrar):
         :param blocking: run a sync function in a worker thread (default True for sync functions).
         :param input_schema: a hand-written JSON Schema for the arguments, instead of the one derived
             from the signature; it is enforced with jsonschema and the function may take ``**kwargs``.
+        :param scopes: OAuth scopes a caller's token needs (all of them); default ``<plugin>:read`` for a
+            tool annotated ``readOnlyHint``, ``<plugin>:write`` otherwise; ``[]``: any valid token.
         :param task: whether a client may run it as a task (``tasks/*``): "forbidden", "optional", "required".
         """
         method: str = name or getattr(func, "__name__", None) or ""
@@ -170,6 +174,9 @@ class ToolRegistrar(_Registrar):
                 f"tool {full!r} has unknown annotations {sorted(bad)}",
                 f"Use only {sorted(ANNOTATION_KEYS)}.",
             )
+        if scopes is not None and (isinstance(scopes, str) or not all(isinstance(x, str) and _SCOPE.match(x) for x in scopes)):
+            raise PluginError(f"tool {full!r} declares scopes={scopes!r}",
+                              "Pass a list of scope names such as ['arbor:write'] (no spaces, quotes or backslashes).")
         if task not in ("forbidden", "optional", "required"):
             raise PluginError(f"tool {full!r} declares task={task!r}", "Use 'forbidden', 'optional' or 'required'.")
         if input_schema is None:
@@ -188,6 +195,7 @@ class ToolRegistrar(_Registrar):
             meta=dict(meta or {}),
             declared_output_schema=output_schema,
             declared_input_schema=input_schema,
+            scopes=None if scopes is None else tuple(scopes),
             task=task,
         )
         self._registry.namespaces[self.namespace] = self._plugin

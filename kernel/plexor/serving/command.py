@@ -26,6 +26,11 @@ def _csv_env(name: str) -> list[str]:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (http/sse).")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (http/sse); 0 picks a free one.")
 @click.option("--token", envvar="PLEXOR_TOKEN", default=None, help="Require 'Authorization: Bearer TOKEN' (http/sse).")
+@click.option("--auth-issuer", envvar="PLEXOR_AUTH_ISSUER", default=None,
+              help="OAuth 2.1: accept access tokens of this authorization server (issuer URL); as [plexor.auth] issuer.")
+@click.option("--resource-url", envvar="PLEXOR_RESOURCE_URL", default=None,
+              help="OAuth 2.1: this server's public URL of /mcp, the audience tokens must name; as [plexor.auth] resource.")
+@click.option("--profile", default=None, help="Tool profile of connections that name none ([plexor.profiles.NAME]).")
 @click.option("--stateless", is_flag=True, help="Streamable HTTP without sessions (each request stands alone).")
 @click.option("--json-response", is_flag=True,
               help="Streamable HTTP: answer each POST with one JSON body instead of an SSE stream (a faster round "
@@ -57,7 +62,8 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
           allow_unauthenticated: bool,
           allow_origins: tuple[str, ...], allow_hosts: tuple[str, ...], max_body: int, request_timeout: float,
           grace: float, header_timeout: float, body_timeout: float, max_connections: int, workers: int, daemon: bool,
-          registry: str | None, log_level: str | None) -> None:
+          registry: str | None, log_level: str | None, auth_issuer: str | None = None, resource_url: str | None = None,
+          profile: str | None = None) -> None:
     """Run the MCP server (stdio by default)."""
     from plexor.log import configure
 
@@ -110,20 +116,26 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
 
         anyio.run(lambda: serve_stdio(kernel, grace=grace, listening=hint))
         return
+    from plexor.auth import load as load_auth
     from plexor.transports import HttpOptions, bind_socket, is_loopback, serve_http
 
-    if not is_loopback(host) and not token and not allow_unauthenticated:
+    try:
+        oauth = load_auth(kernel, issuer=auth_issuer, resource=resource_url)[0].enabled
+    except Exception as exc:  # noqa: BLE001 - a ConfigError: say what to fix
+        raise click.UsageError(exc.render() if hasattr(exc, "render") else str(exc)) from exc
+    if not is_loopback(host) and not token and not oauth and not allow_unauthenticated:
         raise click.UsageError(
             f"binding {host} exposes the server beyond this machine; pass --token (or set PLEXOR_TOKEN), "
             "or --allow-unauthenticated if you really mean it"
         )
-    if not is_loopback(host) and not token:
+    if not is_loopback(host) and not token and not oauth:
         click.echo(f"warning: serving on {host} without a token: anyone who can reach it can call every tool", err=True)
     opts = HttpOptions(host=host, port=port, token=token, stateless=stateless, transport=transport,
                        allowed_origins=list(allow_origins) + _csv_env("PLEXOR_ALLOWED_ORIGINS"),
                        allowed_hosts=list(allow_hosts) + _csv_env("PLEXOR_ALLOWED_HOSTS"),
                        max_body_bytes=max_body, request_timeout=request_timeout, grace=grace, workers=workers,
-                       json_response=json_response, header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections)
+                       json_response=json_response, header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections,
+                       auth_issuer=auth_issuer, resource_url=resource_url, profile=profile)
     try:
         sock = bind_socket(host, port)
     except OSError as exc:

@@ -31,9 +31,10 @@ class _Upstream:
     costs no handshake, only a connection.
     """
 
-    def __init__(self, environ: dict[str, str], log: Any) -> None:
+    def __init__(self, environ: dict[str, str], log: Any, profile: str | None = None) -> None:
         self.environ = environ
         self.log = log
+        self.profile = profile
         self.clients: dict[frozenset[str], tuple[Any, Any]] = {}
         self.info: dict[str, Any] | None = None
         self._lock: Any = None
@@ -58,7 +59,10 @@ class _Upstream:
         if "roots" in caps:
             callbacks["list_roots_callback"] = _never_roots
         try:
-            http = create_mcp_http_client(headers={"Authorization": f"Bearer {info['token']}"})
+            headers = {"Authorization": f"Bearer {info['token']}"}
+            if self.profile:  # the daemon shows this client only the profile's tools (plexor.auth.guard)
+                headers["Plexor-Profile"] = self.profile
+            http = create_mcp_http_client(headers=headers)
             async with http, Client(streamable_http_client(info["url"], http_client=http), mode="2026-07-28",
                                     cache=None, **callbacks) as client:
                 self.clients[caps] = (client, close)
@@ -207,8 +211,8 @@ def _typed_answer(types: Any, answer: dict[str, Any]) -> Any:
     return TypeAdapter(types.InputResponse).validate_python(answer)
 
 
-async def run_connect(environ: dict[str, str] | None = None) -> None:
-    """Serve MCP on stdin/stdout, relaying every request to the shared daemon."""
+async def run_connect(environ: dict[str, str] | None = None, *, profile: str | None = None) -> None:
+    """Serve MCP on stdin/stdout, relaying every request to the shared daemon (as tool ``profile``, if given)."""
     import anyio
     import mcp_types as types
     from mcp.server.lowlevel import NotificationOptions, Server
@@ -218,7 +222,7 @@ async def run_connect(environ: dict[str, str] | None = None) -> None:
 
     env = dict(os.environ if environ is None else environ)
     log = get_logger("plexor.connect")
-    up = _Upstream(env, log)
+    up = _Upstream(env, log, profile)
     up._lock = anyio.Lock()
 
     async def list_tools(ctx: Any, params: Any) -> Any:

@@ -54,6 +54,9 @@ class HttpOptions:
     header_timeout: float = 10.0  # a request's headers must arrive within this many seconds
     body_timeout: float = 60.0  # and its body within this many seconds of the headers
     max_connections: int = 0  # open connections at most; 0: three quarters of the file descriptor limit
+    auth_issuer: str | None = None  # OAuth: overrides [plexor.auth] issuer (plexor.auth)
+    resource_url: str | None = None  # OAuth: overrides [plexor.auth] resource
+    profile: str | None = None  # the tool profile of connections that name none
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -235,7 +238,11 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         inner.router.lifespan_context = http_lifespan
         app = TrimMcpHeaders(inner)
     app = AnswerIds(app)
-    if opts.token:
+    from plexor.auth import protect  # OAuth resource server, scopes and profiles, when configured (docs/security.md)
+
+    app, oauth = protect(app, kernel, server, token=opts.token, max_body=opts.max_body_bytes, issuer=opts.auth_issuer,
+                         resource=opts.resource_url, profile=opts.profile)
+    if opts.token and not oauth:
         app = BearerAuth(app, opts.token)
     hosts, origins = default_allow_lists(opts.host, opts.allowed_hosts, opts.allowed_origins)
     return HostOriginGuard(app, hosts, origins)

@@ -1,0 +1,64 @@
+"""Authorization over HTTP: an OAuth 2.1 resource server, scopes per plugin and tool, tool profiles, audit.
+
+``docs/security.md`` is the user's guide. The pieces:
+
+- :mod:`plexor.auth.config`: ``[plexor.auth]`` and ``[plexor.profiles.NAME]`` of ``plexor.toml``;
+- :mod:`plexor.auth.tokens`: JWT validation against the issuer's JWKS (PyJWT), or RFC 7662 introspection;
+- :mod:`plexor.auth.scopes`: the scopes each tool, resource and prompt needs; a connection's ``Access``;
+- :mod:`plexor.auth.guard`: the ASGI guard (401/403, protected resource metadata) and the SDK
+  middleware that filters lists;
+- :mod:`plexor.auth.audit`: one JSON line per decision.
+
+:func:`protect` wires them into an HTTP app (``plexor.serving.http.build_http_app`` calls it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plexor.auth.config import AuthConfig, Profile, auth_config, profiles_config
+
+__all__ = ["AuthConfig", "Profile", "auth_config", "load", "profiles_config", "protect"]
+
+
+def load(kernel: Any, *, issuer: str | None = None, resource: str | None = None) -> tuple[AuthConfig, dict[str, Profile]]:
+    """The kernel's ``[plexor.auth]`` and ``[plexor.profiles]`` (the built-in plugin's settings), checked."""
+    rec = kernel.records.get("plexor")
+    settings = rec.settings if rec is not None else None
+    auth = settings.get("auth") if settings is not None else None
+    profiles = settings.get("profiles") if settings is not None else None
+    where = f"[plexor.auth] of {kernel.paths.config_file}"
+    return (auth_config(auth, issuer=issuer, resource=resource, where=where),
+            profiles_config(profiles, f"[plexor.profiles] of {kernel.paths.config_file}"))
+
+
+def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: int, issuer: str | None = None,
+            resource: str | None = None, profile: str | None = None) -> tuple[Any, bool]:
+    """``app`` behind the access guard when OAuth or profiles are configured; (app, whether OAuth is on).
+
+    With OAuth off the static token (if any) stays the caller's job (``BearerAuth``); with OAuth on
+    the guard accepts the static token too, as a caller with every scope.
+    """
+    from plexor.auth.guard import AccessGuard, access_middleware
+    from plexor.auth.scopes import ScopePolicy
+    from plexor.auth.tokens import make_verifier
+
+    config, profiles = load(kernel, issuer=issuer, resource=resource)
+    if not config.enabled and not profiles:
+        if profile is not None:
+            from plexor.errors import ConfigError
+
+            raise ConfigError(f"--profile {profile} names a profile, but none are configured",
+                              f"Add [plexor.profiles.{profile}] tools = [...] to {kernel.paths.config_file}.")
+        return app, False
+    if profile is not None and profile not in profiles:
+        from plexor.errors import ConfigError
+
+        raise ConfigError(f"--profile {profile} is not a configured profile",
+                          f"Use one of: {', '.join(sorted(profiles)) or 'none'} (the [plexor.profiles] of {kernel.paths.config_file}).")
+    policy = ScopePolicy(kernel, config.scopes)
+    server.middleware.append(access_middleware(policy))
+    verifier = make_verifier(config) if config.enabled else None
+    guard = AccessGuard(app, policy, config, profiles, verifier=verifier, static_token=token if config.enabled else None,
+                        max_body=max_body, default_profile=profile)
+    return guard, config.enabled

@@ -1,0 +1,79 @@
+"""Test-only plugin of the authorization tests: every call it receives is appended to a file.
+
+Loaded from ``tests/auth/site`` on ``PYTHONPATH`` (a path-based entry point), never installed.
+``[ledger] record = PATH`` names the file; a refused call must leave no line there.
+Scopes: ``ledger_balance`` is read-only (``ledger:read``), ``ledger_post`` writes
+(``ledger:write``), ``ledger_purge`` declares ``ledger:admin`` explicitly; the resource and the
+prompt need ``ledger:read``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from plexor import hookimpl
+
+PLEXOR_NAMESPACE = "ledger"
+_record: dict[str, Path] = {}
+
+
+def _note(what: str, **args: Any) -> None:
+    path = _record.get("path")
+    if path is not None:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"call": what, **args}) + "\n")
+
+
+@hookimpl
+def plexor_add_config(config: Any) -> None:
+    config.add("record", str, None, help="file every call is appended to")
+
+
+@hookimpl
+def plexor_register_tools(register: Any, settings: Any) -> None:
+    if settings.get("record"):
+        _record["path"] = Path(settings.get("record"))
+    register(balance, annotations={"readOnlyHint": True})
+    register(post)
+    register(purge, scopes=["ledger:admin"])
+
+
+@hookimpl
+def plexor_register_resources(register: Any, settings: Any) -> None:
+    register("ledger://entries", entries, name="entries", description="every entry")
+
+
+@hookimpl
+def plexor_register_prompts(register: Any, settings: Any) -> None:
+    register(summary)
+
+
+def balance(account: str = "main") -> dict[str, Any]:
+    """Read the balance of an account."""
+    _note("balance", account=account)
+    return {"account": account, "balance": 42}
+
+
+def post(amount: int) -> dict[str, Any]:
+    """Post an entry."""
+    _note("post", amount=amount)
+    return {"posted": amount}
+
+
+def purge() -> dict[str, Any]:
+    """Delete every entry."""
+    _note("purge")
+    return {"purged": True}
+
+
+def entries() -> dict[str, Any]:
+    _note("entries")
+    return {"entries": []}
+
+
+def summary(account: str = "main") -> str:
+    """Summarise an account."""
+    _note("summary", account=account)
+    return f"Summarise {account}."

@@ -1,0 +1,204 @@
+"""What the authorization tests share: the real authorization server, a served Plexor, a headless user agent.
+
+- :func:`authorization_server` starts oidc-provider (npm, pinned; ``tests/auth/setup.sh`` installs
+  it) with an RSA key this module generates, so tests can also mint tokens the server would never
+  issue and check Plexor refuses them.
+- :func:`served_plexor` runs ``plexor serve --transport http`` as a resource server of it, with
+  the ``ledger`` test plugin (``tests/auth/site``), which appends every call it receives to a file.
+- :func:`user_agent` plays the person at the browser: it follows the authorization URL, submits
+  the login and consent forms, and returns the code and state from the final redirect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html.parser
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urljoin, urlsplit
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+SITE = HERE / "site"
+CACHE = Path(os.environ.get("PLEXOR_AUTH_CACHE") or REPO / ".cache" / "oidc-provider")
+SCOPES = ["ledger:read", "ledger:write", "ledger:admin", "plexor:read"]
+REDIRECT = "http://127.0.0.1:9/callback"  # never contacted: the user agent stops at the redirect
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def install_provider() -> Path:
+    """Run setup.sh (skips the test where node/npm are missing); the cache directory."""
+    done = subprocess.run(["bash", str(HERE / "setup.sh")], capture_output=True, text=True, timeout=600)
+    if done.returncode == 3:
+        pytest.skip(f"oidc-provider cannot be installed here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    shutil.copy(HERE / "provider.mjs", CACHE / "provider.mjs")
+    return CACHE
+
+
+def rsa_jwk(kid: str) -> tuple[Any, dict[str, Any]]:
+    """A fresh RSA key and its private JWK (what the authorization server signs with)."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from jwt.algorithms import RSAAlgorithm
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(RSAAlgorithm.to_jwk(key))
+    jwk.update(kid=kid, use="sig", alg="RS256")
+    return key, jwk
+
+
+@dataclass
+class AuthServer:
+    issuer: str
+    resource: str
+    key: Any
+    kid: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def mint(self, claims: dict[str, Any] | None = None, *, key: Any = None, kid: str | None = None,
+             alg: str = "RS256", drop: tuple[str, ...] = ()) -> str:
+        """A JWT access token like the server's, with ``claims`` changed (for the negative tests)."""
+        import jwt
+
+        now = int(time.time())
+        body = {"iss": self.issuer, "aud": self.resource, "sub": "mallory", "client_id": "minted",
+                "scope": " ".join(SCOPES), "iat": now, "exp": now + 300, "jti": f"minted-{now}"}
+        body.update(claims or {})
+        for name in drop:
+            body.pop(name, None)
+        return jwt.encode(body, key if key is not None else self.key, algorithm=alg,
+                          headers={"kid": kid if kid is not None else self.kid, "typ": "at+jwt"})
+
+
+@contextlib.contextmanager
+def authorization_server(tmp: Path, resource: str, *, access_ttl: int = 300) -> Iterator[AuthServer]:
+    cache = install_provider()
+    port = free_port()
+    key, jwk = rsa_jwk("as-key-1")
+    config = tmp / "as-config.json"
+    config.write_text(json.dumps({"port": port, "resource": resource, "scopes": SCOPES, "jwks": {"keys": [jwk]},
+                                  "access_ttl": access_ttl}))
+    log = tmp / "as.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(["node", str(cache / "provider.mjs"), str(config)], stdout=subprocess.PIPE, stderr=err,
+                                cwd=cache)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert line.startswith("listening "), f"oidc-provider did not start: {line!r} {log.read_text()}"
+        yield AuthServer(line.split()[1], resource, key, "as-key-1", proc, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass
+class Plexor:
+    base: str
+    url: str
+    record: Path
+    stderr_path: Path
+    static: str = "static-test-token"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def calls(self) -> list[dict[str, Any]]:
+        """What the ledger plugin received, in order."""
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+
+    def audit(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.stderr_path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict) and record.get("audit") is True:
+                    out.append(record)
+        return out
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+@contextlib.contextmanager
+def served_plexor(home: Path, port: int, *, auth: dict[str, Any] | None = None, profiles: dict[str, Any] | None = None,
+                  args: tuple[str, ...] = (), static: str | None = "static-test-token") -> Iterator[Plexor]:
+    """``plexor serve --transport http --port PORT`` with the ledger plugin, as a resource server when ``auth``."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from conformance.serving import serve_http
+
+    home.mkdir(parents=True, exist_ok=True)
+    record = home / "calls.jsonl"
+    lines = ["[ledger]", f"record = {json.dumps(str(record))}"]
+    if auth:
+        lines += ["[plexor.auth]", *(f"{k} = {toml_value(v)}" for k, v in auth.items())]
+    for name, body in (profiles or {}).items():
+        lines += [f"[plexor.profiles.{name}]", *(f"{k} = {toml_value(v)}" for k, v in body.items())]
+    (home / "config").mkdir(exist_ok=True)
+    (home / "config" / "plexor.toml").write_text("\n".join(lines) + "\n")
+    env = {"PLEXOR_PLUGINS": "ledger", "PLEXOR_LOG_LEVEL": "info",
+           "PYTHONPATH": os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")])}
+    extra = ("--token", static) if static else ()
+    with serve_http(home, "--port", str(port), *extra, *args, env=env, token=static) as served:
+        yield Plexor(served.base, served.url, record, served.stderr_path, static or "")
+
+
+class _Forms(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[dict[str, Any]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "form":
+            self.forms.append({"action": a.get("action") or "", "fields": {}})
+        elif tag == "input" and self.forms and a.get("name"):
+            self.forms[-1]["fields"][a["name"]] = a.get("value") or ""
+
+
+def user_agent(authorization_url: str, *, login: str = "alice") -> dict[str, str]:
+    """Follow ``authorization_url`` like a browser whose user logs in and consents; the redirect's query."""
+    import httpx
+
+    with httpx.Client(follow_redirects=False, timeout=10.0) as browser:
+        response = browser.get(authorization_url)
+        for _ in range(20):
+            if response.status_code in (302, 303):
+                location = urljoin(str(response.url), response.headers["location"])
+                if location.startswith(REDIRECT):
+                    return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
+                response = browser.get(location)
+                continue
+            assert response.status_code == 200, f"{response.status_code} {response.text[:500]}"
+            parser = _Forms()
+            parser.feed(response.text)
+            form = parser.forms[0]
+            fields = dict(form["fields"])
+            if fields.get("prompt") == "login":
+                fields.update(login=login, password="any")
+            response = browser.post(urljoin(str(response.url), form["action"]), data=fields)
+    raise AssertionError("the authorization server never redirected back")
