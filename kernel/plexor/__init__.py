@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from plexor.events import Data, Guidance, Log, Progress, Result, audio, embedded_resource, image
     from plexor.handle import PluginHandle
     from plexor.params import Header
-    from plexor.schema import JSONObject
     from plexor.protocols import (
         ModelRegistrar,
         PromptRegistrar,
@@ -56,6 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
         TemplateRegistrar,
         ToolRegistrar,
     )
+    from plexor.schema import JSONObject
     from plexor.settings import ConfigSpec, Settings
     from plexor.telemetry import span
 

@@ -3,23 +3,39 @@
 The signature gives the types and defaults; the docstring gives the tool's
 description and each parameter's (``:param name:`` or Google ``Args:`` style).
 Parameters annotated with :class:`plexor.Context` are injected, never exposed.
+
+The schemas are *portable*: model APIs convert MCP tool schemas with their own
+converters (OpenAI's strict mode, Google's SDK), and each refuses or mangles
+some valid JSON Schema. So the generated schema has no ``$ref`` (``$defs`` are
+inlined), no boolean ``additionalProperties`` on objects that declare their
+properties (Google's converter crashes on it; OpenAI's strict conversion closes
+objects itself, and the validator refuses unknown properties anyway), and
+nullable values as ``"type": [T, "null"]`` (Google's converter drops the
+description of a nullable ``anyOf``). A parameter with a default (other than
+a choice of values) also accepts ``null``, meaning "use the default": OpenAI's
+strict mode makes every property required, and null is how a model in that mode
+leaves one out.
+Scalars are strict: arguments are checked as JSON (a boolean is not an integer,
+``"5"`` is not a number), the way the advertised schema says.
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import hashlib
 import inspect
 import json
 import re
+import types
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 from plexor.errors import InvalidArgument, PluginError
 
-__all__ = ["Signature", "analyse", "parse_docstring", "schema_hash"]
+__all__ = ["JSONObject", "JSONText", "Signature", "analyse", "parse_docstring", "portable", "schema_hash"]
 
 _PARAM_RST = re.compile(r"^\s*:param\s+(?:[^:]+\s)?(\w+)\s*:\s*(.*)$")
 _GOOGLE_HEAD = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
@@ -98,6 +114,95 @@ def _strip_titles(node: Any) -> Any:
     return node
 
 
+class JSONText:
+    """Marker: a free-form JSON object that travels as a string of JSON text.
+
+    Used as ``plexor.JSONObject`` (``Annotated[dict[str, Any], JSONText()]``). The
+    schema says ``{"type": "string", "contentMediaType": "application/json"}``, which
+    every model API accepts, where an open object (``additionalProperties: true``)
+    is refused by OpenAI's strict mode and crashes Google's converter. The tool
+    receives a dict: the kernel parses the text and refuses anything but an object.
+    An object sent as an object is accepted too, so clients that did so keep working.
+    """
+
+    def __repr__(self) -> str:
+        return "JSONText()"
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_before_validator_function(_parse_json_object, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+        return {"type": "string", "contentMediaType": "application/json"}
+
+
+def _parse_json_object(value: Any) -> Any:
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str):
+        raise ValueError('must be a JSON object written as a string, e.g. "{\\"title\\": \\"Notes\\"}"')
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise ValueError(f"is not valid JSON ({getattr(exc, 'msg', exc)} at character {getattr(exc, 'pos', 0)}); "
+                         'write a JSON object as a string, e.g. "{\\"title\\": \\"Notes\\"}"') from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"must encode a JSON object ({{...}}), not {_json_kind(parsed)}")
+    return parsed
+
+
+JSONObject = Annotated[dict[str, Any], JSONText()]
+"""A free-form JSON object parameter, advertised as a JSON-encoded string (see :class:`JSONText`)."""
+
+_NULL = {"type": "null"}
+_NOT_SCHEMAS = frozenset({"default", "enum", "const", "examples", "required"})
+
+
+def portable(schema: dict[str, Any]) -> dict[str, Any]:
+    """Rewrite a generated JSON schema into the shape every model API's converter keeps.
+
+    ``$ref`` to ``$defs`` are inlined (a recursive one is kept, with its ``$defs``);
+    ``additionalProperties: false`` is dropped from objects that list their
+    properties; ``anyOf: [T, null]`` becomes ``type: [T, "null"]`` when T is a
+    plain typed schema, and otherwise T gets the description too.
+    """
+    defs = schema.get("$defs", {})
+    kept: dict[str, Any] = {}
+    out = _rewrite({k: v for k, v in schema.items() if k != "$defs"}, defs, (), kept)
+    if kept:
+        out["$defs"] = {name: _rewrite(defs[name], defs, (name,), kept) for name in defs}
+    return dict(out)
+
+
+def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...], kept: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_rewrite(v, defs, seen, kept) for v in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs:
+        name = ref[8:]
+        if name in seen:  # recursive: cannot be inlined
+            kept[name] = True
+            return dict(node)
+        inner = _rewrite(defs[name], defs, (*seen, name), kept)
+        return {**inner, **{k: _rewrite(v, defs, seen, kept) for k, v in node.items() if k != "$ref"}}
+    out = {k: (v if k in _NOT_SCHEMAS else _rewrite(v, defs, seen, kept)) for k, v in node.items()}
+    if out.get("additionalProperties") is False and out.get("properties"):
+        del out["additionalProperties"]
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and _NULL in options:
+        other = options[0] if options[1] == _NULL else options[1]
+        rest = {k: v for k, v in out.items() if k != "anyOf"}
+        if isinstance(other, dict) and isinstance(other.get("type"), str) and not {"anyOf", "enum", "const"} & set(other):
+            return {**other, **rest, "type": [other["type"], "null"]}
+        if isinstance(other, dict) and "description" in rest:
+            other = {**other, "description": rest["description"]}
+        return {**rest, "anyOf": [other, _NULL]}
+    return out
+
+
 @dataclass
 class Signature:
     """What the kernel knows about a callable's parameters."""
@@ -110,6 +215,7 @@ class Signature:
     output_schema: dict[str, Any] | None
     wraps_result: bool  # True when a non-object return value is placed under "result"
     json_validator: Any = None  # for a hand-written input schema (jsonschema), instead of ``model``
+    defaults: dict[str, Any] = field(default_factory=dict)  # parameters whose null means "the default"
 
     def validate(self, arguments: dict[str, Any] | None) -> dict[str, Any]:
         """Check ``arguments``; raise :class:`InvalidArgument` naming each bad one."""
@@ -132,19 +238,46 @@ class Signature:
         import pydantic
 
         try:
-            obj = self.model.model_validate(arguments)
+            # Checked as the JSON it came as, in strict mode: true is not 1, "5" is not 5.
+            blob = json.dumps(_whole_floats(arguments))
+        except (TypeError, ValueError):  # an in-process caller passed Python objects
+            blob = None
+        try:
+            if blob is None:
+                obj = self.model.model_validate(arguments)
+            else:
+                obj = self.model.model_validate_json(blob, strict=True)
         except pydantic.ValidationError as exc:
-            problems = []
-            for err in exc.errors(include_url=False):
-                loc = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
-                if err.get("type") == "missing":
-                    problems.append(f"argument {loc!r} is required")
-                else:
-                    given = err.get("input")
-                    problems.append(f"argument {loc!r}: {err.get('msg')}, got {_short(given)}")
+            problems = self._problems(exc, arguments)
             raise InvalidArgument("; ".join(problems), _accepted(self), data={"errors": problems}) from None
-        return {name: getattr(obj, name) for name in self.param_names}
+        values = {name: getattr(obj, name) for name in self.param_names}
+        for name, default in self.defaults.items():
+            if values[name] is None:
+                values[name] = copy.deepcopy(default)
+        return values
 
+    def _problems(self, exc: Any, arguments: dict[str, Any]) -> list[str]:
+        props = self.input_schema.get("properties", {})
+        problems: list[str] = []
+        typed: set[str] = set()  # top-level arguments whose type was wrong: one line each
+        for err in exc.errors(include_url=False):
+            loc = err.get("loc", ())
+            where = ".".join(str(p) for p in loc) or "arguments"
+            kind = str(err.get("type", ""))
+            top = str(loc[0]) if loc else ""
+            if kind == "missing":
+                problems.append(f"argument {where!r} is required")
+            elif top in props and top in arguments and kind.endswith("_type") and (
+                    len(loc) == 1 or _is_union(props[top])):
+                if top not in typed:
+                    typed.add(top)
+                    given = arguments[top]
+                    problems.append(f"argument {top!r} must be {_type_text(props[top], top in self.defaults)}, "
+                                    f"got {_json_kind(given)} ({_short(given)})")
+            else:
+                msg = str(err.get("msg", "")).removeprefix("Value error, ")
+                problems.append(f"argument {where!r}: {msg}, got {_short(err.get('input'))}")
+        return problems
 
     def _validate_json(self, arguments: dict[str, Any]) -> dict[str, Any]:
         problems = []
@@ -161,6 +294,35 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    return "an object" if isinstance(value, dict) else type(value).__name__
+
+
+def _is_union(prop: dict[str, Any]) -> bool:
+    return isinstance(prop.get("type"), list) or "anyOf" in prop or "oneOf" in prop
+
+
+def _whole_floats(value: Any) -> Any:
+    """5.0 is an integer in JSON Schema (and in JSON); pydantic's strict mode would refuse it as one."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_floats(v) for v in value]
+    return value
+
+
 def _accepted(sig: Signature) -> str:
     props = sig.input_schema.get("properties", {})
     required = set(sig.input_schema.get("required", []))
@@ -168,17 +330,29 @@ def _accepted(sig: Signature) -> str:
         return "This takes no arguments; call it with {}."
     parts = []
     for name, prop in props.items():
-        parts.append(f"{name} ({_type_text(prop)}{', required' if name in required else ''})")
+        parts.append(f"{name} ({_type_text(prop, name in sig.defaults)}{', required' if name in required else ''})")
     return "Accepted arguments: " + "; ".join(parts) + "."
 
 
-def _type_text(prop: dict[str, Any]) -> str:
-    """A JSON schema's type for people: ``integer``, ``"a" | "b"``, ``string or null``."""
+def _type_text(prop: dict[str, Any], null_is_default: bool = False) -> str:
+    """A JSON schema's type for people: ``integer``, ``"a" | "b"``, ``string or null``.
+
+    With ``null_is_default`` (a parameter whose null only means "the default"), null is not named.
+    """
+    if null_is_default:
+        if isinstance(prop.get("type"), list):
+            prop = {**prop, "type": [t for t in prop["type"] if t != "null"]}
+            if len(prop["type"]) == 1:
+                prop["type"] = prop["type"][0]
+        elif isinstance(prop.get("anyOf"), list):
+            prop = {**prop, "anyOf": [o for o in prop["anyOf"] if o != _NULL]}
     if "enum" in prop:
-        return " | ".join(json.dumps(v) for v in prop["enum"])
+        return " | ".join(json.dumps(v) for v in prop["enum"] if not (null_is_default and v is None))
     if "const" in prop:
         return json.dumps(prop["const"])
     typ = prop.get("type")
+    if prop.get("contentMediaType") == "application/json":  # a plexor.JSONObject
+        typ = [("a JSON object as a string" if t == "string" else t) for t in (typ if isinstance(typ, list) else [typ])]
     if isinstance(typ, list):
         return " or ".join(typ)
     if typ == "array" and isinstance(prop.get("items"), dict) and prop["items"]:
@@ -216,6 +390,7 @@ def analyse(
         hints = dict(getattr(target, "__annotations__", {}))
     description, param_docs = parse_docstring(inspect.getdoc(target))
     fields: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
     context: list[str] = []
     names: list[str] = []
     for name, param in sig.parameters.items():
@@ -231,6 +406,11 @@ def analyse(
         if ann is inspect.Parameter.empty:
             ann = Any
         default = ... if param.default is inspect.Parameter.empty else param.default
+        if default is not ... and not _admits_none(ann) and not _is_header(ann) and not _is_choice(ann):
+            # null means "the default": how a model in OpenAI's strict mode leaves it out (a choice
+            # keeps its plain enum, which clients render as a list; a model picks one of its values)
+            defaults[name] = default
+            ann = typing.Optional[ann]  # noqa: UP045 - ann may be a string or special form
         fields[name] = (ann, pydantic.Field(default, description=param_docs.get(name)))
         names.append(name)
     model = None
@@ -241,7 +421,7 @@ def analyse(
             __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
             **fields,
         )
-        schema = _strip_titles(model.model_json_schema())
+        schema = portable(_strip_titles(model.model_json_schema()))
         schema.pop("additionalProperties", None)
         schema.setdefault("properties", {})
         _mark_headers(func, hints, names, schema)
@@ -251,7 +431,34 @@ def analyse(
     elif output_schema.get("type") != "object":
         output_schema = {"type": "object", "properties": {"result": output_schema}, "required": ["result"]}
         wraps = True
-    return Signature(description, schema, tuple(context), tuple(names), model, output_schema, wraps)
+    return Signature(description, schema, tuple(context), tuple(names), model, output_schema, wraps,
+                     defaults=defaults)
+
+
+def _admits_none(ann: Any) -> bool:
+    if ann is Any or ann is None or ann is type(None) or ann is object:
+        return True
+    if typing.get_origin(ann) is Annotated:
+        return _admits_none(typing.get_args(ann)[0])
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        return any(_admits_none(a) for a in typing.get_args(ann))
+    if typing.get_origin(ann) is typing.Literal:
+        return None in typing.get_args(ann)
+    return False
+
+
+def _is_choice(ann: Any) -> bool:
+    import enum
+
+    if typing.get_origin(ann) is Annotated:
+        return _is_choice(typing.get_args(ann)[0])
+    return typing.get_origin(ann) is typing.Literal or (isinstance(ann, type) and issubclass(ann, enum.Enum))
+
+
+def _is_header(ann: Any) -> bool:
+    from plexor.params import Header
+
+    return any(isinstance(meta, Header) for meta in getattr(ann, "__metadata__", ()))
 
 
 def _mark_headers(func: Callable[..., Any], hints: dict[str, Any], names: list[str], schema: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired
 # pydantic needs typing_extensions' TypedDict on Python < 3.12 to build the schema.
 from typing_extensions import TypedDict
 
-from plexor import Context, InvalidArgument, Result
+from plexor import Context, InvalidArgument, JSONObject, Result
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor_arbor.store import Store
@@ -28,7 +28,7 @@ class ExternalHandle(TypedDict):
     source: str
     identifier: str
     source_version: NotRequired[str]
-    metadata: NotRequired[dict[str, Any]]
+    metadata: NotRequired[JSONObject]
 
 
 def _store(ctx: Context) -> Store:
@@ -38,7 +38,7 @@ def _store(ctx: Context) -> Store:
 
 
 # ------------------------------------------------------------------ trees
-def tree_create(ctx: Context, metadata: dict[str, Any] | None = None, owner_id: str = "system") -> dict[str, Any]:
+def tree_create(ctx: Context, metadata: JSONObject | None = None, owner_id: str = "system") -> dict[str, Any]:
     """Create a new conversation tree with an empty root node; the head starts at the root.
 
     Use this to start a conversation. Append messages with arbor_node_create_text
@@ -46,7 +46,7 @@ def tree_create(ctx: Context, metadata: dict[str, Any] | None = None, owner_id: 
     one reference for ``owner_id``.
     Returns the tree: id, root, head, state, refs, timestamps and metadata.
 
-    :param metadata: free JSON metadata for the tree, e.g. {"title": "Trip planning"}.
+    :param metadata: free metadata for the tree: a JSON object written as a string, e.g. "{\"title\": \"Trip planning\"}".
     :param owner_id: who holds the tree's first reference (release it with arbor_tree_release).
     """
     return _store(ctx).create_tree(metadata, owner_id)
@@ -121,11 +121,11 @@ def tree_get_archived(ctx: Context, tree_id: str) -> dict[str, Any]:
     return {"tree": doc["tree"], "nodes": doc["nodes"]}
 
 
-def tree_update_metadata(ctx: Context, tree_id: str, metadata: dict[str, Any], merge: bool = False) -> dict[str, Any]:
+def tree_update_metadata(ctx: Context, tree_id: str, metadata: JSONObject, merge: bool = False) -> dict[str, Any]:
     """Replace a tree's metadata, or merge keys into it with merge=true (a key set to null is removed).
 
     :param tree_id: the tree's id (must be active).
-    :param metadata: the new JSON metadata object.
+    :param metadata: the new metadata: a JSON object written as a string, e.g. "{\"title\": \"Trip\"}".
     :param merge: merge into the existing metadata instead of replacing it.
     """
     return _store(ctx).update_metadata(tree_id, metadata, merge)
@@ -207,7 +207,7 @@ def node_create_text(
     tree_id: str,
     content: str,
     parent: str | None = None,
-    metadata: dict[str, Any] | None = None,
+    metadata: JSONObject | None = None,
 ) -> dict[str, Any]:
     """Append a text message to a tree. Without parent it continues from the tree's head, so a
     linear conversation needs no ids; with parent it starts a branch there. The head moves to the
@@ -216,7 +216,8 @@ def node_create_text(
     :param tree_id: the tree's id (must be active).
     :param content: the message text.
     :param parent: the node to answer (default: the head).
-    :param metadata: JSON metadata; "role" (system, user, assistant, tool...) is shown by arbor_tree_render.
+    :param metadata: a JSON object written as a string, e.g. "{\"role\": \"user\"}"; its "role" (system, user,
+        assistant, tool...) is shown by arbor_tree_render.
     """
     return _store(ctx).create_node(tree_id, content=content, parent=parent, metadata=metadata)
 
@@ -226,16 +227,17 @@ def node_create_external(
     tree_id: str,
     handle: ExternalHandle,
     parent: str | None = None,
-    metadata: dict[str, Any] | None = None,
+    metadata: JSONObject | None = None,
 ) -> dict[str, Any]:
     """Append a node that points at content kept elsewhere (a file, a document, another server's
     resource) instead of holding text. Like arbor_node_create_text it continues from the head
     unless parent is given, and moves the head. arbor_context_get_handles collects these.
 
     :param tree_id: the tree's id (must be active).
-    :param handle: {"source", "identifier", "source_version"?, "metadata"?}.
+    :param handle: where the content is: source and identifier, optionally source_version and metadata (a JSON
+        object written as a string).
     :param parent: the node to attach to (default: the head).
-    :param metadata: JSON metadata, e.g. {"role": "tool"}.
+    :param metadata: a JSON object written as a string, e.g. "{\"role\": \"tool\"}".
     """
     return _store(ctx).create_node(tree_id, handle=dict(handle), parent=parent, metadata=metadata)
 
