@@ -1,8 +1,9 @@
 """Seeded fuzzing: malformed and mutated JSON-RPC over stdio and HTTP, in both protocol eras.
 
 Over stdio 10,000 messages after the 2025-11-25 handshake and 5,000 in the 2026-07-28 era
-(each request carries its envelope, the first is server/discover); over HTTP 600 bodies and
-headers per era. Mutations include broken JSON, invalid UTF-8, wrong envelope types, huge
+(each request carries its envelope, the first is server/discover); over Streamable HTTP 600
+bodies and headers per era, stateful and stateless (--stateless); over legacy SSE 600 bodies,
+whose answers ride the event stream. Mutations include broken JSON, invalid UTF-8, wrong envelope types, huge
 ids, deep nesting, oversized lines, batches, params that are arrays, strings, numbers or
 null, unknown fields, huge numbers, and responses sent to the server. Afterwards the server
 is alive, every request that carried a readable id got exactly one well-formed answer (the
@@ -194,13 +195,17 @@ def _messages(r: httpx.Response) -> list:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
-def test_http_survives_mutated_bodies_and_headers(tmp_path, era):
+@pytest.mark.parametrize(("era", "mode"), [("2025-11-25", "stateful"), ("2026-07-28", "stateful"),
+                                           ("2025-11-25", "stateless"), ("2026-07-28", "stateless")])
+def test_http_survives_mutated_bodies_and_headers(tmp_path, era, mode):
     rng = random.Random(SEED + 1)
     modern = era == "2026-07-28"
-    with serve_http(tmp_path, "--max-body", "262144") as served, httpx.Client(timeout=30) as http:
+    flags = ("--stateless",) if mode == "stateless" else ()
+    with serve_http(tmp_path, "--max-body", "262144", *flags) as served, httpx.Client(timeout=30) as http:
         if modern:  # no handshake: every request carries its envelope
             base = {**MCP_HEADERS, "MCP-Protocol-Version": "2026-07-28"}
+        elif mode == "stateless":  # no session: each request stands alone
+            base = dict(MCP_HEADERS)
         else:
             init = http.post(served.url, json=INIT, headers=MCP_HEADERS)
             base = {**MCP_HEADERS, "mcp-session-id": init.headers["mcp-session-id"]}
@@ -246,3 +251,68 @@ def test_http_survives_mutated_bodies_and_headers(tmp_path, era):
         assert ok.status_code == 200 and '"id":"z"' in ok.text.replace(" ", "")
         assert served.proc.poll() is None
         assert len(statuses) > 2  # the mutations did reach different rejection paths
+
+
+@pytest.mark.slow
+def test_sse_transport_answers_every_readable_id_once(tmp_path):
+    """Legacy SSE (GET /sse, POST /messages/): answers ride the event stream; each owed id exactly once."""
+    import time
+
+    rng = random.Random(SEED + 2)
+    with serve_http(tmp_path, "--transport", "sse", "--max-body", "262144") as served, \
+            httpx.Client(timeout=30) as http, http.stream("GET", f"{served.base}/sse") as stream:
+        lines = stream.iter_lines()
+        endpoint = next(ln[5:].strip() for ln in lines if ln.startswith("data:"))
+        post_url = served.base + endpoint
+        got: list[dict] = []
+
+        def read() -> None:
+            try:
+                for ln in lines:
+                    if ln.startswith("data:") and ln[5:].strip():
+                        got.append(json.loads(ln[5:]))
+            except (httpx.HTTPError, ValueError):
+                pass
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        http.post(post_url, content=json.dumps(INIT), headers={"Content-Type": "application/json"})
+        http.post(post_url, content=b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+                  headers={"Content-Type": "application/json"})
+        owed: list[object] = [1]
+        never: list[object] = []
+        sent: dict = {}
+        for i in range(N_HTTP):
+            line, owed_id = _mutate(rng, _valid(rng, 10 + i))
+            r = http.post(post_url, content=line, headers={"Content-Type": "application/json"})
+            assert r.status_code < 500, (r.status_code, line[:200], r.text[:300])
+            if r.status_code == 413:
+                continue  # refused unread for its size: the HTTP error is the answer
+            if owed_id is NEVER:
+                never.append(10 + i)
+            elif owed_id is not None:
+                if r.status_code == 400 and _messages(r):  # refused at the door: the answer is in the body
+                    got.extend(_messages(r))
+                else:
+                    owed.append(owed_id)
+                    sent[json.dumps(owed_id)] = (r.status_code, line[:150])
+        http.post(post_url, content=json.dumps({"jsonrpc": "2.0", "id": "last", "method": "ping"}),
+                  headers={"Content-Type": "application/json"})
+        owed.append("last")
+        deadline = time.monotonic() + 120
+        while not any(m.get("id") == "last" for m in list(got)):
+            assert time.monotonic() < deadline, "the SSE stream stopped answering"
+            time.sleep(0.05)
+        settle = time.monotonic() + 10  # calls of test_slow (1 s) may still be running: their answers follow
+        while time.monotonic() < settle and not {json.dumps(i) for i in owed} <= {json.dumps(m.get("id")) for m in got}:
+            time.sleep(0.05)
+        assert served.proc.poll() is None
+    answered = [m for m in got if "id" in m]
+    assert all(_well_formed(m) for m in answered)
+    counts: dict = {}
+    for m in answered:
+        counts[json.dumps(m["id"])] = counts.get(json.dumps(m["id"]), 0) + 1
+    unanswered = [i for i in owed if counts.get(json.dumps(i), 0) == 0]
+    twice = [i for i in owed if counts.get(json.dumps(i), 0) > 1]
+    assert unanswered == [] and twice == [], f"{len(unanswered)} unanswered {[sent.get(json.dumps(i)) for i in unanswered[:12]]}, {len(twice)} twice {twice[:5]}"
+    assert [i for i in never if json.dumps(i) in counts] == []

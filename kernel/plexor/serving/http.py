@@ -192,10 +192,13 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     if opts.transport == "sse":
         from mcp.server.sse import SseServerTransport
 
+        from plexor.serving.sse import AnsweringSse
+
         sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=opts.max_body_bytes)
+        answering = AnsweringSse(sse, opts.max_body_bytes)  # unparsable posts answered on the stream, with their id
 
         async def handle_sse(request: Request) -> Response:
-            async with sse.connect_sse(request.scope, request.receive, request._send) as streams:
+            async with answering.connect(request.scope, request.receive, request._send) as streams:
                 await server.run(streams[0], streams[1], server.create_initialization_options())
             return Response()
 
@@ -210,7 +213,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         app: Any = Starlette(routes=[
             Route("/healthz", healthz), *observing,
             Route("/sse", handle_sse, methods=["GET"]),
-            Mount("/messages/", app=sse.handle_post_message),
+            Mount("/messages/", app=answering.post),
         ], lifespan=sse_lifespan)
     else:
         inner = server.streamable_http_app(
