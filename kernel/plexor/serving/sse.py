@@ -41,7 +41,8 @@ class AnsweringSse:
 
     async def post(self, scope: Any, receive: Any, send: Any) -> None:
         if scope.get("method") != "POST":
-            return await self.sse.handle_post_message(scope, receive, send)
+            await self.sse.handle_post_message(scope, receive, send)
+            return
         chunks: list[bytes] = []
         size = 0
         more = True
