@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from auth.support import REDIRECT, authorization_server, free_port, served_plexor, user_agent
 
 pytestmark = pytest.mark.anyio

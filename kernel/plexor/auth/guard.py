@@ -305,8 +305,9 @@ def access_middleware(policy: ScopePolicy) -> Callable[..., Any]:
                         if missing else
                         f"{spec.name} is not in this connection's profile {access.profile.name if access.profile else ''!r}. "
                         "Use one of the tools listed by tools/list, or connect with a profile that has it.")
-                return {"content": [{"type": "text", "text": text}], "isError": True,
-                        "structuredContent": {"error": {"message": text, "kind": reason}}}
+                return types.CallToolResult.model_validate({  # as the SDK shapes a handler's result, in either era
+                    "content": [{"type": "text", "text": text}], "isError": True,
+                    "structuredContent": {"error": {"message": text, "kind": reason}}})
         elif method in ("resources/read", "prompts/get"):
             if method == "prompts/get":
                 prompt = policy.kernel.registry.prompts.get(str(params.get("name")))
