@@ -126,7 +126,7 @@ class TaskProtocol:
     def _mark_tools(self, result: Any) -> Any:
         if isinstance(result, dict) and isinstance(result.get("tools"), list):
             for tool in result["tools"]:
-                spec = self.kernel.registry.tools.get(tool.get("name")) if isinstance(tool, dict) else None
+                spec = self.kernel.registry.tools.get(str(tool.get("name"))) if isinstance(tool, dict) else None
                 support = getattr(spec, "task", "forbidden")
                 if spec is not None and support != "forbidden":
                     tool["execution"] = {"taskSupport": support}
@@ -218,7 +218,8 @@ class TaskProtocol:
         if row.expired():
             raise MCPError(types.INVALID_PARAMS, f"Failed to retrieve task: Task has expired ({task_id!r}, ttl "
                            f"{row.ttl_ms} ms). Call the tool again.", {"taskId": task_id})
-        return row
+        found: TaskRow = row
+        return found
 
     async def get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         row = await self._find(ctx, params, "tasks/get")
@@ -271,7 +272,7 @@ class TaskProtocol:
                 raise MCPError(types.INVALID_PARAMS, f"invalid cursor {params.cursor!r}: pass back the nextCursor of "
                                "the previous page, unchanged") from None
         size = self.kernel.page_size
-        rows = await self.tasks.db(self.tasks.store.list, _owner(ctx), offset, size + 1)
+        rows = await self.tasks.db(self.tasks.store.page, _owner(ctx), offset, size + 1)
         out: dict[str, Any] = {"tasks": [task_fields(r, False) for r in rows[:size]]}
         if len(rows) > size:
             out["nextCursor"] = base64.urlsafe_b64encode(f"t:{offset + size}".encode()).decode()

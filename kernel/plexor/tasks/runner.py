@@ -120,7 +120,7 @@ class Tasks:
         self.worker = f"{self.host}:{self.pid}:{uuid.uuid4().hex[:8]}"
         self.running: dict[str, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
-        self._sessions: dict[str, weakref.ref[Any]] = {}
+        self._sessions: dict[str, Any] = {}  # task id -> the 2025-11-25 session that created it (for status)
         self._loop_task: asyncio.Task[None] | None = None
         self._last_sweep = 0.0
         self.notifier: Any = None  # async (session, row) -> None, set by the protocol layer
@@ -146,7 +146,7 @@ class Tasks:
             pid=self.pid, lease_until=now + LEASE_SECONDS, cancel_requested=False, idempotent=idempotent, attempts=1)
         await self.db(self.store.create, row)
         if session is not None:
-            self._sessions[row.task_id] = weakref.ref(session)
+            self._sessions[row.task_id] = session
         self.start(row)
         return row
 
@@ -167,6 +167,7 @@ class Tasks:
             raise
         except BaseException as exc:  # noqa: BLE001 - a protocol-level failure becomes the task's error
             inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 else exc
+            error: dict[str, Any]
             if isinstance(inner, AskError):
                 error = {"code": inner.rpc_code, "message": inner.render(), "data": {**inner.data, "guidance": inner.guidance}}
             elif isinstance(inner, PlexorError):
@@ -174,7 +175,7 @@ class Tasks:
             else:
                 self.kernel.log.error("task_failed", task=task_id, error=f"{type(inner).__name__}: {inner}")
                 error = {"code": WORKER_DIED, "message": f"the task failed: {type(inner).__name__}: {inner}"}
-            await self.db(self.store.settle, task_id, "failed", error["message"].splitlines()[0], error=error)
+            await self.db(self.store.settle, task_id, "failed", str(error["message"]).splitlines()[0], error=error)
             if not isinstance(exc, Exception):
                 raise
         finally:
@@ -203,8 +204,7 @@ class Tasks:
         return bool(done)
 
     def notify(self, task_id: str, *, final: bool = False) -> None:
-        ref = self._sessions.get(task_id)
-        session = ref() if ref is not None else None
+        session = self._sessions.get(task_id)
         if final:
             self._sessions.pop(task_id, None)
         if session is None or self.notifier is None:
@@ -217,7 +217,7 @@ class Tasks:
             if row is not None:
                 await self.notifier(session, row)
         except Exception:  # noqa: BLE001 - a gone client
-            self.kernel.log.debug("task_status_not_sent", task=task_id)
+            self.kernel.log.debug("task_status_not_sent", task=task_id, exc_info=True)
 
     # -- the beat: leases, cancellations from elsewhere, dead workers, expiry ------------------------
     def ensure_loop(self) -> None:

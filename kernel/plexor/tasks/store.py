@@ -124,7 +124,7 @@ class TaskStore:
         rows = self.state.query(f"SELECT {', '.join(_COLUMNS)} FROM plexor_tasks WHERE task_id = ?", (task_id,))
         return TaskRow.from_db(rows[0]) if rows else None
 
-    def list(self, owner: str, offset: int, limit: int) -> list[TaskRow]:
+    def page(self, owner: str, offset: int, limit: int) -> list[TaskRow]:
         rows = self.state.query(f"SELECT {', '.join(_COLUMNS)} FROM plexor_tasks WHERE owner = ? "
                                 "ORDER BY created_at, task_id LIMIT ? OFFSET ?", (owner, limit, offset))
         return [TaskRow.from_db(r) for r in rows]
