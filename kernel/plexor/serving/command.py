@@ -120,9 +120,13 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
     from plexor.transports import HttpOptions, bind_socket, is_loopback, serve_http
 
     try:
-        oauth = load_auth(kernel, issuer=auth_issuer, resource=resource_url)[0].enabled
+        auth, profiles = load_auth(kernel, issuer=auth_issuer, resource=resource_url)
     except Exception as exc:  # noqa: BLE001 - a ConfigError: say what to fix
         raise click.UsageError(exc.render() if hasattr(exc, "render") else str(exc)) from exc
+    oauth = auth.enabled
+    if profile is not None and profile not in profiles:
+        raise click.UsageError(f"--profile {profile} is not a configured profile; use one of: "
+                               f"{', '.join(sorted(profiles)) or 'none (add [plexor.profiles.NAME] to plexor.toml)'}")
     if not is_loopback(host) and not token and not oauth and not allow_unauthenticated:
         raise click.UsageError(
             f"binding {host} exposes the server beyond this machine; pass --token (or set PLEXOR_TOKEN), "
