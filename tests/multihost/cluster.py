@@ -116,10 +116,9 @@ class Host:
         except OSError:
             return []
         pids = []
-        for pid in map(int, text.split()):
+        for pid in map(int, text.split()):  # workers, not multiprocessing's resource tracker
             with contextlib.suppress(OSError):
-                if "plexor" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace") or \
-                        "multiprocessing" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+                if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
                     pids.append(pid)
         return pids
 
@@ -240,7 +239,7 @@ class Cluster:
             "PLEXOR_HOME": str(host.home), "PLEXOR_PLUGINS": self.plugins, "PLEXOR_LOG_LEVEL": "warning",
             "PLEXOR_TOKEN": self.token, "PLEXOR_STATE_KEY": self.state_key,
             "PLEXOR_DATABASE_URL": self.database_url(host), "PLEXOR_ARBOR_DATABASE_URL": self.database_url(host),
-            "PLEXOR_ALLOWED_HOSTS": self.public_host, "PLEXOR_MH_HOST": host.name,
+            "PLEXOR_ALLOWED_HOSTS": self.public_host, "MULTIHOST_NAME": host.name,
             "PYTHONPATH": os.pathsep.join(p for p in (str(SITE), env.get("PYTHONPATH", "")) if p),
         })
         env.update(self.extra_env)

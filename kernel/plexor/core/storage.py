@@ -73,10 +73,19 @@ def _redact(url: str) -> str:
 
 
 def _ensure_version_table(db: Any) -> None:
-    db.execute_sql(
-        "CREATE TABLE IF NOT EXISTS plexor_schema ("
-        " plugin VARCHAR(100) PRIMARY KEY, version INTEGER NOT NULL, applied_at VARCHAR(40) NOT NULL)"
-    )
+    import peewee
+
+    create = ("CREATE TABLE IF NOT EXISTS plexor_schema ("
+              " plugin VARCHAR(100) PRIMARY KEY, version INTEGER NOT NULL, applied_at VARCHAR(40) NOT NULL)")
+    if isinstance(db, peewee.PostgresqlDatabase):
+        # IF NOT EXISTS races on PostgreSQL (two CREATEs at once: a unique violation in pg_type), so
+        # processes starting together on a fresh database take turns.
+        if db.execute_sql("SELECT to_regclass('plexor_schema')").fetchone()[0] is None:  # type: ignore[no-untyped-call]
+            with db.atomic():
+                db.execute_sql("SELECT pg_advisory_xact_lock(%s)", (zlib.crc32(b"plexor_schema"),))  # type: ignore[no-untyped-call]
+                db.execute_sql(create)  # type: ignore[no-untyped-call]
+        return
+    db.execute_sql(create)
 
 
 def schema_version(db: Any, plugin: str) -> int:

@@ -28,7 +28,7 @@ def plexor_register_resources(register, settings):
 
 
 def _where() -> dict:
-    return {"host": os.environ.get("PLEXOR_MH_HOST") or socket.gethostname(), "pid": os.getpid()}
+    return {"host": os.environ.get("MULTIHOST_NAME") or socket.gethostname(), "pid": os.getpid()}
 
 
 def whoami(ctx: Context) -> dict:
