@@ -59,7 +59,9 @@ async def inputs(ctx: Context) -> Result:
     return Result({"name": name, "confirm": (got["confirm"].get("content") or {}).get("confirm")}, text=f"Thanks, {name}.")
 
 
-slow = _Plugin("slow", (compute, {"task": "optional"}))
+slow = _Plugin("slow", (compute, {"task": "optional"}),
+               # the same work, declared safe to run again: a task whose worker dies is re-run elsewhere
+               (compute, {"task": "optional", "name": "rerun", "annotations": {"idempotentHint": True}}))
 failing = _Plugin("failing", (job, {"task": "required"}))
 protocol = _Plugin("protocol", (error_job, {"task": "optional"}))
 confirm = _Plugin("confirm", (delete, {"task": "optional"}))

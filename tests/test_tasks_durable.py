@@ -1,0 +1,155 @@
+"""Durable tasks: real `plexor serve --transport http` processes sharing the kernel's database.
+
+A task started on one server is answered by another (same SQLite data directory, or the same
+PostgreSQL with no shared disk at all), by a server started after the first one stopped, and
+survives the death (kill -9) of the process that ran it: failed with advice, or run again
+elsewhere when the tool is idempotent. Both eras: 2026-07-28 raw requests on the wire, the SDK
+client for 2025-11-25.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conformance.serving import Served, modern_post, serve_http
+from mcp.client import Client
+
+from plexor.errors import StorageError
+from plexor.state import open_state
+
+TASKS = "io.modelcontextprotocol/tasks"
+CAPS = {"extensions": {TASKS: {}}}
+ENV = {"PLEXOR_PLUGINS": "conformance-slow"}
+PG = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _pg_up() -> bool:
+    try:
+        open_state(Path("/nonexistent"), PG).close()
+        return True
+    except StorageError:
+        return False
+
+
+def start(served: Served, tool: str, seconds: float) -> str:
+    status, reply = modern_post(served, "tools/call", {"name": tool, "arguments": {"seconds": seconds, "label": "x"}},
+                                caps=CAPS, name=tool)
+    assert status == 200 and reply["result"]["resultType"] == "task", reply
+    return str(reply["result"]["taskId"])
+
+
+def get(served: Served, task_id: str) -> dict[str, Any]:
+    status, reply = modern_post(served, "tasks/get", {"taskId": task_id}, caps=CAPS, name=task_id)
+    assert status == 200 and "result" in reply, reply
+    return dict(reply["result"])
+
+
+def wait_end(served: Served, task_id: str, timeout: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        task = get(served, task_id)
+        if task["status"] in ("completed", "failed", "cancelled"):
+            return task
+        time.sleep(0.1)
+    raise AssertionError(f"task {task_id} did not end within {timeout} s: {task}")
+
+
+async def legacy(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One 2025-11-25 request through the SDK client (its typed API has no tasks)."""
+    async with Client(url, mode="legacy") as client:
+        return await client.session._dispatcher.send_raw_request(method, params, {})
+
+
+def both_backends() -> list[Any]:
+    return ["sqlite", pytest.param("postgresql", marks=pytest.mark.skipif(not _pg_up(), reason="no PostgreSQL on 5432"))]
+
+
+def homes(tmp_path: Path, backend: str) -> tuple[Path, Path, dict[str, str]]:
+    """Two servers' homes: one shared data directory for SQLite; separate ones (no shared disk) for PostgreSQL."""
+    if backend == "sqlite":
+        return tmp_path / "shared", tmp_path / "shared", dict(ENV)
+    return tmp_path / "host-a", tmp_path / "host-b", {**ENV, "PLEXOR_DATABASE_URL": PG}
+
+
+@pytest.mark.parametrize("backend", both_backends())
+def test_a_task_started_on_one_server_is_answered_by_another_in_both_eras(tmp_path, backend):
+    home_a, home_b, env = homes(tmp_path, backend)
+    with serve_http(home_a, env=env) as a, serve_http(home_b, env=env) as b:
+        task_id = start(a, "slow_compute", 1.0)
+        first = get(b, task_id)  # durably created: the other server knows it at once
+        assert first["status"] == "working" and first["taskId"] == task_id
+        done = wait_end(b, task_id)
+        assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Computed x in 1 s."
+        # 2025-11-25: created on B, its result fetched (waiting) on A, listed on A.
+        created = anyio.run(legacy, b.url, "tools/call",
+                            {"name": "slow_compute", "arguments": {"seconds": 0.5}, "task": {"ttl": 120_000}})
+        legacy_id = created["task"]["taskId"]
+        result = anyio.run(legacy, a.url, "tasks/result", {"taskId": legacy_id})
+        assert result["structuredContent"] == {"label": "", "seconds": 0.5}
+        assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": legacy_id}
+        listed = anyio.run(legacy, a.url, "tasks/list", {})
+        assert legacy_id in [t["taskId"] for t in listed["tasks"]]
+
+
+def test_a_restarted_server_answers_for_tasks_of_the_previous_one(tmp_path):
+    home = tmp_path / "home"
+    with serve_http(home, env=ENV) as first:
+        task_id = start(first, "slow_compute", 0.2)
+        assert wait_end(first, task_id)["status"] == "completed"
+    with serve_http(home, env=ENV) as second:
+        assert second.proc.pid != first.proc.pid
+        again = get(second, task_id)
+        assert again["status"] == "completed" and again["result"]["structuredContent"]["label"] == "x"
+
+
+@pytest.mark.parametrize("backend", both_backends())
+def test_a_task_whose_worker_is_killed_ends_failed_with_advice(tmp_path, backend):
+    home_a, home_b, env = homes(tmp_path, backend)
+    with serve_http(home_b, env=env) as b:
+        with serve_http(home_a, env=env) as a:
+            task_id = start(a, "slow_compute", 60)
+            time.sleep(0.3)
+            a.proc.kill()  # kill -9: no drain, no goodbye
+            a.proc.wait()
+            t0 = time.monotonic()
+            failed = wait_end(b, task_id, timeout=20)
+        assert failed["status"] == "failed", failed
+        assert failed["error"]["data"]["type"] == "worker_died" and failed["error"]["data"]["pid"] == a.proc.pid
+        assert "stopped before it finished" in failed["statusMessage"] and "Call the tool again" in failed["statusMessage"]
+        assert time.monotonic() - t0 < 15  # found by its dead process here, or by its lease (10 s) on another host
+
+
+@pytest.mark.parametrize("backend", both_backends())
+def test_an_idempotent_task_whose_worker_is_killed_is_run_again_elsewhere(tmp_path, backend):
+    home_a, home_b, env = homes(tmp_path, backend)
+    with serve_http(home_b, env=env) as b:
+        with serve_http(home_a, env=env) as a:
+            task_id = start(a, "slow_rerun", 1.5)
+            time.sleep(0.3)
+            a.proc.kill()
+            a.proc.wait()
+            done = wait_end(b, task_id, timeout=30)
+        assert done["status"] == "completed", done
+        assert done["result"]["content"][0]["text"] == "Computed x in 1.5 s."
+
+
+def test_expired_tasks_are_deleted_by_the_sweep(tmp_path):
+    from plexor.tasks.store import TaskStore
+
+    with serve_http(tmp_path / "home", env=ENV) as served:
+        created = anyio.run(legacy, served.url, "tools/call",
+                            {"name": "slow_compute", "arguments": {"seconds": 0}, "task": {"ttl": 1000}})
+        task_id = created["task"]["taskId"]
+        anyio.run(legacy, served.url, "tasks/result", {"taskId": task_id})
+    time.sleep(1.1)
+    state = open_state(tmp_path / "home" / "data")
+    try:
+        store = TaskStore(state)
+        assert store.get(task_id) is not None
+        assert store.sweep(time.time()) >= 1 and store.get(task_id) is None
+    finally:
+        state.close()
