@@ -15,7 +15,7 @@ from conformance.serving import fixture_env
 from mcp.shared.exceptions import MCPError
 
 from plexor import __version__
-from plexor.daemon import _alive, daemon_health, read_registry, stop_daemon, write_registry
+from plexor.daemon import _alive, daemon_health, ensure_daemon, read_registry, stop_daemon, write_registry
 
 pytestmark = pytest.mark.anyio
 
@@ -26,7 +26,7 @@ def home(tmp_path):
     home.mkdir()
     yield home
     info = read_registry(home / "data" / "daemon.json")
-    if info is not None and _alive(int(info["pid"])):
+    if info is not None and _alive(info):
         stop_daemon(info, wait=10)
 
 
@@ -113,9 +113,9 @@ async def test_a_daemon_of_another_version_is_replaced(home):
         new = (await client.call_tool("plexor_health", {})).structured_content
     assert new["pid"] != old and new["version"] == __version__
     deadline = time.monotonic() + 30
-    while _alive(old) and time.monotonic() < deadline:
+    while _alive(info) and time.monotonic() < deadline:
         await anyio.sleep(0.1)
-    assert not _alive(old)
+    assert not _alive(info) and _gone(old)
 
 
 def test_connect_reports_a_daemon_that_cannot_start(tmp_path):
@@ -169,3 +169,70 @@ async def test_the_daemon_sees_what_the_end_client_can_answer(home, mode):
         assert r.structured_content == {"asked": ["summary"]}, r.content
         assert (await client.call_tool("test_echo", {"text": "x"})).structured_content == {"text": "x"}
     assert answers.asked == ["Summarise the day in one line."]
+
+
+def _gone(pid, wait=10.0):
+    """The process has ended (checked the POSIX way, independently of the daemon's liveness lock)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                    return True  # ended; only its parent's wait is missing
+        except FileNotFoundError:
+            return True
+        except OSError:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def _started(home, **extra):
+    info = ensure_daemon(fixture_env(home, PLEXOR_LOG_LEVEL="info", **extra), wait=90)
+    alive = home / "data" / f"daemon-{info['pid']}.alive"
+    assert info["alive"] == str(alive) and alive.exists()
+    assert _alive(info)
+    return info, alive
+
+
+@pytest.mark.skipif(not os.path.exists("/proc"), reason="checks processes through /proc")
+def test_the_daemon_is_stopped_by_a_request_it_drains_for(home):
+    info, alive = _started(home)
+    stop_daemon(info, wait=30)
+    assert not _alive(info) and _gone(info["pid"])
+    assert not alive.exists() and not alive.with_suffix(".stop").exists()
+    assert _registry(home) is None  # the daemon removed its registry on its way out
+    log = (home / "logs" / "daemon.log").read_text()
+    assert '"signal": "SIGTERM"' in log and '"action": "draining"' in log  # the graceful path, not a kill
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="freezes the daemon with SIGSTOP")
+def test_a_daemon_that_does_not_answer_the_request_is_terminated(home):
+    info, alive = _started(home)
+    os.kill(info["pid"], signal.SIGSTOP)  # frozen: it cannot see the request
+    started = time.monotonic()
+    stop_daemon(info, wait=1)
+    assert not _alive(info) and _gone(info["pid"]) and time.monotonic() - started < 15
+    assert not alive.exists() and not alive.with_suffix(".stop").exists()
+
+
+def test_a_killed_daemon_is_not_alive_and_its_lock_file_goes(home):
+    info, alive = _started(home)
+    os.kill(info["pid"], signal.SIGKILL)
+    assert _gone(info["pid"])
+    deadline = time.monotonic() + 10
+    while _alive(info) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(info) and not alive.exists()
+    again = ensure_daemon(fixture_env(home), wait=90)  # the next start replaces it
+    assert again["pid"] != info["pid"] and _alive(again)
+
+
+def test_a_registry_without_a_lock_file_is_alive_while_it_answers(home):
+    info, _ = _started(home)
+    older = {k: v for k, v in info.items() if k != "alive"}  # as a daemon of an older Plexor wrote it
+    assert _alive(older)
+    assert not _alive({**older, "port": 9, "token": "x"})  # nothing answers there

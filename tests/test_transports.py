@@ -388,5 +388,5 @@ def test_plexor_connect_answers_every_request_with_a_readable_id(tmp_path):
         proc.kill()
         proc.wait()
         info = read_registry(home / "data" / "daemon.json")
-        if info is not None and _alive(int(info["pid"])):
+        if info is not None and _alive(info):
             stop_daemon(info, wait=10)

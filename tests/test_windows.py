@@ -7,6 +7,7 @@ raise ``NotImplementedError``, as Windows' event loops do.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -77,6 +78,117 @@ import runpy
 sys.argv = ["plexor", "serve"]
 runpy.run_module("plexor", run_name="__main__")
 """
+
+
+# The daemon's liveness and stopping, with what Windows lacks taken away from the kernel: no os.kill
+# but with SIGTERM (which on Windows is TerminateProcess: here it kills at once, as that does), no
+# SIGKILL, no os.killpg/os.waitpid/os.getpgid/os.setsid. Installed as sitecustomize, so the daemon
+# started by the code under test runs under the same rules.
+NO_POSIX_PROCESS_CALLS = WINDOWS_LIKE + r"""
+import os, signal
+
+TERMINATED = []
+_REAL_KILL, _SIGKILL, SIGSTOP = os.kill, signal.SIGKILL, signal.SIGSTOP
+
+
+def _from_kernel():
+    frame = sys._getframe(2)
+    return frame is not None and frame.f_code.co_filename.startswith(KERNEL)
+
+
+def _kill(pid, sig):
+    if _from_kernel():
+        if sig != signal.SIGTERM:
+            raise OSError(f"os.kill({pid}, {sig!r}) (hidden: Windows sends only CTRL_C/CTRL_BREAK or terminates)")
+        TERMINATED.append(pid)
+        return _REAL_KILL(pid, _SIGKILL)  # TerminateProcess: the process ends at once
+    return _REAL_KILL(pid, sig)
+
+
+def _hidden(name):
+    real = getattr(os, name)
+
+    def call(*args, **kwargs):
+        if _from_kernel():
+            raise AttributeError(f"os.{name} (hidden: Windows has none)")
+        return real(*args, **kwargs)
+
+    return call
+
+
+os.kill = _kill
+for _name in ("killpg", "waitpid", "getpgid", "setsid"):
+    setattr(os, _name, _hidden(_name))
+del signal.SIGKILL
+"""
+
+DAEMON = r"""
+import json, os, sys
+import sitecustomize as rules
+from plexor.daemon import _alive, ensure_daemon, stop_daemon
+
+out = {}
+info = ensure_daemon(dict(os.environ), wait=90)
+out["graceful"] = {"pid": info["pid"], "alive_at_start": _alive(info)}
+stop_daemon(info, wait=30)
+out["graceful"]["alive_after_stop"] = _alive(info)
+out["terminated_gracefully"] = list(rules.TERMINATED)
+info = ensure_daemon(dict(os.environ), wait=90)
+rules._REAL_KILL(info["pid"], rules.SIGSTOP)  # the test freezes it: the stop request goes unanswered
+stop_daemon(info, wait=1)
+out["forced"] = {"pid": info["pid"], "alive_after_stop": _alive(info)}
+out["terminated"] = list(rules.TERMINATED)
+print(json.dumps(out))
+"""
+
+
+def _gone(pid, wait=10.0):
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc") or not hasattr(signal, "SIGSTOP"),
+                    reason="simulates Windows on Linux (SIGSTOP, /proc)")
+def test_daemon_liveness_and_stopping_without_posix_process_calls(plexor_home, tmp_path):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "sitecustomize.py").write_text(NO_POSIX_PROCESS_CALLS, encoding="utf-8")
+    env = _env(plexor_home)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(rules), env.get("PYTHONPATH", "")) if p)
+    try:
+        out = subprocess.run([sys.executable, "-c", DAEMON], env=env, capture_output=True, text=True, timeout=300)
+    finally:  # whatever happened, no daemon (running or frozen) outlives the test
+        for alive in (plexor_home / "data").glob("daemon-*.alive"):
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(alive.stem.split("-", 1)[1]), signal.SIGKILL)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    graceful, forced = report["graceful"], report["forced"]
+    assert graceful["alive_at_start"] and not graceful["alive_after_stop"] and _gone(graceful["pid"])
+    assert report["terminated_gracefully"] == []  # stopped by its own request: nothing was terminated
+    log = (plexor_home / "logs" / "daemon.log").read_text()
+    assert log.count('"signal": "SIGTERM"') == 1 and '"action": "draining"' in log
+    assert not forced["alive_after_stop"] and _gone(forced["pid"])
+    assert report["terminated"] == [forced["pid"]]  # the frozen one: terminated, as TerminateProcess would
+    assert "hidden" not in log and "Traceback" not in log
+    leftovers = sorted(p.name for p in (plexor_home / "data").iterdir() if p.suffix in (".alive", ".stop"))
+    assert leftovers == []
+
+
+def test_the_daemon_starts_detached_on_each_system():
+    from plexor.daemon import _detached
+
+    # Windows: its own process group (the starting console's Ctrl+C does not reach it), no window.
+    assert _detached(True) == {"creationflags": 0x200 | 0x08000000}
+    assert _detached(False) == {"start_new_session": True}
 
 
 def _env(home):

@@ -5,7 +5,17 @@ data directory. It listens on 127.0.0.1 (a free port), requires a generated
 bearer token, and writes ``<data_dir>/daemon.json`` (mode 0600)::
 
     {"pid": 4242, "host": "127.0.0.1", "port": 50123, "url": "http://127.0.0.1:50123/mcp",
-     "token": "...", "version": "0.1.0", "started_at": 1700000000.0}
+     "token": "...", "version": "0.1.0", "started_at": 1700000000.0, "alive": ".../daemon-4242.alive"}
+
+Liveness and stopping work the same on every system, without signals sent from outside
+(``os.kill(pid, 0)`` would be a Ctrl+C on Windows, where there is no SIGTERM to send either):
+
+* while it runs, the daemon holds an exclusive lock on ``daemon-<pid>.alive`` (``filelock``: flock on
+  POSIX, LockFileEx on Windows; the system drops it when the process ends, however it ends), so
+  another process that fails to take that lock knows the daemon is alive;
+* to stop it, ``stop_daemon`` writes ``daemon-<pid>.stop``; the daemon, watching for it, raises
+  SIGTERM in itself, which drains in-flight calls as a Ctrl+C would. Only a daemon that does not
+  exit within the wait is terminated (SIGKILL on POSIX, ``TerminateProcess`` on Windows).
 
 ``plexor connect`` is what MCP clients launch instead of ``plexor serve``: a
 stdio MCP server (the SDK's low-level ``Server``) that relays every request to
@@ -30,6 +40,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -58,8 +69,16 @@ def registry_path(environ: dict[str, str] | None = None) -> Path:
 
 
 def write_registry(path: Path, info: dict[str, Any]) -> None:
-    """Write the registry atomically, readable by this user only (it holds the token)."""
+    """Write the registry atomically, readable by this user only (it holds the token).
+
+    Written by the daemon about itself, it first takes the daemon's liveness lock and starts
+    watching for a stop request (module docstring); the registry then names the lock's file.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    if info.get("pid") == os.getpid():
+        if path not in _held:
+            _held[path] = _Liveness(_alive_path(path, os.getpid()))
+        info = {**info, "alive": str(_held[path].alive)}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -78,26 +97,82 @@ def read_registry(path: Path) -> dict[str, Any] | None:
 
 
 def remove_registry(path: Path, pid: int) -> None:
-    """Remove the registry if it still names ``pid`` (a newer daemon may have replaced it)."""
+    """Remove the registry if it still names ``pid`` (a newer daemon may have replaced it).
+
+    In the daemon itself, this also lets go of its liveness lock: it is about to exit.
+    """
     info = read_registry(path)
     if info is not None and info.get("pid") == pid:
         with contextlib.suppress(OSError):
             path.unlink()
+    held = _held.pop(path, None) if pid == os.getpid() else None
+    if held is not None:
+        held.release()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+def _alive_path(path: Path, pid: int) -> Path:
+    return path.with_name(f"{path.stem}-{pid}.alive")
+
+
+class _Liveness:
+    """Held by the daemon process: its liveness lock, and the thread that watches for a stop request."""
+
+    def __init__(self, alive: Path) -> None:
+        from filelock import FileLock
+
+        self.alive = alive
+        self.lock = FileLock(alive, timeout=10)
+        self.lock.acquire()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="plexor-daemon-stop", daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        request = self.alive.with_suffix(".stop")
+        while not self.done.wait(0.1):
+            if request.exists():
+                with contextlib.suppress(OSError):
+                    request.unlink()
+                # As a Ctrl+C would: the server's handler drains (a second request exits at once).
+                signal.raise_signal(signal.SIGTERM)
+
+    def release(self) -> None:
+        self.done.set()
+        self.lock.release()
+        with contextlib.suppress(OSError):
+            self.alive.unlink()
+
+
+_held: dict[Path, _Liveness] = {}  # in the daemon: registry path -> its liveness
+
+
+def _alive(info: dict[str, Any]) -> bool:
+    """Whether the daemon of the registry ``info`` still runs (on every system; no signal is sent).
+
+    It does while it holds the lock on its ``alive`` file. A registry without one (a daemon of an
+    older Plexor) is alive while its ``/healthz`` answers to its token.
+    """
+    alive = info.get("alive")
+    if not alive:
+        return daemon_health(info, timeout=1.0) is not None
+    path = Path(alive)
+    if int(info["pid"]) == os.getpid() and any(h.alive == path for h in _held.values()):
+        return True
+    if not path.exists():
         return False
-    except PermissionError:
-        return True
-    # A zombie (our own child that exited) still answers kill(0): reap it if it is ours.
+    from filelock import FileLock, Timeout
+
+    probe = FileLock(path, timeout=0)
     try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
+        probe.acquire()
+    except Timeout:
         return True
+    except OSError:  # cannot even open it: someone holds it in a way we cannot test; assume alive
+        return True
+    probe.release()
+    with contextlib.suppress(OSError):
+        path.unlink()  # left behind by a daemon that was killed
+    return False
 
 
 def daemon_health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:
@@ -144,8 +219,8 @@ def start_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0) -
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "plexor", "serve", "--transport", "http", "--host", "127.0.0.1", "--port", "0",
              "--registry", str(path)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env,
-            start_new_session=True, close_fds=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env, close_fds=True,
+            **_detached(os.name == "nt"),
         )
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
@@ -156,22 +231,46 @@ def start_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0) -
         if info is not None and info["pid"] == proc.pid and _ready(daemon_health(info)):
             return info
         time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        proc.terminate()
+    with contextlib.suppress(OSError):
+        proc.kill()  # Popen's own: SIGKILL on POSIX, TerminateProcess on Windows
     raise DaemonError(f"the Plexor daemon did not become healthy within {wait:g} s; see {log_dir / 'daemon.log'}")
 
 
+def _detached(windows: bool) -> dict[str, Any]:
+    """Popen options that keep the daemon alive when the terminal or the client that started it goes away."""
+    if windows:  # its own process group (no Ctrl+C of the starting console) and no console window
+        return {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0x200)
+                | getattr(subprocess, "CREATE_NO_WINDOW", 0x08000000)}
+    return {"start_new_session": True}
+
+
+def _terminate(pid: int) -> None:
+    """End ``pid`` at once: SIGKILL on POSIX; on Windows ``os.kill`` with SIGTERM is ``TerminateProcess``."""
+    with contextlib.suppress(OSError):
+        os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+
+
 def stop_daemon(info: dict[str, Any], *, wait: float = 30.0) -> None:
-    """SIGTERM the daemon (in-flight calls finish) and wait for it to exit; SIGKILL after ``wait``."""
+    """Ask the daemon to stop (in-flight calls finish) and wait for it to exit; terminate it after ``wait``."""
     pid = int(info["pid"])
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+    alive = info.get("alive")
+    request = Path(alive).with_suffix(".stop") if alive else None
+    if request is not None:
+        with contextlib.suppress(OSError):
+            request.write_bytes(b"")
+    else:  # a daemon of an older Plexor watches for no request
+        _terminate(pid)
     deadline = time.monotonic() + wait
-    while _alive(pid) and time.monotonic() < deadline:
+    while _alive(info) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _alive(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    if _alive(info):
+        _terminate(pid)
+        deadline = time.monotonic() + 10
+        while _alive(info) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if request is not None:
+        with contextlib.suppress(OSError):
+            request.unlink()
 
 
 def ensure_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0,
@@ -181,7 +280,7 @@ def ensure_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0,
     path = registry_path(env)
     with _lock(path):
         info = read_registry(path)
-        if info is not None and _alive(int(info["pid"])):
+        if info is not None and _alive(info):
             health = daemon_health(info)
             if _ready(health) and info["version"] == __version__:
                 return info
