@@ -178,3 +178,105 @@ def _busy_worker(cluster: Cluster) -> int | None:
                 if f"pid={pid}," in line:
                     return pid
     return None
+
+
+# -- tasks ------------------------------------------------------------------------------------------
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+def _tasks_client():
+    """A 2026-07-28 client application's tasks extension: resolves a task by polling tasks/get (each poll
+    is a new request, so the balancer sends it to either host)."""
+    from typing import Any, Literal
+
+    from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+    from mcp.shared.exceptions import MCPError
+    from pydantic import ConfigDict, TypeAdapter
+
+    class Created(types.Result):
+        model_config = ConfigDict(extra="allow")
+        result_type: Literal["task"]
+
+    class Raw(types.Request):  # type: ignore[type-arg]
+        params: dict[str, Any] | None = None
+
+    class TasksClient(ClientExtension):
+        identifier = TASKS
+
+        def __init__(self) -> None:
+            self.polls: list[dict[str, Any]] = []
+            self.task_id: str | None = None
+
+        def claims(self) -> list[ResultClaim[Any]]:
+            return [ResultClaim(result_type="task", model=Created, resolve=self.resolve)]
+
+        async def resolve(self, created: Created, ctx: ClaimContext) -> types.CallToolResult:
+            self.task_id = (created.model_extra or {})["taskId"]
+            while True:
+                task = await ctx.session.send_request(Raw(method="tasks/get", params={"taskId": self.task_id}),
+                                                      TypeAdapter(dict[str, Any]))
+                self.polls.append(task)
+                if task["status"] == "completed":
+                    return types.CallToolResult.model_validate(task["result"])
+                if task["status"] in ("failed", "cancelled"):
+                    raise MCPError(task.get("error", {}).get("code", -32603), task.get("statusMessage", task["status"]),
+                                   task.get("error", {}).get("data"))
+                await anyio.sleep(0.1)
+
+    return TasksClient()
+
+
+async def test_a_task_started_on_one_worker_is_polled_through_the_others_in_both_eras(cluster):
+    tasks = _tasks_client()
+    async with cluster.client("auto", extensions=[tasks]) as client:
+        result = await client.call_tool("multihost_slow", {"seconds": 2})
+    assert not result.is_error and tasks.task_id is not None
+    # Round robin over two hosts: every other poll was answered by the host that did not run it.
+    assert len(tasks.polls) >= 6, tasks.polls
+    assert any("step" in (p.get("statusMessage") or "") for p in tasks.polls)  # progress from the running worker
+    ran_on = result.structured_content
+    (row,) = cluster.sql("SELECT status, pid FROM plexor_tasks WHERE task_id = %s", (tasks.task_id,))
+    assert row == ("completed", ran_on["pid"])
+    # 2025-11-25: a task-augmented tools/call, then tasks/get and tasks/result, each request through the balancer.
+    async with cluster.client("legacy") as legacy:
+        raw = legacy.session._dispatcher.send_raw_request
+        created = await raw("tools/call", {"name": "multihost_slow", "arguments": {"seconds": 1}, "task": {"ttl": 60_000}}, {})
+        task_id = created["task"]["taskId"]
+        statuses = []
+        for _ in range(4):
+            statuses.append((await raw("tasks/get", {"taskId": task_id}, {}))["status"])
+        done = await raw("tasks/result", {"taskId": task_id}, {})
+    assert statuses[0] == "working" and done["structuredContent"]["host"] in {h.name for h in cluster.hosts}
+
+
+async def test_a_worker_killed_mid_task_the_task_ends_failed_and_the_client_is_told(cluster):
+    from mcp.shared.exceptions import MCPError
+
+    tasks = _tasks_client()
+    told: list[MCPError] = []
+
+    async def run() -> None:
+        async with cluster.client("auto", extensions=[tasks]) as client:
+            try:
+                await client.call_tool("multihost_slow", {"seconds": 60})
+            except MCPError as exc:
+                told.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(10):
+            while not tasks.polls:
+                await anyio.sleep(0.1)
+        (pid,) = cluster.sql("SELECT pid FROM plexor_tasks WHERE task_id = %s", (tasks.task_id,))[0]
+        assert any(pid in h.worker_pids() for h in cluster.hosts), pid
+        os.kill(pid, signal.SIGKILL)  # kill -9 of the worker running the task: no drain, no goodbye
+        killed = time.monotonic()
+        with anyio.fail_after(30):
+            while not told:
+                await anyio.sleep(0.1)
+    assert time.monotonic() - killed < 25
+    (error,) = told
+    assert "stopped before it finished" in error.error.message, error.error
+    final = tasks.polls[-1]
+    assert final["status"] == "failed" and final["error"]["data"]["type"] == "worker_died"
+    assert final["error"]["data"]["pid"] == pid

@@ -71,7 +71,29 @@ def plexor_register_tools(register: Any, settings: Any) -> None:
                            "idempotentHint": tool.read_only, "openWorldHint": True}
         if tool.title:
             annotations["title"] = tool.title
-        register(make_tool_function(tool, hint), tool.name, annotations=annotations)
+        if _long(tool):  # a query a client may run as a task (tasks/*), the node it asks in the status
+            register(_reporting(make_tool_function(tool, hint), tool), tool.name, annotations=annotations, task="optional")
+        else:
+            register(make_tool_function(tool, hint), tool.name, annotations=annotations)
+
+
+def _long(tool: Any) -> bool:
+    """SQL queries and commands sent to other nodes: what may take long enough to run as a task."""
+    text = tool.command.text if tool.command is not None else ""
+    return text.startswith("sql ") or bool(tool.destination)
+
+
+def _reporting(func: Any, tool: Any) -> Any:
+    """``func`` reporting, before it asks the node, what it sends (a task's status message shows it)."""
+
+    async def reporting(ctx: Context, **kwargs: Any) -> Any:
+        where = kwargs.get("nodes") or kwargs.get("destination") or kwargs.get("node") or "the node"
+        await ctx.progress(0, None, f"{tool.name}: asking {where}")
+        return await func(ctx=ctx, **kwargs)
+
+    for attr in ("__signature__", "__annotations__", "__doc__", "__name__", "__qualname__"):
+        setattr(reporting, attr, getattr(func, attr))
+    return reporting
 
 
 @hookimpl

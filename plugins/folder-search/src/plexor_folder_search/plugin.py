@@ -36,8 +36,9 @@ def plexor_register_tools(register: ToolRegistrar, settings: Settings) -> None:
     for func in (search_content, find_documents, list_folders, list_documents, explore, get_document_metadata,
                  get_document_text, get_chunks, get_server_info):
         register(func, annotations=RO, ready_required=False)
+    # A client may run it as a task (tasks/*): its progress becomes the task's status message.
     register(reindex, annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
-                                   "openWorldHint": False}, ready_required=False)
+                                   "openWorldHint": False}, ready_required=False, task="optional")
 
 
 @hookimpl

@@ -19,7 +19,7 @@ def plexor_register_tools(register, settings):
     register(whoami, blocking=False)
     register(ask_twice)
     register(touch, blocking=False)
-    register(slow)
+    register(slow, task="optional")
 
 
 @hookimpl
