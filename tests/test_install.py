@@ -151,3 +151,37 @@ async def test_the_written_command_starts_a_server(run, home, tmp_path):
         assert "example_greet" in names and not any(n.startswith(("arbor_", "keyboard_")) for n in names)
         result = await client.call_tool("example_greet", {"name": "Ada"})
         assert not result.is_error and "Ada" in result.content[0].text
+
+
+def test_claude_desktop_from_the_microsoft_store_is_preferred_on_windows(tmp_path):
+    from plexor.install import CLIENTS, config_path
+
+    local, roaming = tmp_path / "AppData" / "Local", tmp_path / "AppData" / "Roaming"
+    env = {"LOCALAPPDATA": str(local), "APPDATA": str(roaming)}
+    desktop = CLIENTS["claude-desktop"]
+    classic = roaming / "Claude" / "claude_desktop_config.json"
+    assert config_path(desktop, "user", platform="win32", environ=env) == classic  # no Store package
+    (local / "Packages" / "ClaudeHelper_1").mkdir(parents=True)  # not Claude's package
+    (local / "Packages" / "Claude_pzs8sxrjxfjjc").mkdir(parents=True)
+    store = local / "Packages" / "Claude_pzs8sxrjxfjjc" / "LocalCache" / "Roaming" / "Claude"
+    assert config_path(desktop, "user", platform="win32", environ=env) == store / "claude_desktop_config.json"
+    older = local / "Packages" / "Claude_olderpublisher"
+    older.mkdir()
+    os.utime(older, (1_000_000_000, 1_000_000_000))
+    assert config_path(desktop, "user", platform="win32", environ=env) == store / "claude_desktop_config.json"
+    # Elsewhere the Store does not exist: the folder is ignored.
+    assert "Packages" not in str(config_path(desktop, "user", platform="linux", environ=env))
+    assert "Packages" not in str(config_path(desktop, "user", platform="darwin", environ=env))
+    assert config_path(CLIENTS["vscode"], "user", platform="win32", environ=env) == roaming / "Code" / "User" / "mcp.json"
+
+
+@pytest.mark.skipif(sys.platform != "win32", reason="the Store exists on Windows only")
+def test_install_writes_the_store_apps_file(run, home, tmp_path, monkeypatch):
+    local = tmp_path / "Local"
+    store = local / "Packages" / "Claude_pzs8sxrjxfjjc"
+    store.mkdir(parents=True)
+    monkeypatch.setenv("LOCALAPPDATA", str(local))
+    out = run("install", "claude-desktop")
+    assert out.returncode == 0, out.stderr
+    written = store / "LocalCache" / "Roaming" / "Claude" / "claude_desktop_config.json"
+    assert json.loads(written.read_text())["mcpServers"]["plexor"]["args"] == ["-m", "plexor", "serve"]

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -43,27 +44,54 @@ CLIENTS = {c.name: c for c in (
 )}
 
 
-def _app_config_dir(app: str) -> Path:
+def _app_config_dir(app: str, platform: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
     """The per-user application folder: Application Support (macOS), %APPDATA% (Windows), XDG (Linux)."""
+    platform = platform or sys.platform
+    env = os.environ if environ is None else environ
     home = Path.home()
-    if sys.platform == "darwin":
+    if platform == "darwin":
         return home / "Library" / "Application Support" / app
-    if sys.platform == "win32":
-        return Path(os.environ.get("APPDATA") or home / "AppData" / "Roaming") / app
-    return Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / app
+    if platform == "win32":
+        return Path(env.get("APPDATA") or home / "AppData" / "Roaming") / app
+    return Path(env.get("XDG_CONFIG_HOME") or home / ".config") / app
 
 
-def config_path(client: Client, scope: str, project: Path | None = None) -> Path:
-    """The file ``client`` reads its servers from, for ``scope`` (user or project) on this system."""
+def _store_claude_dir(environ: Mapping[str, str]) -> Path | None:
+    """Claude Desktop from the Microsoft Store keeps its roaming folder inside its package:
+    ``%LOCALAPPDATA%\\Packages\\Claude_<publisher id>\\LocalCache\\Roaming\\Claude``. The newest such package, if any."""
+    local = environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+    try:
+        packages = [p for p in (Path(local) / "Packages").glob("Claude_*") if p.is_dir()]
+    except OSError:
+        return None
+    if not packages:
+        return None
+    newest = max(packages, key=lambda p: p.stat().st_mtime)
+    return newest / "LocalCache" / "Roaming" / "Claude"
+
+
+def config_path(client: Client, scope: str, project: Path | None = None, *, platform: str | None = None,
+                environ: Mapping[str, str] | None = None) -> Path:
+    """The file ``client`` reads its servers from, for ``scope`` (user or project) on this system.
+
+    ``platform`` and ``environ`` default to this process's (``sys.platform``, ``os.environ``).
+    """
+    platform = platform or sys.platform
+    env = os.environ if environ is None else environ
     home, where = Path.home(), project or Path.cwd()
     if client.name == "claude-desktop":
-        return _app_config_dir("Claude") / "claude_desktop_config.json"
+        store = _store_claude_dir(env) if platform == "win32" else None
+        # MSIX redirects the Store app's %APPDATA% into its package: it reads that copy, so prefer it.
+        folder = store if store is not None else _app_config_dir("Claude", platform, env)
+        return folder / "claude_desktop_config.json"
     if client.name == "claude-code":
         return where / ".mcp.json" if scope == "project" else home / ".claude.json"
     if client.name == "cursor":
         return (where if scope == "project" else home) / ".cursor" / "mcp.json"
     if client.name == "vscode":
-        return where / ".vscode" / "mcp.json" if scope == "project" else _app_config_dir("Code") / "User" / "mcp.json"
+        if scope == "project":
+            return where / ".vscode" / "mcp.json"
+        return _app_config_dir("Code", platform, env) / "User" / "mcp.json"
     return home / ".codeium" / "windsurf" / "mcp_config.json"
 
 
