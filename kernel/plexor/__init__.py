@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from plexor.events import Data, Guidance, Log, Progress, Result, audio, embedded_resource, image
     from plexor.handle import PluginHandle
+    from plexor.hints import Cache
     from plexor.params import Header
     from plexor.protocols import (
         ModelRegistrar,
@@ -93,13 +94,14 @@ _LAZY = {
                      "StorageError"), "plexor.errors"),
     **dict.fromkeys(("Data", "Guidance", "Log", "Progress", "Result", "audio", "embedded_resource", "image"),
                     "plexor.events"),
-    "PluginHandle": "plexor.handle",
+    "PluginHandle": "plexor.handle", "Cache": "plexor.hints",
     **dict.fromkeys(("ModelRegistrar", "PromptRegistrar", "ResourceRegistrar", "TemplateRegistrar",
                      "ToolRegistrar"), "plexor.protocols"),
 }
 
 __all__ = [
     "AskError",
+    "Cache",
     "ConfigError",
     "ConfigSpec",
     "Context",

@@ -8,12 +8,17 @@ change without breaking a plugin's type checking.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor.hints import Cache
 
 __all__ = ["ModelRegistrar", "PromptRegistrar", "ResourceRegistrar", "TemplateRegistrar", "ToolRegistrar"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+# An icon: a data:image/ or https: URI, or an MCP Icon dict; or a list of them (see plexor.hints).
+Icons = str | Mapping[str, Any] | Sequence[str | Mapping[str, Any]] | None
 
 
 class ToolRegistrar(Protocol):
@@ -36,6 +41,8 @@ class ToolRegistrar(Protocol):
         input_schema: dict[str, Any] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
         task: str = "forbidden",
+        icons: Icons = None,
+        cache: Cache | None = None,
     ) -> F: ...
 
 
@@ -52,9 +59,11 @@ class ResourceRegistrar(Protocol):
         mime_type: str = "application/json",
         ready_required: bool = True,
         blocking: bool | None = None,
+        icons: Icons = None,
+        cache: Cache | None = None,
     ) -> F: ...
 
-    def lister(self, func: F, *, blocking: bool | None = None) -> F: ...
+    def lister(self, func: F, *, blocking: bool | None = None, cache: Cache | None = None) -> F: ...
 
 
 class TemplateRegistrar(Protocol):
@@ -71,6 +80,8 @@ class TemplateRegistrar(Protocol):
         complete: dict[str, Callable[..., Any]] | None = None,
         ready_required: bool = True,
         blocking: bool | None = None,
+        icons: Icons = None,
+        cache: Cache | None = None,
     ) -> F: ...
 
 
@@ -78,7 +89,8 @@ class PromptRegistrar(Protocol):
     """``register`` of ``plexor_register_prompts``."""
 
     def __call__(
-        self, func: F, name: str | None = None, *, description: str | None = None, blocking: bool | None = None
+        self, func: F, name: str | None = None, *, description: str | None = None, blocking: bool | None = None,
+        icons: Icons = None,
     ) -> F: ...
 
 

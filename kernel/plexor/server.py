@@ -39,6 +39,10 @@ from plexor.serving.session import check_order, explain_params
 
 __all__ = ["RESOURCE_NOT_FOUND", "Boot", "build_server"]
 
+# The server's own icon (a hexagon with a P), embedded: clients fetch nothing.
+SERVER_ICON = ("data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAy"
+               "NCAyNCI+PHBhdGggZD0iTTEyIDEuNWw5LjUgNS4yNXYxMC41TDEyIDIyLjVsLTkuNS01LjI1VjYuNzV6IiBmaWxsPSIjM2I0Y2NhIi8+"
+               "PHBhdGggZD0iTTkgNi41aDQuMmEzLjMgMy4zIDAgMDEwIDYuNkgxMXY0LjRIOXoiIGZpbGw9IiNmZmYiLz48L3N2Zz4=")
 RESOURCE_NOT_FOUND = -32002
 SERVER_NOT_READY = -32000
 # Methods whose result may be an InputRequiredResult (SEP-2322).
@@ -176,6 +180,9 @@ class Handlers:
                     wire["outputSchema"] = spec.signature.output_schema
                 if spec.annotations:
                     wire["annotations"] = spec.annotations
+                icons = spec.icons or self.plugin_icons(spec.plugin)
+                if icons:
+                    wire["icons"] = icons
                 out.append(types.Tool.model_validate(wire))
             self.cache["tools"] = out
         tools: list[types.Tool] = self.cache["tools"]
@@ -184,6 +191,30 @@ class Handlers:
 
     def on_change(self, kind: str) -> None:
         self.cache.clear()
+
+    def plugin_icons(self, plugin: str) -> list[dict[str, Any]] | None:
+        rec = self.kernel.records.get(plugin)
+        return rec.icons if rec is not None else None
+
+    def settled(self, *, listers: bool = False) -> bool:
+        """Whether no list can change by itself any more: no plugin is still loading or in its startup hook
+        (which may fail it), and with ``listers``, none that has resource listers is still warming up."""
+        from plexor.core.records import State
+
+        for rec in self.kernel.records.values():
+            if rec.state == State.LOADING:
+                return False
+            if rec.state == State.STARTING and (not (rec._started and rec._started.is_set())
+                                               or (listers and rec.registry.listers)):
+                return False
+        return self.boot is None or self.boot.loaded.is_set()
+
+    def hint(self, items: list[Any], *, listers: bool = False) -> dict[str, Any]:
+        """``ttl_ms``/``cache_scope`` for a list page: its items' most cautious hint, none while unsettled."""
+        from plexor.hints import NO_CACHE, most_cautious
+
+        cache = most_cautious(items) if items and self.settled(listers=listers) else NO_CACHE
+        return {"ttl_ms": cache.ttl_ms, "cache_scope": cache.scope}
 
     def listen(self) -> None:
         """Subscribe to the kernel's notifier from the serving loop (once, on the first request)."""
@@ -231,7 +262,9 @@ class Handlers:
 
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         items, nxt = _page(self.tool_models(), params.cursor if params else None, max(self.size, 500))
-        return types.ListToolsResult(tools=items, next_cursor=nxt)
+        specs = self.kernel.registry.tools
+        return types.ListToolsResult(tools=items, next_cursor=nxt,
+                                     **self.hint([specs[t.name].cache if t.name in specs else None for t in items]))
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         exchange = exchange_of(ctx)
@@ -258,16 +291,21 @@ class Handlers:
         items, nxt = _page(found, params.cursor if params else None, self.size)
         resources = [types.Resource.model_validate({
             "uri": r["uri"], "name": r.get("name") or r["uri"], "description": r.get("description"),
-            "mimeType": r.get("mime_type"),
+            "mimeType": r.get("mime_type"), "icons": r.get("icons") or self.plugin_icons(r.get("plugin", "")),
         }) for r in items]
-        return types.ListResourcesResult(resources=resources, next_cursor=nxt)
+        return types.ListResourcesResult(resources=resources, next_cursor=nxt,
+                                         **self.hint([r.get("cache") for r in items], listers=True))
 
     async def list_templates(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
+        specs = list(self.kernel.registry.templates.values())
         all_t = [types.ResourceTemplate.model_validate({
             "uriTemplate": t.uri_template, "name": t.name, "description": t.description, "mimeType": t.mime_type,
-        }) for t in self.kernel.registry.templates.values()]
+            "icons": t.icons or self.plugin_icons(t.plugin),
+        }) for t in specs]
         items, nxt = _page(all_t, params.cursor if params else None, self.size)
-        return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=nxt)
+        start = _offset(params.cursor if params else None)
+        return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=nxt,
+                                                 **self.hint([t.cache for t in specs[start:start + len(items)]]))
 
     async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         exchange = exchange_of(ctx)
@@ -277,10 +315,13 @@ class Handlers:
             return asked(exc, exchange)
         except PlexorError as err:
             raise protocol_error(err, "resources/read", modern=stateless_era(ctx), uri=str(params.uri)) from None
+        from plexor.hints import NO_CACHE
+
+        cache = self.kernel.resource_cache(str(params.uri)) or NO_CACHE
         return types.ReadResourceResult.model_validate({"contents": [
             {"uri": c["uri"], "mimeType": c["mime_type"], **({"blob": c["blob"]} if "blob" in c else {"text": c["text"]})}
             for c in contents
-        ]})
+        ], "ttlMs": cache.ttl_ms, "cacheScope": cache.scope})
 
     async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         all_p = []
@@ -288,7 +329,7 @@ class Handlers:
             props = p.signature.input_schema.get("properties", {})
             required = set(p.signature.input_schema.get("required", []))
             all_p.append(types.Prompt.model_validate({
-                "name": p.name, "description": p.description,
+                "name": p.name, "description": p.description, "icons": p.icons or self.plugin_icons(p.plugin),
                 "arguments": [{"name": n, "description": props[n].get("description"), "required": n in required} for n in props],
             }))
         items, nxt = _page(all_p, params.cursor if params else None, self.size)
@@ -402,6 +443,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             version=__version__,
             title="Plexor",
             description="An MCP server whose tools come from plugins.",
+            icons=[types.Icon(src=SERVER_ICON, mime_type="image/svg+xml", sizes=["any"])],
             instructions=(
                 "Tools are named <namespace>_<method>. Call plexor_health to see which plugins are loaded and ready. "
                 "Every error says what went wrong and what to do next."

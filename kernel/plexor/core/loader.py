@@ -24,6 +24,7 @@ from plexor.core.registry import (
     ToolRegistrar,
 )
 from plexor.errors import ConfigError, PlexorError, PluginError
+from plexor.hints import icons_of
 from plexor.settings import ConfigSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -166,6 +167,7 @@ class Loader(KernelBase):
                     rec.module = ep.load()
             self._register_hooks(rec)
             rec.namespace = getattr(rec.module, "PLEXOR_NAMESPACE", None) or rec.name.replace("-", "_")
+            rec.icons = icons_of(getattr(rec.module, "PLEXOR_ICON", None), f"plugin {rec.name!r}: PLEXOR_ICON")
             staged = Registry()
             spec = ConfigSpec(rec.name)
             self._call(rec, "plexor_add_config", config=spec)

@@ -205,18 +205,31 @@ class Pipeline(KernelBase):
         value = await self.run(req, spec.plugin, spec.target, (), variables, ready_required=spec.ready_required)
         return resource_contents(uri, spec.mime_type, value)
 
+    def resource_cache(self, uri: str) -> Any:
+        """The :class:`plexor.Cache` declared for ``uri``'s resource or template, or None."""
+        try:
+            spec, _ = self._find_resource(uri)
+        except PlexorError:
+            return None
+        return spec.cache
+
     async def list_resources(self) -> list[dict[str, Any]]:
-        """Fixed resources plus what each ready plugin's lister says exists now (a failing lister is logged)."""
+        """Fixed resources plus what each ready plugin's lister says exists now (a failing lister is logged).
+
+        Each item also names its ``plugin`` and its ``cache`` hint (:class:`plexor.Cache` or None).
+        """
         from plexor.core.records import State
 
-        out = [{"uri": s.uri, "name": s.name, "description": s.description, "mime_type": s.mime_type}
+        out = [{"uri": s.uri, "name": s.name, "description": s.description, "mime_type": s.mime_type,
+                "plugin": s.plugin, "icons": s.icons, "cache": s.cache}
                for s in self.registry.resources.values() if self.records[s.plugin].state in (State.READY, State.STARTING)]
         for plugin, lister in list(self.registry.listers):
             if self.records[plugin].state != State.READY:
                 continue
             try:
                 items = await _materialise(await self.run(Request("listing", "resources/list"), plugin, lister))
-                out.extend({"mime_type": "application/json", **item} for item in items)
+                cache = _lister_cache(self.registry.lister_cache.get(plugin, [None]))
+                out.extend({"mime_type": "application/json", **item, "plugin": plugin, "cache": cache} for item in items)
             except PlexorError as exc:
                 self.log.error("resource_lister_failed", plugin=plugin, error=exc.message)
         return out
@@ -251,6 +264,12 @@ class Pipeline(KernelBase):
                                 ready_required=tmpl.ready_required)
         values = [str(v) for v in (await _materialise(result))[:101]]
         return values[:100], len(values) > 100
+
+
+def _lister_cache(hints: list[Any]) -> Any:
+    from plexor.hints import most_cautious
+
+    return None if any(h is None for h in hints) else most_cautious(hints)
 
 
 def _can_serve(rec: PluginRecord, ready_required: bool) -> bool:

@@ -89,6 +89,7 @@ class PluginRecord(_Machine):
     history: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     _started: Any = None  # anyio.Event set when the startup hook has finished
     _warming: bool = False
+    icons: list[dict[str, Any]] | None = None  # from the module's PLEXOR_ICON (plexor.hints)
     on_move: Any = None  # callable(record, old, new) after each transition (the kernel's list-changed notices)
 
     def __repr__(self) -> str:
@@ -130,6 +131,7 @@ class PluginRecord(_Machine):
             "distribution": self.distribution,
             "version": self.version,
             "namespace": self.namespace,
+            "icons": self.icons or [],
             "state": self.state.value,
             "ready": self.state == State.READY,
             "progress": self.progress,

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plexor.core.dispatch import Target, target
-from plexor.schema import analyse, parse_docstring
 from plexor.core.specs import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 from plexor.errors import PluginError
+from plexor.hints import check_cache, icons_of
+from plexor.schema import analyse, parse_docstring
 
 __all__ = [
     "ModelRegistrar",
@@ -50,6 +51,7 @@ class Registry:
     namespaces: dict[str, str] = field(default_factory=dict)  # tool namespace -> plugin
     models: list[Any] = field(default_factory=list)
     migrations: dict[int, Callable[..., Any]] = field(default_factory=dict)
+    lister_cache: dict[str, list[Any]] = field(default_factory=dict)  # plugin -> its listers' Cache hints (or None)
 
     def clashes(self, other: Registry) -> list[tuple[str, str, str]]:
         """``(what, name, owner_plugin)`` for every name ``other`` claims that this one already has."""
@@ -78,6 +80,7 @@ class Registry:
         self.schemes.update(other.schemes)
         self.namespaces.update(other.namespaces)
         self.models.extend(other.models)
+        self.lister_cache.update(other.lister_cache)
 
     def remove_plugin(self, plugin: str) -> None:
         self.tools = {k: v for k, v in self.tools.items() if v.plugin != plugin}
@@ -88,6 +91,7 @@ class Registry:
         self.schemes = {k: v for k, v in self.schemes.items() if v != plugin}
         self.namespaces = {k: v for k, v in self.namespaces.items() if v != plugin}
         self.models = [m for m in self.models if getattr(m, "_plexor_plugin", None) != plugin]
+        self.lister_cache.pop(plugin, None)
 
 
 def _check_parameters(func: Callable[..., Any], full: str) -> None:
@@ -142,6 +146,8 @@ class ToolRegistrar(_Registrar):
         input_schema: dict[str, Any] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
         task: str = "forbidden",
+        icons: Any = None,
+        cache: Any = None,
     ) -> Callable[..., Any]:
         """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
 
@@ -153,6 +159,8 @@ class ToolRegistrar(_Registrar):
             from the signature; it is enforced with jsonschema and the function may take ``**kwargs``.
         :param scopes: OAuth scopes a caller's token needs (all of them); default ``<plugin>:read`` for a
             tool annotated ``readOnlyHint``, ``<plugin>:write`` otherwise; ``[]``: any valid token.
+        :param icons: the tool's icons (see :mod:`plexor.hints`); default: the plugin's ``PLEXOR_ICON``.
+        :param cache: a :class:`plexor.Cache` for its entry in ``tools/list``.
         :param task: whether a client may run it as a task (``tasks/*``): "forbidden", "optional", "required".
         """
         method: str = name or getattr(func, "__name__", None) or ""
@@ -197,6 +205,8 @@ class ToolRegistrar(_Registrar):
             declared_input_schema=input_schema,
             scopes=None if scopes is None else tuple(scopes),
             task=task,
+            icons=icons_of(icons, f"tool {full!r}"),
+            cache=check_cache(cache, f"tool {full!r}"),
         )
         self._registry.namespaces[self.namespace] = self._plugin
         return func
@@ -215,26 +225,35 @@ class ResourceRegistrar(_Registrar):
         mime_type: str = "application/json",
         ready_required: bool = True,
         blocking: bool | None = None,
+        icons: Any = None,
+        cache: Any = None,
     ) -> Callable[..., Any]:
         """Register a fixed resource; ``reader()`` returns a dict/list (JSON), str (text) or bytes (blob).
 
         :param blocking: ``False`` runs a quick sync reader on the event loop instead of a worker thread.
+        :param icons: its icons (see :mod:`plexor.hints`); default: the plugin's ``PLEXOR_ICON``.
+        :param cache: a :class:`plexor.Cache`: how long a read stays fresh (``resources/read`` hint).
         """
         self._claim_scheme(uri)
         if uri in self._registry.resources:
             raise PluginError(f"plugin {self._plugin!r} registered the resource {uri!r} twice", "Register each once.")
         self._registry.resources[uri] = ResourceSpec(
             uri, self._plugin, reader, name or uri, description or inspect.getdoc(reader), mime_type,
-            target(reader, blocking), ready_required,
+            target(reader, blocking), ready_required, icons_of(icons, f"resource {uri!r}"),
+            check_cache(cache, f"resource {uri!r}"),
         )
         return reader
 
-    def lister(self, func: Callable[..., Any], *, blocking: bool | None = None) -> Callable[..., Any]:
+    def lister(self, func: Callable[..., Any], *, blocking: bool | None = None, cache: Any = None) -> Callable[..., Any]:
         """Register a function returning the dynamic resources that exist now.
 
         It returns an iterable of dicts ``{"uri", "name", "description"?, "mime_type"?}``
         (sync or async); each URI must be readable through one of the plugin's templates.
+
+        :param cache: a :class:`plexor.Cache`: how long what it lists stays right (``resources/list``
+            hint); call ``plugin.resource_list_changed()`` when it changes sooner.
         """
+        self._registry.lister_cache.setdefault(self._plugin, []).append(check_cache(cache, "resource lister"))
         self._registry.listers.append((self._plugin, target(func, blocking)))
         return func
 
@@ -253,12 +272,16 @@ class TemplateRegistrar(_Registrar):
         complete: dict[str, Callable[..., Any]] | None = None,
         ready_required: bool = True,
         blocking: bool | None = None,
+        icons: Any = None,
+        cache: Any = None,
     ) -> Callable[..., Any]:
         """Register an RFC 6570 template; ``reader(**variables)`` reads one matching URI.
 
         :param complete: per variable, a function ``(prefix) -> list[str]`` for completion/complete;
             it may also take a parameter annotated ``Context`` (to reach the plugin database).
         :param blocking: ``False`` runs quick sync readers and completion functions on the event loop.
+        :param icons: its icons (see :mod:`plexor.hints`); default: the plugin's ``PLEXOR_ICON``.
+        :param cache: a :class:`plexor.Cache`: how long a read of a matching URI stays fresh.
         """
         self._claim_scheme(uri_template)
         matcher = _TemplateMatcher(uri_template) if DEFER_TEMPLATES else _parse_template(uri_template)
@@ -268,6 +291,7 @@ class TemplateRegistrar(_Registrar):
             uri_template, self._plugin, reader, name or uri_template, description or inspect.getdoc(reader),
             mime_type, target(reader, blocking), matcher,
             {arg: target(func, blocking) for arg, func in (complete or {}).items()}, ready_required,
+            icons_of(icons, f"template {uri_template!r}"), check_cache(cache, f"template {uri_template!r}"),
         )
         return reader
 
@@ -282,7 +306,7 @@ class PromptRegistrar(_Registrar):
 
     def __call__(
         self, func: Callable[..., Any], name: str | None = None, *, description: str | None = None,
-        blocking: bool | None = None,
+        blocking: bool | None = None, icons: Any = None,
     ) -> Callable[..., Any]:
         """Register a prompt; its parameters are the prompt's arguments; it returns str or messages."""
         method = name or func.__name__
@@ -292,7 +316,8 @@ class PromptRegistrar(_Registrar):
             raise PluginError(f"plugin {self._plugin!r} registered the prompt {full!r} twice", "Register each once.")
         sig = analyse(func)
         self._registry.prompts[full] = PromptSpec(
-            full, self._plugin, func, sig, description or sig.description or full, target(func, blocking)
+            full, self._plugin, func, sig, description or sig.description or full, target(func, blocking),
+            icons_of(icons, f"prompt {full!r}"),
         )
         return func
 

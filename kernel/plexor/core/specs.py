@@ -32,6 +32,8 @@ class ToolSpec:
     declared_input_schema: dict[str, Any] | None = None
     scopes: tuple[str, ...] | None = None  # OAuth scopes a caller needs; None: derived (plexor.auth.scopes)
     task: str = "forbidden"  # task execution (plexor.tasks): "forbidden", "optional" or "required"
+    icons: list[dict[str, Any]] | None = None  # MCP Icon dicts (plexor.hints); None: the plugin's PLEXOR_ICON
+    cache: Any = None  # plexor.hints.Cache for its tools/list entry; None: no hint
 
     @property
     def signature(self) -> Signature:
@@ -67,6 +69,8 @@ class ResourceSpec:
     mime_type: str
     target: Target
     ready_required: bool = True
+    icons: list[dict[str, Any]] | None = None
+    cache: Any = None  # plexor.hints.Cache for reads and its resources/list entry
 
 
 @dataclass
@@ -81,6 +85,8 @@ class TemplateSpec:
     matcher: Any
     complete: dict[str, Target] = field(default_factory=dict)
     ready_required: bool = True
+    icons: list[dict[str, Any]] | None = None
+    cache: Any = None  # plexor.hints.Cache for reads of matching URIs and its templates/list entry
 
 
 @dataclass
@@ -91,3 +97,4 @@ class PromptSpec:
     signature: Signature
     description: str
     target: Target
+    icons: list[dict[str, Any]] | None = None

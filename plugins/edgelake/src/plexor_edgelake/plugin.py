@@ -13,6 +13,7 @@ from typing import Any
 from plexor import Context, PluginHandle, hookimpl
 
 PLEXOR_NAMESPACE = "edgelake"
+PLEXOR_ICON = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAyNCAyNCI+PGVsbGlwc2UgY3g9IjEyIiBjeT0iNSIgcng9IjgiIHJ5PSIzIiBmaWxsPSIjMWY3OGI0Ii8+PHBhdGggZD0iTTQgNXYxNGMwIDEuNyAzLjYgMyA4IDNzOC0xLjMgOC0zVjVjMCAxLjctMy42IDMtOCAzUzQgNi43IDQgNXoiIGZpbGw9IiMyYTlmZDYiLz48cGF0aCBkPSJNNCAxMmMwIDEuNyAzLjYgMyA4IDNzOC0xLjMgOC0zIiBmaWxsPSJub25lIiBzdHJva2U9IiNmZmYiIHN0cm9rZS13aWR0aD0iMS4yIi8+PC9zdmc+"  # a database, embedded (plexor.hints)
 PLUGIN = "edgelake"
 
 # Catalogs built while registering, keyed by the plugin's Settings object, picked up at startup.

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor_folder_search.service import FolderService
 
 PLEXOR_NAMESPACE = "folders"
+PLEXOR_ICON = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAyNCAyNCI+PHBhdGggZD0iTTIgNWg3bDIgMmgxMXYxMkgyeiIgZmlsbD0iI2UwYTUyNiIvPjxjaXJjbGUgY3g9IjEzIiBjeT0iMTMiIHI9IjMuNSIgZmlsbD0ibm9uZSIgc3Ryb2tlPSIjZmZmIiBzdHJva2Utd2lkdGg9IjIiLz48cGF0aCBkPSJNMTUuNSAxNS41bDMuNSAzLjUiIHN0cm9rZT0iI2ZmZiIgc3Ryb2tlLXdpZHRoPSIyIi8+PC9zdmc+"  # a folder and a magnifier, embedded (plexor.hints)
 NAME = "folder-search"
 RO = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from plexor import Context, NotFound, PlexorError, Result, hookimpl
+from plexor import Cache, Context, NotFound, PlexorError, Result, hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover - types only: ConfigSpec and Settings would load plexor.config at import
     import click
@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover - types only: ConfigSpec and Settings woul
     from plexor_keyboard.catalog import Catalog
 
 PLEXOR_NAMESPACE = "keyboard"
+PLEXOR_ICON = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAyNCAyNCI+PHJlY3QgeD0iMS41IiB5PSI1IiB3aWR0aD0iMjEiIGhlaWdodD0iMTQiIHJ4PSIyIiBmaWxsPSIjNDQ0Ii8+PHBhdGggZD0iTTQgOGgydjJINHptMyAwaDJ2Mkg3em0zIDBoMnYyaC0yem0zIDBoMnYyaC0yem0zIDBoMnYyaC0yek00IDExaDJ2Mkg0em0zIDBoMnYySDd6bTMgMGgydjJoLTJ6bTMgMGgydjJoLTJ6bTMgMGg0djJoLTR6TTYgMTRoMTJ2Mkg2eiIgZmlsbD0iI2ZmZiIvPjwvc3ZnPg=="  # a keyboard, embedded (plexor.hints)
+STATIC = Cache(ttl=86400, scope="public")  # the catalog is built in: the same for everyone, all day
 
 _READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False, "destructiveHint": False}
 
@@ -66,17 +68,17 @@ def plexor_register_tools(register: ToolRegistrar, settings: Settings) -> None:
     _default_layout(settings)  # a value outside the layout vocabulary fails the plugin at start, naming its source
     # Lookups take microseconds: run them on the event loop rather than hop to a thread.
     for tool in (lookup_keycode, search_keys, list_categories, get_key_combinations):
-        register(tool, annotations=_READ_ONLY, blocking=False)
+        register(tool, annotations=_READ_ONLY, blocking=False, cache=STATIC)
 
 
 @hookimpl
 def plexor_register_resources(register: ResourceRegistrar, settings: Settings) -> None:
-    register("keycode://all", read_all, name="All macOS virtual key codes",
+    register("keycode://all", read_all, name="All macOS virtual key codes", cache=STATIC,
              description="Every kVK_* constant with its name, code, hex, category and aliases.")
-    register("keycode://aliases", read_aliases, name="Key aliases",
+    register("keycode://aliases", read_aliases, name="Key aliases", cache=STATIC,
              description="Every alias, abbreviation and glyph, with the key it names (and the alternatives "
                          "of ambiguous names).")
-    register.lister(list_category_resources)
+    register.lister(list_category_resources, cache=STATIC)
 
 
 @hookimpl
@@ -84,7 +86,7 @@ def plexor_register_resource_templates(register: TemplateRegistrar, settings: Se
     register("keycode://category/{category}", read_category, name="Keys of one category",
              description="The keys of one category (letters, numbers, function-keys, modifiers, navigation, "
                          "editing, keypad, punctuation, media, iso-jis).",
-             complete={"category": complete_category})
+             complete={"category": complete_category}, cache=STATIC)
 
 
 @hookimpl
