@@ -237,10 +237,13 @@ class Signature:
             return {}
         import pydantic
 
+        blob: bytes | None
         try:
             # Checked as the JSON it came as, in strict mode: true is not 1, "5" is not 5.
-            blob = json.dumps(_whole_floats(arguments))
-        except (TypeError, ValueError):  # an in-process caller passed Python objects
+            blob = json.dumps(_whole_floats(arguments), ensure_ascii=False).encode()
+        except (TypeError, ValueError):
+            # An in-process caller passed Python objects, or a string holds an unpaired surrogate
+            # (valid in a JSON text, not in UTF-8): checked as Python values, and the tool explains.
             blob = None
         try:
             if blob is None:

@@ -1,7 +1,13 @@
-"""The three resource forms, the resources/list lister, and not-found errors with guidance."""
+"""The three resource forms, the resources/list lister (bounded), not-found errors with guidance, and
+notifications/resources/updated for subscribed trees."""
 
 from __future__ import annotations
 
+import json
+import warnings
+
+import anyio
+import mcp_types as types
 import pytest
 from arbor_testlib import Calls
 from mcp.shared.exceptions import MCPError
@@ -49,9 +55,9 @@ async def test_resources_list_shows_each_active_tree_and_its_head(plexor, backen
         await call.ok("tree_release", tree_id=dropped["id"], owner_id="system")
         listed = await client.list_resources()
         uris = [r.uri for r in listed.resources if r.uri.startswith("arbor://")]
-        assert uris == [
-            f"arbor://tree/{first['id']}", f"arbor://tree/{first['id']}/head",
+        assert uris == [  # newest first
             f"arbor://tree/{second['id']}", f"arbor://tree/{second['id']}/head",
+            f"arbor://tree/{first['id']}", f"arbor://tree/{first['id']}/head",
         ]
         names = {r.uri: r.name for r in listed.resources}
         assert "First" in names[f"arbor://tree/{first['id']}"]
@@ -123,3 +129,108 @@ async def test_tree_id_completion_is_bounded(plexor):
         values = await _complete(client, "arbor://tree/{tree_id}", "")
         assert len(values) == 100 and set(values) <= set(made)
         assert store.complete_tree_ids("", limit=7) == values[:7]
+
+
+def _listed(listed: types.ListResourcesResult) -> list[str]:
+    return [r.uri.split("/")[3] for r in listed.resources if r.uri.startswith("arbor://") and not r.uri.endswith("/head")]
+
+
+async def test_resources_list_is_bounded_to_pinned_then_newest_trees(plexor, backend):
+    env = {**backend, "PLEXOR_ARBOR_LISTED_TREES": "3", "PLEXOR_PAGE_SIZE": "4"}
+    async with plexor.client(installed=["arbor"], env=env) as client:
+        call = Calls(client)
+        ids = [(await call.ok("tree_create", metadata=json.dumps({"title": f"T{i}"})))["id"] for i in range(6)]
+        await call.ok("tree_update_metadata", tree_id=ids[0], metadata='{"pinned": true}', merge=True)
+        await call.ok("tree_update_metadata", tree_id=ids[1], metadata='{"note": "not \\"pinned\\": true"}')
+        found, cursor = [], None  # paged: 3 trees are 6 resources, pages of 4
+        while True:
+            page = await client.list_resources(cursor=cursor)
+            found += page.resources
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert _listed(types.ListResourcesResult(resources=found)) == [ids[0], ids[5], ids[4]]
+        assert len(found) == 6
+        # the others are still there, through the template
+        assert (await call.resource(f"arbor://tree/{ids[2]}"))["metadata"] == {"title": "T2"}
+        templates = await client.list_resource_templates()
+        assert "arbor://tree/{tree_id}" in {t.uri_template for t in templates.resource_templates}
+
+
+async def test_resources_list_of_zero_trees_and_a_bad_setting(plexor, backend):
+    async with plexor.client(installed=["arbor"], env={**backend, "PLEXOR_ARBOR_LISTED_TREES": "0"}) as client:
+        await Calls(client).ok("tree_create")
+        assert _listed(await client.list_resources()) == []
+    async with plexor.client(installed=["arbor"], env={**backend, "PLEXOR_ARBOR_LISTED_TREES": "-1"}) as client:
+        plugins = await client.call_tool("plexor_plugins", {})
+        arbor = next(p for p in plugins.structured_content["plugins"] if p["name"] == "arbor")
+        assert arbor["state"] == "failed" and "listed_trees = -1" in arbor["error"]
+
+
+class _Inbox:
+    def __init__(self) -> None:
+        self.updated: list[str] = []
+        self.list_changed = 0
+
+    async def __call__(self, message: object) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ResourceUpdatedNotification):
+            self.updated.append(str(root.params.uri))
+        elif isinstance(root, types.ResourceListChangedNotification):
+            self.list_changed += 1
+
+    async def settle(self, client: object) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # ping is legacy-only, and this client is legacy
+            await client.send_ping()  # type: ignore[attr-defined]
+        await anyio.sleep(0.2)
+
+
+async def test_a_subscribed_client_hears_when_a_tree_changes(plexor, backend):
+    inbox = _Inbox()
+    async with plexor.client(installed=["arbor"], env=backend, mode="legacy", message_handler=inbox) as client:
+        call = Calls(client)
+        tree = await call.ok("tree_create")
+        other = await call.ok("tree_create")
+        t = tree["id"]
+        await inbox.settle(client)
+        assert inbox.list_changed >= 2  # each new tree enters the listing
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for uri in (f"arbor://tree/{t}", f"arbor://tree/{t}/head", f"arbor://tree/{t}/node/{tree['root']}"):
+                await client.subscribe_resource(uri)
+        await call.ok("node_create_text", tree_id=other["id"], content="elsewhere")  # not subscribed
+        await inbox.settle(client)
+        assert inbox.updated == []
+
+        hello = await call.ok("node_create_text", tree_id=t, content="Hello")
+        await inbox.settle(client)
+        assert sorted(inbox.updated) == sorted([f"arbor://tree/{t}", f"arbor://tree/{t}/head",
+                                                f"arbor://tree/{t}/node/{tree['root']}"])
+        inbox.updated.clear()
+        await call.ok("tree_set_head", tree_id=t, node_id=tree["root"])
+        await call.ok("tree_update_metadata", tree_id=t, metadata='{"title": "Renamed"}')
+        await inbox.settle(client)
+        assert inbox.updated == [f"arbor://tree/{t}", f"arbor://tree/{t}/head", f"arbor://tree/{t}"]
+        assert (await call.resource(f"arbor://tree/{t}"))["metadata"] == {"title": "Renamed"}
+        inbox.updated.clear()
+        before = inbox.list_changed
+        await call.ok("tree_release", tree_id=t, owner_id="system")
+        await call.ok("tree_purge", tree_id=t)
+        await inbox.settle(client)
+        assert inbox.updated == [f"arbor://tree/{t}", f"arbor://tree/{t}", f"arbor://tree/{t}/head"]
+        assert inbox.list_changed == before + 1  # released: it left the listing (purging it changes nothing more)
+        assert hello["tree_id"] == t
+
+
+async def test_a_modern_client_hears_tree_changes_on_its_listen_stream(plexor, backend):
+    async with plexor.client(installed=["arbor"], env=backend, mode="auto") as client:
+        assert client.protocol_version == "2026-07-28"
+        call = Calls(client)
+        t = (await call.ok("tree_create"))["id"]
+        async with client.listen(resource_subscriptions=[f"arbor://tree/{t}"]) as sub:
+            await call.ok("node_create_text", tree_id=t, content="Hello")
+            with anyio.fail_after(5):
+                async for event in sub:
+                    assert event.uri == f"arbor://tree/{t}"
+                    break

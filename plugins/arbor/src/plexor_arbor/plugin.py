@@ -29,6 +29,9 @@ SETTINGS = {
 def plexor_add_config(config: Any) -> None:
     for key, (default, help_text) in SETTINGS.items():
         config.add(key, float, default, help=help_text)
+    config.add("listed_trees", int, 10,
+               help="how many active trees resources/list shows (pinned first, then the newest); 0 for none. "
+                    "Every tree stays readable through the arbor://tree/{tree_id} templates")
     config.add("database_url", str, None,
                help="database URL such as postgresql://user@host/db (default: a SQLite file in the data directory)")
 
@@ -42,6 +45,11 @@ def check_settings(settings: Any) -> None:
                 f"[arbor] {key} = {value!r} ({settings.sources.get(key, 'default')}) must be 0 or more seconds",
                 f"Set {key} to a number of seconds, e.g. {int(SETTINGS[key][0])}.",
             )
+    listed = settings["listed_trees"]
+    if listed is None or listed < 0:
+        raise ConfigError(
+            f"[arbor] listed_trees = {listed!r} ({settings.sources.get('listed_trees', 'default')}) must be 0 or more",
+            "Set listed_trees to how many trees resources/list should show, e.g. 10 (0 lists none).")
 
 
 @hookimpl
@@ -135,9 +143,13 @@ class Sweeper:
         self._thread.join(timeout)
 
     def sweep_once(self) -> dict[str, Any]:
+        from plexor_arbor.purge import announce_gone
+
         result = self.store.sweep(self.settings["scheduled_window"], self.settings["archive_window"])
         self.runs += 1
         self.last = result
+        # Only active trees are listed, and the sweeper touches none: subscribers hear, listers need not.
+        announce_gone(self.plugin, [*result["archived"], *result["purged"]], listed=False)
         if result["archived"] or result["purged"]:
             self.plugin.log.info("arbor_sweep", archived=len(result["archived"]), purged=len(result["purged"]))
         return result

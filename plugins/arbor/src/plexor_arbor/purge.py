@@ -63,7 +63,18 @@ def tree_purge(ctx: Context, tree_id: str, force: bool = False) -> dict[str, Any
     """
     from plexor_arbor.store import Store
 
-    return purge_tree(ctx.service(Store), tree_id, force=force)
+    result = purge_tree(ctx.service(Store), tree_id, force=force)
+    announce_gone(ctx.plugin, [result["purged"]], listed=result["previous_state"] == "active")
+    return result
+
+
+def announce_gone(plugin: Any, tree_ids: list[str], *, listed: bool) -> None:
+    """Tell subscribers that these trees left (archived or purged); the listing changed if any was listed."""
+    for tid in tree_ids:
+        plugin.resource_updated(f"arbor://tree/{tid}")
+        plugin.resource_updated(f"arbor://tree/{tid}/head")
+    if listed:
+        plugin.resource_list_changed()
 
 
 PURGE_TOOLS: list[tuple[Any, dict[str, Any]]] = [

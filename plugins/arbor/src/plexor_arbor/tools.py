@@ -37,6 +37,18 @@ def _store(ctx: Context) -> Store:
     return ctx.service(Store)
 
 
+def _changed(ctx: Context, tree_id: str, *, head: bool = False, node: str | None = None, listing: bool = False) -> None:
+    """Tell subscribed clients which resources a write changed (and clients that list, when the listing did)."""
+    plugin = ctx.plugin
+    plugin.resource_updated(f"arbor://tree/{tree_id}")
+    if head:
+        plugin.resource_updated(f"arbor://tree/{tree_id}/head")
+    if node:  # a new child changes its parent's "children"
+        plugin.resource_updated(f"arbor://tree/{tree_id}/node/{node}")
+    if listing:
+        plugin.resource_list_changed()
+
+
 # ------------------------------------------------------------------ trees
 def tree_create(ctx: Context, metadata: JSONObject | None = None, owner_id: str = "system") -> dict[str, Any]:
     """Create a new conversation tree with an empty root node; the head starts at the root.
@@ -49,7 +61,9 @@ def tree_create(ctx: Context, metadata: JSONObject | None = None, owner_id: str 
     :param metadata: free metadata for the tree: a JSON object written as a string, e.g. "{\"title\": \"Trip planning\"}".
     :param owner_id: who holds the tree's first reference (release it with arbor_tree_release).
     """
-    return _store(ctx).create_tree(metadata, owner_id)
+    tree = _store(ctx).create_tree(metadata, owner_id)
+    ctx.plugin.resource_list_changed()
+    return tree
 
 
 def tree_get(ctx: Context, tree_id: str) -> dict[str, Any]:
@@ -128,7 +142,9 @@ def tree_update_metadata(ctx: Context, tree_id: str, metadata: JSONObject, merge
     :param metadata: the new metadata: a JSON object written as a string, e.g. "{\"title\": \"Trip\"}".
     :param merge: merge into the existing metadata instead of replacing it.
     """
-    return _store(ctx).update_metadata(tree_id, metadata, merge)
+    tree = _store(ctx).update_metadata(tree_id, metadata, merge)
+    _changed(ctx, tree["id"], listing=True)  # the listing shows the title, and pinned trees first
+    return tree
 
 
 def tree_claim(ctx: Context, tree_id: str, owner_id: str, count: int = 1) -> dict[str, Any]:
@@ -139,7 +155,9 @@ def tree_claim(ctx: Context, tree_id: str, owner_id: str, count: int = 1) -> dic
     :param owner_id: who holds the references (a session, a user, a job).
     :param count: how many references to add (at least 1).
     """
-    return _store(ctx).claim(tree_id, owner_id, count)
+    tree = _store(ctx).claim(tree_id, owner_id, count)
+    _changed(ctx, tree["id"], listing=tree.get("previous_state") != "active")
+    return tree
 
 
 def tree_release(ctx: Context, tree_id: str, owner_id: str, count: int = 1) -> dict[str, Any]:
@@ -150,7 +168,9 @@ def tree_release(ctx: Context, tree_id: str, owner_id: str, count: int = 1) -> d
     :param owner_id: the owner giving references back.
     :param count: how many references to release (at least 1).
     """
-    return _store(ctx).release(tree_id, owner_id, count)
+    tree = _store(ctx).release(tree_id, owner_id, count)
+    _changed(ctx, tree["id"], listing=tree["state"] != "active")
+    return tree
 
 
 def tree_get_head(ctx: Context, tree_id: str) -> dict[str, Any]:
@@ -169,7 +189,9 @@ def tree_set_head(ctx: Context, tree_id: str, node_id: str) -> dict[str, Any]:
     :param tree_id: the tree's id (must be active).
     :param node_id: any node of the tree.
     """
-    return _store(ctx).set_head(tree_id, node_id)
+    head = _store(ctx).set_head(tree_id, node_id)
+    _changed(ctx, head["tree_id"], head=True)
+    return head
 
 
 def tree_render(
@@ -219,7 +241,9 @@ def node_create_text(
     :param metadata: a JSON object written as a string, e.g. "{\"role\": \"user\"}"; its "role" (system, user,
         assistant, tool...) is shown by arbor_tree_render.
     """
-    return _store(ctx).create_node(tree_id, content=content, parent=parent, metadata=metadata)
+    node = _store(ctx).create_node(tree_id, content=content, parent=parent, metadata=metadata)
+    _changed(ctx, node["tree_id"], head=True, node=node["parent"])
+    return node
 
 
 def node_create_external(
@@ -239,7 +263,9 @@ def node_create_external(
     :param parent: the node to attach to (default: the head).
     :param metadata: a JSON object written as a string, e.g. "{\"role\": \"tool\"}".
     """
-    return _store(ctx).create_node(tree_id, handle=dict(handle), parent=parent, metadata=metadata)
+    node = _store(ctx).create_node(tree_id, handle=dict(handle), parent=parent, metadata=metadata)
+    _changed(ctx, node["tree_id"], head=True, node=node["parent"])
+    return node
 
 
 def node_get(ctx: Context, tree_id: str, node_id: str) -> dict[str, Any]:
@@ -374,7 +400,7 @@ def read_head(ctx: Context, tree_id: str) -> dict[str, Any]:
 
 
 def list_resources(ctx: Context) -> list[dict[str, Any]]:
-    return _store(ctx).resource_listing()
+    return _store(ctx).resource_listing(int(ctx.settings["listed_trees"]))
 
 
 async def complete_tree_id(value: str, ctx: Context) -> list[str]:

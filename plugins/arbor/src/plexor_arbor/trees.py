@@ -126,12 +126,27 @@ class TreesMixin(StoreBase):
                  .order_by(Tree.updated_at.desc(), Tree.id).limit(limit))
         return [str(tid) for tid in self.data.column(query)]
 
-    def resource_listing(self) -> list[dict[str, Any]]:
-        """``resources/list`` entries: each active tree and its head."""
+    def resource_listing(self, limit: int) -> list[dict[str, Any]]:
+        """``resources/list`` entries, each tree and its head, for at most ``limit`` active trees.
+
+        Pinned trees (metadata ``"pinned": true``) come first, most recently created first, then
+        the most recently created others; older trees stay readable through the templates. The
+        listing is bounded so that a database with thousands of trees does not flood clients
+        that turn every listed resource into something for a model to choose from.
+        """
+        if limit <= 0:
+            return []
+        select = ("SELECT t.id, t.metadata, h.id FROM arbor_tree t LEFT JOIN arbor_node h ON h.seq = t.head_seq "
+                  "WHERE t.state = 'active'")
+        order = " ORDER BY t.created_at DESC, t.id DESC LIMIT ?"
+        # The LIKE only narrows the candidates; the JSON decides.
+        pinned = [r for r in self.data.execute(select + " AND t.metadata LIKE ?" + order,
+                                               ('%"pinned"%', limit)).fetchall() if loads(r[1]).get("pinned") is True]
+        chosen = {r[0] for r in pinned}
+        recent = [r for r in self.data.execute(select + order, (limit + len(pinned),)).fetchall()
+                  if r[0] not in chosen]
         out = []
-        for tid, meta, head in self.data.execute(
-                "SELECT t.id, t.metadata, h.id FROM arbor_tree t LEFT JOIN arbor_node h ON h.seq = t.head_seq "
-                "WHERE t.state = 'active' ORDER BY t.created_at, t.id").fetchall():
+        for tid, meta, head in (pinned + recent)[:limit]:
             described = loads(meta)
             title = described.get("title") or described.get("name")
             label = f"{title} ({tid[:8]})" if isinstance(title, str) and title else f"tree {tid}"
