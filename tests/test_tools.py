@@ -437,3 +437,28 @@ async def test_a_parameter_can_be_mirrored_into_an_http_header(plexor_home):
         for headers in ({"Mcp-Param-Region": "us-east"}, {}):  # disagreeing, or missing while the body has it
             status, refused = modern_post(served, "tools/call", call, name=call["name"], headers=headers)
             assert status == 400 and refused["error"]["code"] == -32020, refused
+
+
+async def test_scalars_are_strict_as_the_schema_says(plexor):
+    def pick(key: str | int, times: int = 2, scale: float = 1.0, loud: bool = False, label: str = "x") -> dict:
+        """Pick a key."""
+        return {"key": key, "times": times, "scale": scale, "loud": loud, "label": label}
+
+    async with plexor.client([("demo", tools_plugin("demo", pick=pick))]) as client:
+        schema = next(t for t in (await client.list_tools()).tools if t.name == "demo_pick").input_schema
+        assert schema["properties"]["times"]["type"] == ["integer", "null"] and schema["required"] == ["key"]
+        for bad, said in [({"key": True}, "argument 'key' must be string or integer, got a boolean (true)"),
+                          ({"key": None}, "argument 'key' must be string or integer, got null"),
+                          ({"key": "a", "times": "3"}, "argument 'times' must be integer, got a string ('3')"),
+                          ({"key": "a", "times": True}, "argument 'times' must be integer, got a boolean"),
+                          ({"key": "a", "times": 2.5}, "argument 'times' must be integer, got a number (2.5)"),
+                          ({"key": "a", "scale": "1.5"}, "argument 'scale' must be number"),
+                          ({"key": "a", "loud": 1}, "argument 'loud' must be boolean, got a number (1)"),
+                          ({"key": "a", "loud": "true"}, "argument 'loud' must be boolean, got a string"),
+                          ({"key": "a", "label": 7}, "argument 'label' must be string, got a number (7)")]:
+            r = await client.call_tool("demo_pick", bad)
+            assert r.is_error and said in r.content[0].text, (bad, r.content[0].text)
+            assert "Accepted arguments: key (string or integer, required); times (integer); scale (number)" \
+                in r.content[0].text
+        ok = await client.call_tool("demo_pick", {"key": 7, "times": 3.0, "scale": 2, "loud": None, "label": None})
+        assert ok.structured_content == {"key": 7, "times": 3, "scale": 2.0, "loud": False, "label": "x"}
