@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import hmac
 import json
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -34,6 +36,7 @@ __all__ = ["ACCESS_KEY", "PROFILE_HEADER", "AccessGuard", "access_middleware"]
 
 ACCESS_KEY = "plexor.access"  # where the Access of a request is kept in its ASGI scope
 PROFILE_HEADER = b"plexor-profile"
+KNOWN_TOKENS = 4096
 _CALLS = frozenset({"tools/call", "resources/read", "prompts/get", "completion/complete"})
 
 
@@ -63,6 +66,7 @@ class AccessGuard:
         self.static_token = static_token.encode() if static_token else None
         self.max_body = max_body
         self.default_profile = default_profile or config.default_profile
+        self._known: OrderedDict[bytes, _Known] = OrderedDict()  # verified tokens, most recent last
         self.metadata_url: str | None = None
         self.metadata_app: Any = None
         if verifier is not None:
@@ -121,9 +125,7 @@ class AccessGuard:
             access.profile = profile
         scope = {**scope, ACCESS_KEY: access}
         if user is not None:
-            from starlette.authentication import AuthCredentials
-
-            scope["user"], scope["auth"] = user, AuthCredentials(sorted(access.scopes or ()))
+            scope["user"], scope["auth"] = user, access.credentials
         if access.scopes is not None and scope.get("method") == "POST":
             replay = await self._check_body(scope, receive, send, access)
             if replay is None:
@@ -158,19 +160,24 @@ class AccessGuard:
         if self.static_token is not None and hmac.compare_digest(token, self.static_token):
             access.subject = "static-token"
             return None
+        known = self._known.get(token)
+        if known is not None and (known.expires_at is None or known.expires_at + self.config.leeway >= time.time()):
+            known.fill(access)
+            return known.user
         assert self.verifier is not None
         try:
             found = await self.verifier.check(token.decode("latin-1"))
         except TokenRefused as refused:
+            self._known.pop(token, None)
             audit("deny", reason=refused.reason, detail=refused.description, **where)
             await self._unauthorized(send, refused.reason, refused.description)
             return False
-        claims = found.claims or {}
-        access.scopes = granted_scopes(found.scopes)
-        access.subject, access.client = found.subject, found.client_id or None
-        access.issuer, access.token_id = str(claims.get("iss") or "") or None, claims.get("jti")
-        access.claims = claims
-        return AuthenticatedUser(found)
+        known = _Known(found, AuthenticatedUser(found))
+        self._known[token] = known
+        while len(self._known) > KNOWN_TOKENS:
+            self._known.popitem(last=False)
+        known.fill(access)
+        return known.user
 
     async def _unauthorized(self, send: Any, reason: str | None, description: str) -> None:
         parts = []
@@ -271,6 +278,28 @@ class AccessGuard:
         uri = str(params.get("uri", ""))
         plugin = self.policy.plugin_of_uri(uri)
         return None if plugin is None else (uri, self.policy.plugin_scopes(plugin), plugin)
+
+
+class _Known:
+    """What a verified token gives each of its requests, worked out once (the token's user, scopes, who)."""
+
+    __slots__ = ("claims", "client", "credentials", "expires_at", "issuer", "scopes", "subject", "token_id", "user")
+
+    def __init__(self, found: Any, user: Any) -> None:
+        from starlette.authentication import AuthCredentials
+
+        self.user = user
+        self.expires_at = found.expires_at
+        self.claims = found.claims or {}
+        self.scopes = granted_scopes(found.scopes)
+        self.credentials = AuthCredentials(sorted(self.scopes))
+        self.subject, self.client = found.subject, found.client_id or None
+        self.issuer, self.token_id = str(self.claims.get("iss") or "") or None, self.claims.get("jti")
+
+    def fill(self, access: Access) -> None:
+        access.scopes, access.subject, access.client = self.scopes, self.subject, self.client
+        access.issuer, access.token_id, access.claims = self.issuer, self.token_id, self.claims
+        access.credentials = self.credentials
 
 
 def _access_of(ctx: Any) -> Access | None:

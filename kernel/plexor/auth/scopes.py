@@ -93,6 +93,7 @@ class Access:
     issuer: str | None = None
     token_id: str | None = None
     claims: dict[str, Any] | None = None
+    credentials: Any = None  # starlette AuthCredentials of the token (the SDK reads scope["auth"])
 
     @property
     def restricted(self) -> bool:
