@@ -9,21 +9,22 @@ task requests its typed API does not have (``tools/call`` with ``task``, ``tasks
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
 from conftest import make_plugin
 from mcp.client import Client, advertise
-from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
+from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.shared.exceptions import MCPError
-from pydantic import ConfigDict, TypeAdapter
+from pydantic import TypeAdapter
 
 from plexor import AskError, Context, Elicit, Result
 from plexor.core.kernel import Kernel
 from plexor.server import build_server
 from plexor.tasks import TASKS_EXTENSION, tasks_of
+from plexor.tasks.client import TasksClient, task_request
 
 ANY: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 pytestmark = pytest.mark.anyio
@@ -79,45 +80,8 @@ async def kernel(tmp_path):
     await k.stop()
 
 
-# -- a 2026-07-28 client application's tasks extension ---------------------------------------------
-class CreateTask(types.Result):
-    model_config = ConfigDict(extra="allow")
-    result_type: Literal["task"]
-
-
-class TasksClient(ClientExtension):
-    """Resolves a CreateTaskResult by polling tasks/get; answers input requests with ``answer``."""
-
-    identifier = TASKS_EXTENSION
-
-    def __init__(self, answer: Any = None) -> None:
-        self.answer = answer
-        self.seen: list[dict[str, Any]] = []
-
-    def claims(self) -> list[ResultClaim[Any]]:
-        return [ResultClaim(result_type="task", model=CreateTask, resolve=self.resolve)]
-
-    async def resolve(self, created: CreateTask, ctx: ClaimContext) -> types.CallToolResult:
-        task_id = (created.model_extra or {})["taskId"]
-        while True:
-            task = await get(ctx.session, task_id)
-            self.seen.append(task)
-            if task["status"] == "completed":
-                return types.CallToolResult.model_validate(task["result"])
-            if task["status"] in ("failed", "cancelled"):
-                raise MCPError(task.get("error", {}).get("code", -32603), task.get("statusMessage", task["status"]))
-            if task["status"] == "input_required":
-                answers = {key: self.answer(request) for key, request in task["inputRequests"].items()}
-                await request(ctx.session, "tasks/update", {"taskId": task_id, "inputResponses": answers})
-            await anyio.sleep(0.02)
-
-
-class AnyRequest(types.Request):  # type: ignore[type-arg]
-    params: dict[str, Any] | None = None  # kept as sent (the base model would drop unknown params)
-
-
 async def request(session: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    return await session.send_request(AnyRequest(method=method, params=params), ANY)
+    return await task_request(session, method, params)
 
 
 async def get(session: Any, task_id: str) -> dict[str, Any]:

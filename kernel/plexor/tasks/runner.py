@@ -51,8 +51,8 @@ class TaskSession:
         if now - self._last < 0.2:  # a tight loop of progress must not become a tight loop of writes
             return
         self._last = now
-        shown = f"{current:g}/{total:g}" if total else f"{current:g}"
-        text = f"{message} ({shown})" if message else f"progress {shown}"
+        shown = f"{current:g}/{total:g}" if total else (f"{current:g}" if current else "")
+        text = (message or "progress") + (f" ({shown})" if shown else "")
         await self._tasks.db(self._tasks.store.progress, self._task_id, text)
 
     async def send_log_message(self, *args: Any, **kwargs: Any) -> None:
