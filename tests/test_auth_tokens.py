@@ -228,3 +228,19 @@ async def test_a_token_claim_picks_the_profile_and_wins_over_the_header(stack):
         assert refused.is_error and "profile 'reader'" in refused.content[0].text
         assert px.calls() == before
     assert any(a.get("reason") == "not_in_profile" and a.get("profile") == "reader" for a in px.audit())
+
+
+def test_legacy_sse_is_guarded_too(stack, tmp_path):
+    asrv, _ = stack
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    with served_plexor(tmp_path / "sse", port, auth={"issuer": asrv.issuer, "resource": resource},
+                       args=("--transport", "sse")) as px:
+        base = px.base
+        r = httpx.get(f"{base}/sse")
+        assert r.status_code == 401 and "resource_metadata" in r.headers["www-authenticate"]
+        token = asrv.mint({"aud": resource, "scope": "ledger:read"})
+        r = httpx.post(f"{base}/messages/?session_id=0123456789abcdef0123456789abcdef", content=json.dumps(POST),
+                       headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        assert r.status_code == 403 and challenge(r)["scope"] == "ledger:write"
+        assert px.calls() == []
