@@ -372,3 +372,127 @@ async def test_the_documented_example_runs_as_written(plexor, mode):
         r = await client.call_tool("trips_plan_trip", {"city": "Oslo"})
     assert r.structured_content == {"traveller": "Dee", "pitch": "Lovely."}
     assert sorted(answers.asked) == ["One sentence selling Oslo.", "Who is travelling?"]  # once each
+
+
+WEATHER = {"name": "weather", "description": "The weather in a city.",
+           "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+
+
+class Voyager:
+    """Asks with URL-mode elicitation and with sampling that offers the model a tool."""
+
+    PLEXOR_NAMESPACE = "voy"
+
+    @hookimpl
+    def plexor_register_tools(self, register, settings):
+        async def signin(ctx: Context) -> dict:
+            """Send the user to a sign-in page."""
+            got = await ctx.elicit_url("Sign in to Example to continue.", "https://example.org/login?x=1",
+                                       elicitation_id="login-1")
+            told = await ctx.elicitation_complete("login-1") if got["action"] == "accept" else False
+            return {"action": got["action"], "told": told, "can": ctx.can_ask("elicitation.url")}
+
+        async def forecast(ctx: Context) -> dict:
+            """Let the client's model call a weather tool."""
+            first = await ctx.sample("Should I take an umbrella in Lyon?", tools=[WEATHER], tool_choice="auto",
+                                     max_tokens=50, key="first")
+            use = first["content"][0]
+            weather = {"type": "tool_result", "toolUseId": use["id"],
+                       "content": [{"type": "text", "text": "rain all day"}]}
+            final = await ctx.sample([
+                {"role": "user", "content": {"type": "text", "text": "Should I take an umbrella in Lyon?"}},
+                {"role": "assistant", "content": first["content"]},
+                {"role": "user", "content": [weather]},
+            ], tools=[WEATHER], max_tokens=50, key="final")
+            return {"asked": use["name"], "input": use["input"], "stop": first["stopReason"],
+                    "answer": final["content"]["text"] if isinstance(final["content"], dict) else final["content"][0]["text"]}
+
+        register(signin)
+        register(forecast)
+
+
+class Traveller:
+    """Client callbacks for Voyager: opens pages, and a model that uses the weather tool once."""
+
+    def __init__(self, action: str = "accept") -> None:
+        self.action = action
+        self.pages: list[tuple[str, str, str | None]] = []
+        self.samples: list[list[str]] = []
+        self.completed: list[str] = []
+
+    async def elicit(self, context, params):
+        self.pages.append((params.mode, params.url, params.elicitation_id))
+        return types.ElicitResult(action=self.action)
+
+    async def sample(self, context, params):
+        self.samples.append([t.name for t in params.tools or []])
+        last = params.messages[-1].content
+        if isinstance(last, list) and last and last[0].type == "tool_result":
+            return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="Yes."),
+                                             model="m", stop_reason="endTurn")
+        return types.CreateMessageResultWithTools(
+            role="assistant", model="m", stop_reason="toolUse",
+            content=[types.ToolUseContent(type="tool_use", id="use-1", name="weather", input={"city": "Lyon"})])
+
+    async def messages(self, message):
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ElicitCompleteNotification):
+            self.completed.append(root.params.elicitation_id)
+
+    def callbacks(self, tools: bool = True) -> dict:
+        caps = types.SamplingCapability(tools=types.SamplingToolsCapability()) if tools else None
+        return {"elicitation_callback": self.elicit, "sampling_callback": self.sample,
+                "sampling_capabilities": caps, "message_handler": self.messages}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_url_mode_elicitation_in_both_eras(plexor, mode):
+    traveller = Traveller()
+    async with plexor.client([("voy", Voyager())], mode=mode, **traveller.callbacks()) as client:
+        r = await client.call_tool("voy_signin", {})
+        version = client.protocol_version
+    assert not r.is_error, r.content
+    legacy = version == "2025-11-25"
+    # 2026-07-28 input requests carry no elicitationId (removed from the spec at that version)
+    assert traveller.pages == [("url", "https://example.org/login?x=1", "login-1" if legacy else None)]
+    assert r.structured_content == {"action": "accept", "told": legacy, "can": True}
+    assert traveller.completed == (["login-1"] if legacy else [])
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_sampling_with_tools_in_both_eras(plexor, mode):
+    traveller = Traveller()
+    async with plexor.client([("voy", Voyager())], mode=mode, **traveller.callbacks()) as client:
+        r = await client.call_tool("voy_forecast", {})
+    assert not r.is_error, r.content
+    assert r.structured_content == {"asked": "weather", "input": {"city": "Lyon"}, "stop": "toolUse", "answer": "Yes."}
+    assert traveller.samples == [["weather"], ["weather"]]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_sampling_with_tools_needs_the_clients_tools_capability(plexor, mode):
+    async with plexor.client([("voy", Voyager())], mode=mode, **Traveller().callbacks(tools=False)) as client:
+        if mode == "auto":
+            with pytest.raises(MCPError) as err:
+                await client.call_tool("voy_forecast", {})
+            assert err.value.error.code == -32021
+            assert err.value.error.data["requiredCapabilities"] == {"sampling": {"tools": {}}}
+            text = err.value.error.message
+        else:
+            r = await client.call_tool("voy_forecast", {})
+            assert r.is_error
+            text = r.content[0].text
+    assert "did not declare the sampling with tools capability" in text
+
+
+def test_url_elicitation_refuses_what_is_not_a_web_page():
+    from plexor import ElicitURL
+
+    for bad in ("ftp://example.org/x", "http://example.org/login", "example.org", ""):
+        with pytest.raises(PlexorError, match="needs an https:// URL"):
+            ElicitURL("Sign in", bad)
+    assert ElicitURL("Local", "http://localhost:8080/cb").url == "http://localhost:8080/cb"
+    with pytest.raises(PlexorError, match="tool_choice"):
+        Sample("x", tools=[WEATHER], tool_choice="always")
+    with pytest.raises(PlexorError, match="is not a tool"):
+        Sample("x", tools=[{"name": "t"}])

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import pluggy
 
-    from plexor.asking import AskError, Elicit, ListRoots, Sample
+    from plexor.asking import AskError, Elicit, ElicitURL, ListRoots, Sample
     from plexor.context import Context
     from plexor.errors import (
         ConfigError,
@@ -87,7 +87,7 @@ def __dir__() -> list[str]:
 
 
 _LAZY = {
-    "AskError": "plexor.asking", "Elicit": "plexor.asking", "ListRoots": "plexor.asking", "Sample": "plexor.asking",
+    "AskError": "plexor.asking", "Elicit": "plexor.asking", "ElicitURL": "plexor.asking", "ListRoots": "plexor.asking", "Sample": "plexor.asking",
     "Header": "plexor.params", "JSONObject": "plexor.schema", "ConfigSpec": "plexor.settings", "Settings": "plexor.settings",
     "span": "plexor.telemetry", "Context": "plexor.context",
     **dict.fromkeys(("ConfigError", "InvalidArgument", "NotFound", "NotReady", "PlexorError", "PluginError",
@@ -107,6 +107,7 @@ __all__ = [
     "Context",
     "Data",
     "Elicit",
+    "ElicitURL",
     "Guidance",
     "Header",
     "InvalidArgument",

@@ -38,7 +38,7 @@ from typing import Any
 
 from plexor.errors import PlexorError
 
-__all__ = ["AskError", "Elicit", "InputRequired", "ListRoots", "Sample"]
+__all__ = ["AskError", "Elicit", "ElicitURL", "InputRequired", "ListRoots", "Sample"]
 
 # JSON-RPC codes these failures map to on the wire (2026-07-28 era).
 INVALID_PARAMS = -32602
@@ -72,6 +72,53 @@ class Elicit:
         return {"method": self.method, "params": {"message": self.message, "requestedSchema": self.schema}}
 
 
+class ElicitURL:
+    """Send the user to a web page (``elicitation/create`` in URL mode).
+
+    For what must not pass through the client or its model: signing in to a third
+    party, a payment, entering an API key. The client shows ``message`` and offers to
+    open ``url``; the user does the rest in the browser.
+
+    :param message: why the user should go there, shown to the user.
+    :param url: an ``https://`` URL (``http://`` only for localhost).
+    :param elicitation_id: names this interaction (default: derived from ``url``, the
+        same in every round); send ``notifications/elicitation/complete`` with it
+        (:meth:`plexor.Context.elicitation_complete`) when the page reports it done.
+        2025-11-25 clients receive it; from 2026-07-28 on the spec has none (the retry
+        of the request is what follows the page).
+
+    The answer is ``{"action": "accept" | "decline" | "cancel"}``: ``accept`` means the
+    user agreed to open the page, not that they finished there. The client must have
+    declared ``elicitation: {"url": {}}``.
+    """
+
+    capability = "elicitation"
+    method = "elicitation/create"
+
+    def __init__(self, message: str, url: str, *, elicitation_id: str | None = None) -> None:
+        if not isinstance(message, str) or not message.strip():
+            raise PlexorError("ElicitURL needs a non-empty message",
+                              "Say why the user should open the page, e.g. ElicitURL(\"Sign in to GitHub\", url).")
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url) if isinstance(url, str) else None
+        local = parts is not None and parts.hostname in ("localhost", "127.0.0.1", "::1")
+        if parts is None or not parts.netloc or not (parts.scheme == "https" or (parts.scheme == "http" and local)):
+            raise PlexorError(f"ElicitURL needs an https:// URL, not {url!r}",
+                              "Give the full address of the page (http:// only for localhost).")
+        self.message = message
+        self.url = url
+        if elicitation_id is None:
+            import hashlib
+
+            elicitation_id = "plexor-" + hashlib.sha256(url.encode()).hexdigest()[:16]
+        self.elicitation_id = elicitation_id
+
+    def wire(self) -> dict[str, Any]:
+        # The 2026-07-28 input request (the only use of this shape) has no elicitationId: the round names it.
+        return {"method": self.method, "params": {"mode": "url", "message": self.message, "url": self.url}}
+
+
 class Sample:
     """Ask the client's language model for a completion (``sampling/createMessage``).
 
@@ -81,6 +128,13 @@ class Sample:
     :param system: an optional system prompt.
     :param temperature: optional sampling temperature.
     :param stop: optional stop sequences.
+    :param tools: tools the model may ask to use, MCP ``Tool`` dicts
+        (``{"name", "description", "inputSchema"}``); the client must declare
+        ``sampling: {"tools": {}}``. When the model uses one, the answer's
+        ``content`` is a list with ``tool_use`` blocks and ``stopReason`` is
+        ``"toolUse"``: run the tool yourself and ask again with the conversation
+        so far plus a ``tool_result`` message.
+    :param tool_choice: ``"auto"`` (the model decides), ``"required"`` or ``"none"``.
 
     The answer is a ``CreateMessageResult``: ``{"role", "content", "model", "stopReason"}``;
     for a text reply, ``answer["content"]["text"]``.
@@ -97,6 +151,8 @@ class Sample:
         system: str | None = None,
         temperature: float | None = None,
         stop: Sequence[str] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> None:
         if isinstance(prompt, str):
             messages: list[dict[str, Any]] = [{"role": "user", "content": {"type": "text", "text": prompt}}]
@@ -114,7 +170,17 @@ class Sample:
             params["temperature"] = temperature
         if stop:
             params["stopSequences"] = list(stop)
+        if tools is not None:
+            params["tools"] = _sampling_tools(tools)
+        if tool_choice is not None:
+            if tool_choice not in ("auto", "required", "none"):
+                raise PlexorError(f"Sample tool_choice={tool_choice!r} is not a choice", "Use 'auto', 'required' or 'none'.")
+            params["toolChoice"] = {"mode": tool_choice}
         self.params = params
+
+    @property
+    def needs_tools(self) -> bool:
+        return "tools" in self.params or "toolChoice" in self.params
 
     def wire(self) -> dict[str, Any]:
         return {"method": self.method, "params": self.params}
@@ -130,7 +196,43 @@ class ListRoots:
         return {"method": self.method, "params": {}}
 
 
-Question = Elicit | Sample | ListRoots
+Question = Elicit | ElicitURL | Sample | ListRoots
+
+
+def _sampling_tools(tools: Any) -> list[dict[str, Any]]:
+    if isinstance(tools, str | Mapping) or not isinstance(tools, Sequence) or not tools:
+        raise PlexorError("Sample tools must be a non-empty list of tool dicts",
+                          'Pass tools=[{"name": "lookup", "description": "...", "inputSchema": {"type": "object", ...}}].')
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str) \
+                or not isinstance(tool.get("inputSchema"), Mapping) or tool["inputSchema"].get("type") != "object":
+            raise PlexorError(f"Sample tool {tool!r} is not a tool",
+                              "Each tool needs a 'name' and an 'inputSchema' that is a JSON Schema of type 'object'.")
+        out.append(json.loads(json.dumps(dict(tool))))
+    return out
+
+
+def requirement(question: Question) -> dict[str, Any]:
+    """The client capabilities ``question`` needs, in wire shape."""
+    if isinstance(question, ElicitURL):
+        return {"elicitation": {"url": {}}}
+    if isinstance(question, Elicit):
+        return {"elicitation": {"form": {}}}
+    if isinstance(question, Sample):
+        return {"sampling": {"tools": {}}} if question.needs_tools else {"sampling": {}}
+    return {"roots": {}}
+
+
+def covers(caps: Mapping[str, Any] | None, question: Question) -> bool:
+    """Whether client capabilities ``caps`` (wire shape) let the client answer ``question``."""
+    if isinstance(question, ElicitURL):
+        have = caps.get("elicitation") if caps else None
+        return isinstance(have, Mapping) and have.get("url") is not None
+    if isinstance(question, Sample) and question.needs_tools:
+        have = caps.get("sampling") if caps else None
+        return isinstance(have, Mapping) and have.get("tools") is not None
+    return declares(caps, question.capability)
 
 
 def default_key(question: Question) -> str:
@@ -183,13 +285,16 @@ def declares(caps: Mapping[str, Any] | None, capability: str) -> bool:
 CAPABILITY_OF_METHOD = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 
-def missing_capability(key: str, method: str) -> AskError:
+def missing_capability(key: str, method: str, question: Question | None = None) -> AskError:
     """The error for asking ``key`` (an ``method`` request) of a client that did not declare its capability."""
     capability = CAPABILITY_OF_METHOD.get(method, method)
-    required = {"elicitation": {"elicitation": {"form": {}}}, "sampling": {"sampling": {}}, "roots": {"roots": {}}}.get(
-        capability, {capability: {}})
+    defaults: dict[str, dict[str, Any]] = {"elicitation": {"elicitation": {"form": {}}}, "sampling": {"sampling": {}},
+                                           "roots": {"roots": {}}}
+    required = requirement(question) if question is not None else defaults.get(capability, {capability: {}})
+    shown = capability + (" (URL mode)" if isinstance(question, ElicitURL) else
+                          " with tools" if isinstance(question, Sample) and question.needs_tools else "")
     return AskError(
-        f"the client did not declare the {capability} capability, which this call needs to ask {key!r} ({method})",
+        f"the client did not declare the {shown} capability, which this call needs to ask {key!r} ({method})",
         f"Use a client that supports {capability} and declares it in its capabilities, or call a tool that does not need it.",
         rpc_code=MISSING_REQUIRED_CLIENT_CAPABILITY,
         data={"requiredCapabilities": required},
@@ -275,6 +380,9 @@ def _form_schema(schema: Any) -> dict[str, Any]:
 def question_from_wire(request: Mapping[str, Any]) -> Question:
     """Rebuild a question from an ``InputRequiredResult`` input request (what ``plexor connect`` relays)."""
     method, params = request.get("method"), dict(request.get("params") or {})
+    if method == "elicitation/create" and params.get("mode") == "url":
+        return ElicitURL(str(params.get("message") or "?"), str(params.get("url")),
+                         elicitation_id=params.get("elicitationId"))
     if method == "elicitation/create":
         return Elicit(str(params.get("message") or "?"), params.get("requestedSchema") or {})
     if method == "sampling/createMessage":
@@ -328,18 +436,24 @@ class Exchange:
         return dict(caps or {})
 
     def can_ask(self, what: str) -> bool:
-        if what not in CAPABILITY_OF_METHOD.values():
-            raise PlexorError(f"unknown capability {what!r}", "Ask about 'elicitation', 'sampling' or 'roots'.")
+        if what not in (*CAPABILITY_OF_METHOD.values(), "elicitation.url", "sampling.tools"):
+            raise PlexorError(f"unknown capability {what!r}",
+                              "Ask about 'elicitation', 'elicitation.url', 'sampling', 'sampling.tools' or 'roots'.")
         if not self.modern and self.session is None:
             return False
+        if what in ("elicitation.url", "sampling.tools"):
+            capability, mode = what.split(".")
+            have = self.capabilities.get(capability)
+            return isinstance(have, Mapping) and have.get(mode) is not None
         return declares(self.capabilities, what)
 
     async def ask(self, questions: Mapping[str, Question]) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         pending: dict[str, Question] = {}
         for key, question in questions.items():
-            if not isinstance(question, (Elicit, Sample, ListRoots)):
-                raise PlexorError(f"ctx.ask({key}=...) got {type(question).__name__}", "Pass Elicit(...), Sample(...) or ListRoots().")
+            if not isinstance(question, (Elicit, ElicitURL, Sample, ListRoots)):
+                raise PlexorError(f"ctx.ask({key}=...) got {type(question).__name__}",
+                                  "Pass Elicit(...), ElicitURL(...), Sample(...) or ListRoots().")
             if key in self.answers:  # answered in an earlier round (sealed in requestState)
                 out[key] = self.answers[key]
             elif self.modern and key in self.responses:
@@ -351,8 +465,8 @@ class Exchange:
         if not self.modern and self.session is None:
             raise PlexorError("this call has no MCP client to ask", "Call it through an MCP client (plexor serve); direct kernel calls cannot ask questions.")
         for key, question in pending.items():
-            if not declares(self.capabilities, question.capability):
-                raise missing_capability(key, question.method)
+            if not covers(self.capabilities, question):
+                raise missing_capability(key, question.method, question)
         if self.modern:
             raise InputRequired({key: q.wire() for key, q in pending.items()})
         for key, question in pending.items():
@@ -391,11 +505,17 @@ class Exchange:
 
         if isinstance(question, Elicit):
             return await session.elicit_form(question.message, question.schema, related_request_id=self.request_id)
+        if isinstance(question, ElicitURL):
+            return await session.elicit_url(question.message, question.url, question.elicitation_id,
+                                            related_request_id=self.request_id)
         if isinstance(question, Sample):
             p = question.params
+            tools = [types.Tool.model_validate(t) for t in p["tools"]] if "tools" in p else None
+            choice = types.ToolChoice.model_validate(p["toolChoice"]) if "toolChoice" in p else None
             return await session.create_message(
                 [types.SamplingMessage.model_validate(m) for m in p["messages"]], max_tokens=p["maxTokens"],
                 system_prompt=p.get("systemPrompt"), temperature=p.get("temperature"),
                 stop_sequences=p.get("stopSequences"), related_request_id=self.request_id,
+                tools=tools, tool_choice=choice,
             )
         return await session.list_roots()

@@ -85,7 +85,8 @@ class Context:
     async def ask(self, **questions: Any) -> dict[str, dict[str, Any]]:
         """Ask the client one or more questions and return the answers, keyed like the arguments.
 
-        Each value is :class:`plexor.Elicit`, :class:`plexor.Sample` or
+        Each value is :class:`plexor.Elicit`, :class:`plexor.ElicitURL`,
+        :class:`plexor.Sample` (with ``tools=`` for sampling with tools) or
         :class:`plexor.ListRoots`. On 2026-07-28 clients this may end the round
         (the function runs again, with the answers, when the client retries);
         on older clients each question is sent and awaited. Keep the keys
@@ -105,6 +106,31 @@ class Context:
         answer: dict[str, Any] = (await self.exchange.ask({name: question}))[name]
         return answer
 
+    async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
+                         key: str | None = None) -> dict[str, Any]:
+        """Send the user to a web page (URL-mode elicitation); returns ``{"action"}`` (see :class:`plexor.ElicitURL`)."""
+        from plexor.asking import ElicitURL, default_key
+
+        question = ElicitURL(message, url, elicitation_id=elicitation_id)
+        name = key or default_key(question)
+        answer: dict[str, Any] = (await self.exchange.ask({name: question}))[name]
+        return answer
+
+    async def elicitation_complete(self, elicitation_id: str) -> bool:
+        """Tell the client that the page of a URL-mode elicitation is done
+        (``notifications/elicitation/complete``), so it can stop waiting and retry.
+
+        Returns False (and sends nothing) when there is no channel for it: no client, or a
+        2026-07-28 request, whose client retries on its own.
+        """
+        if self._session is None or self.exchange.modern:
+            return False
+        try:
+            await self._session.send_elicit_complete(elicitation_id, related_request_id=self.request_id)
+        except Exception:  # noqa: BLE001 - a client gone meanwhile
+            return False
+        return True
+
     async def sample(self, prompt: Any, *, key: str | None = None, **options: Any) -> dict[str, Any]:
         """Ask the client's model; returns the ``CreateMessageResult`` dict (see :class:`plexor.Sample`)."""
         from plexor.asking import Sample, default_key
@@ -121,7 +147,8 @@ class Context:
         return list((await self.exchange.ask({key or "roots": ListRoots()}))[key or "roots"].get("roots", []))
 
     def can_ask(self, what: str) -> bool:
-        """Whether the client declared ``"elicitation"``, ``"sampling"`` or ``"roots"`` for this request."""
+        """Whether the client declared ``"elicitation"``, ``"elicitation.url"``, ``"sampling"``,
+        ``"sampling.tools"`` or ``"roots"`` for this request."""
         return bool(self.exchange.can_ask(what))
 
     @property
@@ -152,6 +179,19 @@ class Context:
             await self._session.send_progress_notification(
                 self._progress_token, current, total, message, related_request_id=self.request_id
             )
+
+    async def detach(self, message: str | None = None) -> bool:
+        """Become a task now: the client gets its task handle and this call goes on in the background.
+
+        For tools registered with ``task=..., detach="manual"``, which gather what they need first
+        (``ctx.ask`` in the ordinary request) and then commit to long work. From here on, questions
+        wait in the task (``input_required``) and progress becomes its status ``message``. Returns
+        False (and does nothing) when the call is not one that may become a task: the client did not
+        ask for one, the tool is not registered so, or it already is one.
+        """
+        from plexor.tasks.runner import detach
+
+        return await detach(self, message)
 
     async def close_stream(self) -> bool:
         """Close this call's SSE stream now, on Streamable HTTP with resumability; the client
