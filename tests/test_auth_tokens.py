@@ -244,3 +244,27 @@ def test_legacy_sse_is_guarded_too(stack, tmp_path):
                        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
         assert r.status_code == 403 and challenge(r)["scope"] == "ledger:write"
         assert px.calls() == []
+
+
+async def test_opaque_tokens_are_checked_by_introspection(tmp_path):
+    from auth.support import obtain_token, register_client
+
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    with authorization_server(tmp_path, resource, format="opaque") as asrv:
+        plexor_client = register_client(asrv.issuer, token_endpoint_auth_method="client_secret_basic")
+        auth = {"issuer": asrv.issuer, "resource": resource,
+                "introspection_endpoint": f"{asrv.issuer}/token/introspection",
+                "client_id": plexor_client["client_id"], "client_secret": plexor_client["client_secret"]}
+        with served_plexor(tmp_path / "home", port, auth=auth) as px:
+            token = obtain_token(asrv.issuer, resource, "ledger:read")["access_token"]
+            assert token.count(".") != 2  # opaque, not a JWT
+            http, client = await _session(px, token)
+            async with http, client:
+                assert sorted(t.name for t in (await client.list_tools()).tools) == ["ledger_balance"]
+                assert not (await client.call_tool("ledger_balance", {})).is_error
+            assert post(px, token).status_code == 403  # ledger_post needs ledger:write
+            r = post(px, token + "x")
+            assert r.status_code == 401 and challenge(r)["error"] == "invalid_token"
+            assert any(a.get("reason") == "inactive" for a in px.audit())
+            assert [c["call"] for c in px.calls()] == ["balance"]

@@ -4,7 +4,7 @@
 //   node provider.mjs CONFIG.json      (prints "listening <issuer>" on stdout once it accepts)
 //
 // CONFIG.json: {"port": N, "resource": "http://127.0.0.1:M/mcp", "scopes": ["arbor:read", ...],
-//               "jwks": {"keys": [<private RSA JWK with kid>]}, "access_ttl": seconds}
+//               "jwks": {"keys": [<private RSA JWK with kid>]}, "access_ttl": seconds, "format": "jwt"|"opaque"}
 // The signing key comes from the test, so the test can also mint tokens with it that the server
 // would never issue (wrong issuer, wrong audience, expired) and check Plexor refuses them.
 // Features used: dynamic client registration (RFC 7591), authorization code with PKCE (S256 only),
@@ -39,7 +39,7 @@ const provider = new Provider(issuer, {
           scope: resourceScope,
           audience: config.resource,
           accessTokenTTL: config.access_ttl,
-          accessTokenFormat: 'jwt',
+          accessTokenFormat: config.format || 'jwt',  // "opaque": checked by introspection (RFC 7662)
           jwt: { sign: { alg: 'RS256' } },
         };
       },

@@ -88,13 +88,13 @@ class AuthServer:
 
 
 @contextlib.contextmanager
-def authorization_server(tmp: Path, resource: str, *, access_ttl: int = 300) -> Iterator[AuthServer]:
+def authorization_server(tmp: Path, resource: str, *, access_ttl: int = 300, format: str = "jwt") -> Iterator[AuthServer]:
     cache = install_provider()
     port = free_port()
     key, jwk = rsa_jwk("as-key-1")
     config = tmp / "as-config.json"
     config.write_text(json.dumps({"port": port, "resource": resource, "scopes": SCOPES, "jwks": {"keys": [jwk]},
-                                  "access_ttl": access_ttl}))
+                                  "access_ttl": access_ttl, "format": format}))
     log = tmp / "as.log"
     with open(log, "wb") as err:
         proc = subprocess.Popen(["node", str(cache / "provider.mjs"), str(config)], stdout=subprocess.PIPE, stderr=err,
@@ -111,6 +111,40 @@ def authorization_server(tmp: Path, resource: str, *, access_ttl: int = 300) -> 
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def register_client(issuer: str, **metadata: Any) -> dict[str, Any]:
+    """Dynamic client registration (RFC 7591) at the authorization server; its answer."""
+    import httpx
+
+    body = {"redirect_uris": [REDIRECT], "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"], "token_endpoint_auth_method": "none", **metadata}
+    r = httpx.post(f"{issuer}/reg", json=body, timeout=10)
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+def obtain_token(issuer: str, resource: str, scope: str) -> dict[str, Any]:
+    """The authorization code flow with PKCE, by hand: register, authorize (the user agent), exchange."""
+    import base64
+    import hashlib
+    import secrets
+    from urllib.parse import urlencode
+
+    import httpx
+
+    client = register_client(issuer)
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    query = {"response_type": "code", "client_id": client["client_id"], "redirect_uri": REDIRECT, "scope": scope,
+             "resource": resource, "state": "s1", "code_challenge": challenge, "code_challenge_method": "S256"}
+    answer = user_agent(f"{issuer}/auth?{urlencode(query)}")
+    assert answer.get("state") == "s1" and "code" in answer, answer
+    r = httpx.post(f"{issuer}/token", data={"grant_type": "authorization_code", "code": answer["code"],
+                                            "redirect_uri": REDIRECT, "client_id": client["client_id"],
+                                            "code_verifier": verifier, "resource": resource}, timeout=10)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
 
 
 @dataclass
