@@ -1,0 +1,114 @@
+"""The token verifier on its own: key rotation, an unreachable issuer, the verified-token cache.
+
+A real JWKS over HTTP (a stdlib server in a thread, whose key set the test changes) and real
+tokens signed with PyJWT; :class:`plexor.auth.tokens.JwtVerifier` is the kernel's own code.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+
+import jwt
+import pytest
+from auth.support import free_port, rsa_jwk
+
+from plexor.auth import auth_config
+from plexor.auth.tokens import JwtVerifier, TokenRefused
+
+pytestmark = pytest.mark.anyio
+RESOURCE = "https://mcp.example/mcp"
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+class Issuer:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.keys: list[dict] = []
+        self.fetches = 0
+        issuer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                docs = {"/.well-known/oauth-authorization-server": {"issuer": issuer.url, "jwks_uri": f"{issuer.url}/jwks"},
+                        "/jwks": {"keys": issuer.keys}}
+                if self.path == "/jwks":
+                    issuer.fetches += 1
+                body = json.dumps(docs.get(self.path, {})).encode()
+                self.send_response(200 if self.path in docs else 404)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def publish(self, kid: str):
+        key, private = rsa_jwk(kid)
+        self.keys.append({k: v for k, v in private.items() if k in ("kty", "n", "e", "kid", "use", "alg")})
+        return key
+
+    def token(self, key, kid: str, **claims) -> str:
+        now = int(time.time())
+        body = {"iss": self.url, "aud": RESOURCE, "sub": "s", "scope": "a:read", "exp": now + 60, **claims}
+        return jwt.encode(body, key, algorithm="RS256", headers={"kid": kid})
+
+
+@pytest.fixture
+def issuer():
+    found = Issuer()
+    yield found
+    found.server.shutdown()
+
+
+async def test_a_rotated_key_is_fetched_once_and_an_unknown_one_refused(issuer, monkeypatch):
+    import plexor.auth.tokens as tokens
+
+    old = issuer.publish("old")
+    verifier = JwtVerifier(auth_config({"issuer": issuer.url, "resource": RESOURCE}))
+    assert (await verifier.check(issuer.token(old, "old"))).scopes == ["a:read"]
+    assert issuer.fetches == 1
+    new = issuer.publish("new")  # the authorization server rotates: the new key is published, then used
+    monkeypatch.setattr(tokens, "MIN_REFRESH", 0.0)
+    assert (await verifier.check(issuer.token(new, "new"))).subject == "s"
+    assert issuer.fetches == 2
+    await verifier.check(issuer.token(old, "old", jti="2"))  # both keys known now: no fetch
+    assert issuer.fetches == 2
+    monkeypatch.setattr(tokens, "MIN_REFRESH", 3600.0)  # an unknown kid within the window: refused without a fetch
+    stranger, _ = rsa_jwk("stranger")
+    with pytest.raises(TokenRefused) as refused:
+        await verifier.check(issuer.token(stranger, "stranger"))
+    assert refused.value.reason == "unknown_key" and issuer.fetches == 2
+
+
+async def test_an_unreachable_issuer_refuses_every_token_with_that_reason():
+    port = free_port()  # nothing listens there
+    verifier = JwtVerifier(auth_config({"issuer": f"http://127.0.0.1:{port}", "resource": RESOURCE}))
+    key, _ = rsa_jwk("k")
+    token = jwt.encode({"iss": f"http://127.0.0.1:{port}", "aud": RESOURCE, "exp": int(time.time()) + 60}, key,
+                       algorithm="RS256", headers={"kid": "k"})
+    with pytest.raises(TokenRefused) as refused:
+        await verifier.check(token)
+    assert refused.value.reason == "issuer_unreachable" and "metadata" in refused.value.description
+
+
+async def test_a_cached_token_still_expires(issuer):
+    key = issuer.publish("k")
+    verifier = JwtVerifier(auth_config({"issuer": issuer.url, "resource": RESOURCE, "leeway": 0}))
+    token = issuer.token(key, "k", exp=int(time.time()) + 2)
+    await verifier.check(token)
+    await verifier.check(token)  # from the cache
+    time.sleep(2.5)
+    with pytest.raises(TokenRefused) as refused:
+        await verifier.check(token)
+    assert refused.value.reason == "expired"
