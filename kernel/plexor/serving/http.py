@@ -70,17 +70,22 @@ class _MemoryEventStore(EventStore):
     """The SDK's ``EventStore`` kept in memory: the last ``limit`` events of all streams.
 
     Enough for a client to resume a dropped SSE stream with ``Last-Event-ID``
-    (and for the server to send the priming event and ``retry`` hint).
+    (and for the server to send the priming event and ``retry`` hint). Each event is
+    bound to its session (``plexor.state.events.SESSION``): stream ids are request
+    ids, the same numbers in every session, so without it one session's replay
+    could carry another's events.
     """
 
     def __init__(self, limit: int) -> None:
-        self._events: collections.OrderedDict[str, tuple[str, Any]] = collections.OrderedDict()
+        self._events: collections.OrderedDict[str, tuple[str, str, Any]] = collections.OrderedDict()
         self._limit = max(16, limit)
         self._ids = itertools.count(1)
 
     async def store_event(self, stream_id: str, message: Any) -> str:
+        from plexor.state.events import current_session
+
         event_id = f"{next(self._ids)}"
-        self._events[event_id] = (stream_id, message)
+        self._events[event_id] = (current_session(), stream_id, message)
         while len(self._events) > self._limit:
             self._events.popitem(last=False)
         return event_id
@@ -88,16 +93,28 @@ class _MemoryEventStore(EventStore):
     async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
         from mcp.server.streamable_http import EventMessage
 
-        if last_event_id not in self._events:
+        from plexor.state.events import current_session
+
+        if last_event_id not in self._events or self._events[last_event_id][0] != current_session():
             return None
-        stream_id = self._events[last_event_id][0]
+        session, stream_id = self._events[last_event_id][:2]
         found = False
-        for event_id, (sid, message) in list(self._events.items()):
-            if found and sid == stream_id and message is not None:
+        for event_id, (owner, sid, message) in list(self._events.items()):
+            if found and owner == session and sid == stream_id and message is not None:
                 await send_callback(EventMessage(message, event_id))
             if event_id == last_event_id:
                 found = True
         return stream_id
+
+
+def _event_store(kernel: Kernel, opts: HttpOptions) -> EventStore:
+    """Stateful Streamable HTTP's event store: shared through the kernel's database, or this process's memory."""
+    from plexor.state.db import database_url, kernel_state
+    from plexor.state.events import SharedEventStore, wants_shared_store
+
+    if wants_shared_store(kernel.environ, database_url(kernel.environ, getattr(kernel, "_config", {}) or {})):
+        return SharedEventStore(kernel_state(kernel))
+    return _MemoryEventStore(opts.event_history)
 
 
 def _shares_notifications(kernel: Kernel, opts: HttpOptions) -> bool:
@@ -189,6 +206,12 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     async def healthz(request: Request) -> Response:
         return JSONResponse(kernel.health())
 
+    async def card(request: Request) -> Response:  # /.well-known/mcp/server-card.json (plexor.serving.card)
+        from plexor.serving.card import server_card
+
+        return JSONResponse(server_card(kernel, server, str(request.base_url), transport=opts.transport,
+                                        stateless=opts.stateless))
+
     if opts.transport == "sse":
         from mcp.server.sse import SseServerTransport
 
@@ -211,21 +234,23 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
                 await stopped()
 
         app: Any = Starlette(routes=[
-            Route("/healthz", healthz), *observing,
+            Route("/healthz", healthz), *observing, Route("/.well-known/mcp/server-card.json", card),
             Route("/sse", handle_sse, methods=["GET"]),
             Mount("/messages/", app=answering.post),
         ], lifespan=sse_lifespan)
     else:
+        event_store = None if opts.stateless else _event_store(kernel, opts)
         inner = server.streamable_http_app(
             streamable_http_path="/mcp",
             stateless_http=opts.stateless,
             json_response=opts.json_response,
-            event_store=None if opts.stateless else _MemoryEventStore(opts.event_history),
+            event_store=event_store,
             retry_interval=opts.sse_retry_ms,
             transport_security=security,
             host=opts.host,
             max_request_body_size=opts.max_body_bytes,
-            custom_starlette_routes=[Route("/healthz", healthz), *observing],
+            custom_starlette_routes=[Route("/healthz", healthz), *observing,
+                                     Route("/.well-known/mcp/server-card.json", card)],
         )
         manager_lifespan = inner.router.lifespan_context
 
@@ -240,6 +265,14 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
 
         inner.router.lifespan_context = http_lifespan
         app = TrimMcpHeaders(inner)
+        from plexor.state.events import ResumeAnywhere, SessionBinding, SharedEventStore
+
+        if isinstance(event_store, SharedEventStore):  # a stream may be resumed through any process
+            manager = getattr(server, "_session_manager", None)
+            sessions = getattr(manager, "_server_instances", {})
+            app = ResumeAnywhere(app, event_store, sessions.__contains__, retry_ms=opts.sse_retry_ms)
+        if event_store is not None:
+            app = SessionBinding(app)  # events are bound to their session
     app = AnswerIds(app)
     from plexor.auth import protect  # OAuth resource server, scopes and profiles, when configured (docs/security.md)
 
