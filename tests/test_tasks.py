@@ -56,6 +56,15 @@ async def protocol_failure() -> str:
     raise AskError("internal trouble", "Nothing to do.", rpc_code=-32603)
 
 
+async def gather(ctx: Context) -> Result:
+    """Ask first, in the request; then become a task."""
+    got = await ctx.ask(who=Elicit("Who?", {"name": str}))
+    name = got["who"]["content"]["name"]
+    detached = await ctx.detach(f"working for {name}")
+    await anyio.sleep(0.3)
+    return Result({"name": name, "detached": detached}, text=f"done for {name}")
+
+
 def quick() -> str:
     """A plain tool that never runs as a task."""
     return "quick"
@@ -66,6 +75,7 @@ def register_jobs(register: Any, settings: Any) -> None:
     register(confirm, task="optional")
     register(boom, task="required")
     register(protocol_failure, task="optional")
+    register(gather, task="optional", detach="manual")
     register(quick)
 
 
@@ -197,6 +207,25 @@ async def test_modern_gates_without_the_extension(kernel):
         assert sync.structured_content == {"result": "quick"} and sync.result_type == "complete"
 
 
+async def test_modern_manual_detach_asks_in_the_request_then_becomes_a_task(kernel):
+    asked: list[str] = []
+
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ann"})
+
+    ext = TasksClient()
+    server = build_server(kernel)
+    async with Client(server, mode="2026-07-28", extensions=[ext], elicitation_callback=on_elicit) as client:
+        result = await client.call_tool("jobs_gather", {})  # round 1: InputRequiredResult; round 2: a task
+    assert asked == ["Who?"] and result.structured_content == {"name": "Ann", "detached": True}
+    assert ext.seen and {t["status"] for t in ext.seen} <= {"working", "completed"}
+    assert any(t.get("statusMessage") == "working for Ann" for t in ext.seen), ext.seen
+    async with Client(server, mode="2026-07-28", elicitation_callback=on_elicit) as client:  # no tasks extension
+        plain = await client.call_tool("jobs_gather", {})
+    assert plain.structured_content == {"name": "Ann", "detached": False}
+
+
 # -- 2025-11-25 --------------------------------------------------------------------------------------
 async def raw(client: Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """A request the SDK's typed 2025-11-25 API lacks (its tools/call refuses a CreateTaskResult)."""
@@ -282,6 +311,17 @@ async def test_legacy_status_notifications_reach_the_creating_connection(kernel)
                 break
             await anyio.sleep(0.02)
     assert watcher.statuses and watcher.statuses[-1] == "completed"
+
+
+async def test_legacy_manual_detach_asks_over_the_session_then_becomes_a_task(kernel):
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": "Bo"})
+
+    async with Client(build_server(kernel), mode="legacy", elicitation_callback=on_elicit) as client:
+        created = await raw(client, "tools/call", {"name": "jobs_gather", "arguments": {}, "task": {}})
+        assert created["task"]["status"] == "working"
+        result = await raw(client, "tasks/result", {"taskId": created["task"]["taskId"]})
+    assert result["structuredContent"] == {"name": "Bo", "detached": True}
 
 
 async def test_ttl_expiry_and_the_sweep(kernel):

@@ -41,6 +41,7 @@ class ToolRegistrar(Protocol):
         input_schema: dict[str, Any] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
         task: str = "forbidden",
+        detach: str = "start",
         icons: Icons = None,
         cache: Cache | None = None,
     ) -> F: ...

@@ -146,6 +146,7 @@ class ToolRegistrar(_Registrar):
         input_schema: dict[str, Any] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
         task: str = "forbidden",
+        detach: str = "start",
         icons: Any = None,
         cache: Any = None,
     ) -> Callable[..., Any]:
@@ -162,6 +163,7 @@ class ToolRegistrar(_Registrar):
         :param icons: the tool's icons (see :mod:`plexor.hints`); default: the plugin's ``PLEXOR_ICON``.
         :param cache: a :class:`plexor.Cache` for its entry in ``tools/list``.
         :param task: whether a client may run it as a task (``tasks/*``): "forbidden", "optional", "required".
+        :param detach: "start" (a task from its first line) or "manual" (a plain call until ``ctx.detach()``).
         """
         method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
@@ -185,8 +187,9 @@ class ToolRegistrar(_Registrar):
         if scopes is not None and (isinstance(scopes, str) or not all(isinstance(x, str) and _SCOPE.match(x) for x in scopes)):
             raise PluginError(f"tool {full!r} declares scopes={scopes!r}",
                               "Pass a list of scope names such as ['arbor:write'] (no spaces, quotes or backslashes).")
-        if task not in ("forbidden", "optional", "required"):
-            raise PluginError(f"tool {full!r} declares task={task!r}", "Use 'forbidden', 'optional' or 'required'.")
+        if task not in ("forbidden", "optional", "required") or detach not in ("start", "manual"):
+            raise PluginError(f"tool {full!r} declares task={task!r}, detach={detach!r}",
+                              "Use task='forbidden', 'optional' or 'required', and detach='start' or 'manual'.")
         if input_schema is None:
             _check_parameters(func, full)
         self._registry.tools[full] = ToolSpec(
@@ -205,6 +208,7 @@ class ToolRegistrar(_Registrar):
             declared_input_schema=input_schema,
             scopes=None if scopes is None else tuple(scopes),
             task=task,
+            detach=detach,
             icons=icons_of(icons, f"tool {full!r}"),
             cache=check_cache(cache, f"tool {full!r}"),
         )

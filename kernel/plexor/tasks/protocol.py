@@ -175,13 +175,79 @@ class TaskProtocol:
             capabilities = client_capabilities(ctx.session)
             raw_ttl = params["task"].get("ttl")
             ttl = raw_ttl if isinstance(raw_ttl, int) and not isinstance(raw_ttl, bool) and raw_ttl > 0 else None
-        row = await self.tasks.create(
-            tool=spec.name, arguments=dict(arguments), era="2026-07-28" if modern else "2025-11-25", owner=_owner(ctx),
-            capabilities=capabilities, ttl_ms=ttl, idempotent=bool(spec.annotations.get("idempotentHint")),
-            session=None if modern else ctx.session)
+        def create(start: bool = True) -> Any:
+            return self.tasks.create(
+                tool=spec.name, arguments=dict(arguments), era="2026-07-28" if modern else "2025-11-25",
+                owner=_owner(ctx), capabilities=capabilities, ttl_ms=ttl,
+                idempotent=bool(spec.annotations.get("idempotentHint")), session=None if modern else ctx.session,
+                start=start)
+
+        if getattr(spec, "detach", "start") == "manual":
+            return await self._detachable(ctx, call_next, lambda: create(start=False), modern)
+        return self._created(await create(), modern)
+
+    def _created(self, row: TaskRow, modern: bool) -> dict[str, Any]:
         if modern:
             return {"resultType": "task", **task_fields(row, True), "_meta": {SERVER_INFO: self.server.server_info_stamp}}
         return {"task": task_fields(row, False)}
+
+    async def _detachable(self, ctx: Any, call_next: Any, create: Any, modern: bool) -> Any:
+        """Run the call as an ordinary request until it finishes (its answer) or calls ``ctx.detach()`` (a task)."""
+        from plexor.tasks.runner import DETACHABLE, Detachable
+
+        tasks = self.tasks
+        hook = Detachable(tasks, create)
+        finished = asyncio.Event()
+        outcome: dict[str, Any] = {}
+
+        async def run() -> None:
+            try:
+                outcome["result"] = await call_next(ctx)
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits: the request, or the task
+                outcome["error"] = exc
+            finally:
+                finished.set()
+                if hook.row is not None:
+                    await self._settle_detached(hook.row.task_id, outcome)
+
+        token = DETACHABLE.set(hook)
+        try:
+            runner = asyncio.get_running_loop().create_task(run())  # the context (and the hook) is copied
+        finally:
+            DETACHABLE.reset(token)
+        waiters = [asyncio.ensure_future(finished.wait()), asyncio.ensure_future(hook.detached.wait())]
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            runner.cancel()
+            raise
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        if hook.row is not None:
+            tasks.ensure_loop()
+            return self._created(hook.row, modern)
+        error = outcome.get("error")
+        if error is not None:
+            raise error
+        return outcome["result"]
+
+    async def _settle_detached(self, task_id: str, outcome: dict[str, Any]) -> None:
+        from plexor.tasks.runner import tool_error
+
+        tasks = self.tasks
+        tasks.running.pop(task_id, None)
+        error = outcome.get("error")
+        try:
+            if error is None:
+                result = {k: v for k, v in dict(outcome["result"]).items() if k != "resultType"}
+                summary = "the tool reported an error" if result.get("isError") else "the task completed"
+                await tasks.db(tasks.store.settle, task_id, "completed", summary, result=result)
+            elif not isinstance(error, asyncio.CancelledError):
+                wire = tool_error(error)
+                await tasks.db(tasks.store.settle, task_id, "failed", str(wire["message"]).splitlines()[0], error=wire)
+        finally:
+            tasks.notify(task_id, final=True)
 
     # -- tasks/* ------------------------------------------------------------------------------
     async def _find(self, ctx: Any, params: TaskParams, method: str) -> TaskRow:

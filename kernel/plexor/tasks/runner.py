@@ -9,6 +9,7 @@ running coroutine, a wake-up for answers, the session to notify).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import os
 import secrets
@@ -133,8 +134,9 @@ class Tasks:
 
     # -- creating and running ------------------------------------------------------------
     async def create(self, *, tool: str, arguments: dict[str, Any], era: str, owner: str, capabilities: dict[str, Any],
-                     ttl_ms: int | None, idempotent: bool, session: Any = None) -> TaskRow:
-        """Store a new task (durably: a ``tasks/get`` anywhere finds it once this returns) and start it here."""
+                     ttl_ms: int | None, idempotent: bool, session: Any = None, start: bool = True) -> TaskRow:
+        """Store a new task (durably: a ``tasks/get`` anywhere finds it once this returns) and start it here
+        (unless ``start`` is false: a detaching call runs on as it is)."""
         self.ensure_loop()
         now = time.time()
         ttl = DEFAULT_TTL_MS if ttl_ms is None else max(1_000, min(int(ttl_ms), MAX_TTL_MS))
@@ -147,15 +149,14 @@ class Tasks:
         await self.db(self.store.create, row)
         if session is not None:
             self._sessions[row.task_id] = session
-        self.start(row)
+        if start:
+            self.start(row)
         return row
 
     def start(self, row: TaskRow) -> None:
         self.running[row.task_id] = asyncio.get_running_loop().create_task(self._run(row), name=f"plexor-task-{row.task_id}")
 
     async def _run(self, row: TaskRow) -> None:
-        from plexor.asking import AskError
-
         task_id = row.task_id
         try:
             outcome = await self.kernel.call_tool(row.tool, row.arguments, session=TaskSession(self, task_id),
@@ -166,15 +167,9 @@ class Tasks:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a protocol-level failure becomes the task's error
-            inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 else exc
-            error: dict[str, Any]
-            if isinstance(inner, AskError):
-                error = {"code": inner.rpc_code, "message": inner.render(), "data": {**inner.data, "guidance": inner.guidance}}
-            elif isinstance(inner, PlexorError):
-                error = {"code": WORKER_DIED, "message": inner.render(), "data": inner.payload()}
-            else:
-                self.kernel.log.error("task_failed", task=task_id, error=f"{type(inner).__name__}: {inner}")
-                error = {"code": WORKER_DIED, "message": f"the task failed: {type(inner).__name__}: {inner}"}
+            error = tool_error(exc)
+            if error.get("data", {}).get("type") == "unexpected":
+                self.kernel.log.error("task_failed", task=task_id, error=error["message"])
             await self.db(self.store.settle, task_id, "failed", str(error["message"]).splitlines()[0], error=error)
             if not isinstance(exc, Exception):
                 raise
@@ -288,6 +283,24 @@ class Tasks:
                           error={"code": WORKER_DIED, "message": advice, "data": {"type": "server_stopped"}})
 
 
+def tool_error(exc: BaseException) -> dict[str, Any]:
+    """The JSON-RPC error a failure would have been on ``tools/call``, for a failed task."""
+    from mcp.shared.exceptions import MCPError
+
+    from plexor.asking import AskError
+
+    inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 else exc
+    if isinstance(inner, AskError):
+        return {"code": inner.rpc_code, "message": inner.render(), "data": {**inner.data, "guidance": inner.guidance}}
+    if isinstance(inner, MCPError):
+        return {"code": inner.error.code, "message": inner.error.message,
+                **({"data": inner.error.data} if inner.error.data is not None else {})}
+    if isinstance(inner, PlexorError):
+        return {"code": WORKER_DIED, "message": inner.render(), "data": inner.payload()}
+    return {"code": WORKER_DIED, "message": f"the task failed: {type(inner).__name__}: {inner}",
+            "data": {"type": "unexpected"}}
+
+
 def tool_result(outcome: Any) -> dict[str, Any]:
     """A tool's :class:`Outcome` as the wire ``CallToolResult`` (what ``tools/call`` would have answered)."""
     out: dict[str, Any] = {"content": [{"type": "text", "text": outcome.text}, *outcome.content],
@@ -297,6 +310,41 @@ def tool_result(outcome: Any) -> dict[str, Any]:
     if outcome.meta:
         out["_meta"] = json.loads(json.dumps(outcome.meta, default=str))
     return out
+
+
+class Detachable:
+    """A call of a ``detach="manual"`` tool that may still become a task (see :meth:`plexor.Context.detach`)."""
+
+    def __init__(self, tasks: Tasks, create: Any) -> None:
+        self.tasks = tasks
+        self.create = create  # async () -> TaskRow: stores the task (not started: the call goes on running)
+        self.row: TaskRow | None = None
+        self.detached = asyncio.Event()
+
+
+DETACHABLE: contextvars.ContextVar[Detachable | None] = contextvars.ContextVar("plexor_detachable", default=None)
+
+
+async def detach(ctx: Any, message: str | None = None) -> bool:
+    """:meth:`plexor.Context.detach`: store the task, switch ``ctx`` to it, and let the request answer."""
+    hook = DETACHABLE.get()
+    if hook is None or hook.row is not None:
+        return False
+    row = await hook.create()
+    if message:
+        await hook.tasks.db(hook.tasks.store.progress, row.task_id, message)
+    exchange = TaskExchange(hook.tasks, row)
+    exchange.answers.update(getattr(ctx._exchange, "answers", None) or {})  # answered before detaching
+    exchange.state = dict(getattr(ctx._exchange, "state", None) or {})
+    ctx._exchange = exchange
+    ctx._session = TaskSession(hook.tasks, row.task_id)
+    ctx._progress_token = None
+    hook.row = row
+    current = asyncio.current_task()
+    if current is not None:
+        hook.tasks.running[row.task_id] = current  # tasks/cancel stops it
+    hook.detached.set()
+    return True
 
 
 _managers: weakref.WeakKeyDictionary[Any, Tasks] = weakref.WeakKeyDictionary()

@@ -47,6 +47,8 @@ def plexor_register_tools(register, settings):
     register(missing_capability)
     # a parameter mirrored into an HTTP header (SEP-2243)
     register(header_echo)
+    # multi-round first, then a task (SEP-2322 + SEP-2663): see plexor_conformance_fixture.tasks for the others
+    register(tool_with_task, task="required", detach="manual")
 
 
 @hookimpl
@@ -289,6 +291,15 @@ async def input_required_result_capabilities(ctx: Context) -> Result:
         questions["client_roots"] = ListRoots()
     got = await ctx.ask(**questions) if questions else {}
     return Result({"asked": sorted(got)}, text="Asked: " + (", ".join(sorted(got)) or "nothing"))
+
+
+async def tool_with_task(ctx: Context) -> Result:
+    """Ask the user's name in the request, then greet them from a task."""
+    got = await ctx.ask(user_name=Elicit("What is your name?", NAME_FORM))
+    name = (got["user_name"].get("content") or {}).get("name", "stranger")
+    await ctx.detach(f"preparing a greeting for {name}")
+    await anyio.sleep(0.3)
+    return Result({"name": name}, text=f"Hello, {name}! (from a task)")
 
 
 async def missing_capability(ctx: Context) -> Result:
