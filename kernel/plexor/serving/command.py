@@ -89,6 +89,10 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
         from plexor.state.keys import configured_keys
 
         configured_keys(kernel.environ)  # a bad PLEXOR_STATE_KEY* is a usage error now, not a failed request later
+        if transport != "stdio":
+            from plexor.state.events import wants_shared_store
+
+            wants_shared_store(kernel.environ, None)  # a bad PLEXOR_EVENT_STORE is a usage error
         if transport == "stdio":
             # Only the config file is checked now: under stdio the kernel loads the
             # plugins right after answering the handshake (see transports.serve_stdio).
