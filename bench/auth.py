@@ -14,6 +14,8 @@ Rows:
   * static          - the anchor
   * oauth, one token - a client reusing its access token, as clients do (the verified token is cached)
   * oauth, new token - a fresh token per call: the signature is verified every time (the worst case)
+Then the auth layer alone, in this process: AccessGuard (token from its cache, body read and checked,
+audit line written) vs BearerAuth, around an app that only reads the body.
 Each row is one keep-alive connection posting `tools/call ledger_balance` sequentially (2025-11-25,
 stateless). Rounds rotate the rows' order. The server's CPU comes from /proc; prints each round, then
 per row the median CPU per call, its difference from static (what authorization adds) and the ratio.
@@ -117,6 +119,72 @@ def drive(port: int, tokens: list[str], pid: int) -> float:
     return used / len(tokens)
 
 
+def in_process(issuer: Issuer, calls: int, rounds: int) -> None:
+    """The auth layers alone around an app that only reads the body: AccessGuard (+ audit) vs BearerAuth."""
+    import asyncio
+
+    os.environ.update(PLEXOR_PLUGINS="ledger", PLEXOR_HOME=tempfile.mkdtemp())
+    sys.path.insert(0, str(SITE))
+    from plexor.auth import auth_config
+    from plexor.auth.guard import AccessGuard
+    from plexor.auth.scopes import ScopePolicy
+    from plexor.auth.tokens import JwtVerifier
+    from plexor.core.kernel import Kernel
+    from plexor.log import configure
+    from plexor.serving.guard import BearerAuth
+
+    configure("info")
+    kernel = Kernel()
+    kernel.load()
+    resource = "http://127.0.0.1:1/mcp"
+    config = auth_config({"issuer": issuer.url, "resource": resource})
+
+    async def app(scope: dict, receive: object, send: object) -> None:
+        await receive()  # type: ignore[operator]
+
+    oauth = AccessGuard(app, ScopePolicy(kernel, {}), config, {}, verifier=JwtVerifier(config), static_token=None,
+                        max_body=1 << 22)
+    static = BearerAuth(app, TOKEN)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "ledger_balance", "arguments": {"account": "a"}}}).encode()
+
+    def scope(token: str) -> dict:
+        return {"type": "http", "method": "POST", "path": "/mcp",
+                "headers": [(b"authorization", f"Bearer {token}".encode()), (b"content-type", b"application/json")]}
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            raise SystemExit(f"refused: {message['status']}")
+
+    async def run(layer: object, token: str, n: int) -> float:
+        sc = scope(token)
+        started = time.process_time()
+        for _ in range(n):
+            await layer(sc, receive, send)  # type: ignore[operator]
+        return (time.process_time() - started) / n
+
+    one = issuer.mint(resource, 0)
+    saved = sys.stderr
+    sys.stderr = open(os.devnull, "w")  # the audit lines: written (the cost counts), not shown
+    try:
+        asyncio.run(run(oauth, one, 200))
+        results: dict[str, list[float]] = {"static (BearerAuth)": [], "oauth (AccessGuard + audit)": []}
+        for _ in range(rounds):
+            results["static (BearerAuth)"].append(asyncio.run(run(static, TOKEN, calls)))
+            results["oauth (AccessGuard + audit)"].append(asyncio.run(run(oauth, one, calls)))
+    finally:
+        sys.stderr.close()
+        sys.stderr = saved
+    base = statistics.median(results["static (BearerAuth)"])
+    print(f"\nthe auth layer alone, in process, CPU per request (median of {rounds} x {calls}):")
+    for name, values in results.items():
+        med = statistics.median(values)
+        print(f"  {name:28} {med * 1e6:7.1f} us  +{(med - base) * 1e6:6.1f} us vs static")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
@@ -158,6 +226,7 @@ def main() -> None:
                 spread = f"{min(results[name]) * 1e6:.0f}-{max(results[name]) * 1e6:.0f}"
                 print(f"  {name:18} {med * 1e6:7.1f} us  ({spread})  +{(med - base) * 1e6:6.1f} us vs static  "
                       f"{med / base:.3f}x")
+            in_process(issuer, args.calls, args.rounds)
             print(f"load average: {os.getloadavg()[0]:.2f}")
         finally:
             for proc in servers.values():
