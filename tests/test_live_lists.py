@@ -133,3 +133,34 @@ async def test_discover_says_list_changed_truthfully(tmp_path):
     caps = reply["result"]["capabilities"]
     assert caps["tools"]["listChanged"] is True and caps["prompts"]["listChanged"] is True
     assert caps["resources"] == {"subscribe": True, "listChanged": True}
+
+
+async def test_an_open_listen_stream_does_not_hold_the_server_at_sigterm(tmp_path):
+    import signal
+    import time
+
+    with serve_http(tmp_path, env=live_env(tmp_path, delay=0)) as served:
+        ended: list[str] = []
+
+        async def hold() -> None:
+            try:
+                async with Client(served.url, mode="auto") as client, client.listen(tools_list_changed=True) as sub:
+                    async for _event in sub:
+                        pass
+                    ended.append("graceful")  # the stream's final frame: the server closed it on purpose
+            except Exception as exc:  # noqa: BLE001 - the connection going away afterwards
+                ended.append(type(exc).__name__)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold)
+            await anyio.sleep(1.5)
+            started = time.monotonic()
+            served.proc.send_signal(signal.SIGTERM)
+            while served.proc.poll() is None and time.monotonic() - started < 20:
+                await anyio.sleep(0.05)
+            took = time.monotonic() - started
+            with anyio.fail_after(10):
+                while not ended:
+                    await anyio.sleep(0.05)
+    assert took < 5, f"the server took {took:.1f} s to exit with a listen stream open"
+    assert ended[0] == "graceful"

@@ -435,6 +435,8 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     from mcp.server.subscriptions import ListenHandler
 
     h = Handlers(kernel, page_size or kernel.page_size, boot)
+    listen = ListenHandler(h.bus)
+    kernel.on_drain(listen.close)  # open listen streams end (gracefully) when the server drains
 
     with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28, still served to 2025 clients
         warnings.simplefilter("ignore")
@@ -459,7 +461,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             on_subscribe_resource=h.subscribe,
             on_unsubscribe_resource=h.unsubscribe,
             on_set_logging_level=h.set_logging_level,
-            on_subscriptions_listen=ListenHandler(h.bus),
+            on_subscriptions_listen=listen,
             get_tool_input_schema=lambda name: (
                 kernel.registry.tools[name].signature.input_schema if name in kernel.registry.tools else None
             ),

@@ -57,6 +57,7 @@ class KernelBase(_Machine):
         self._inflight = 0
         self._idle: Any = None
         self._listeners: list[Callable[[str], Any]] = []
+        self._drain_listeners: list[Callable[[], Any]] = []
         from plexor.notify import Notifier
 
         # Every outbound change notification goes through it (plexor.notify); a server may swap
@@ -137,6 +138,19 @@ class KernelBase(_Machine):
         return None
 
     # ----------------------------------------------------------------- listeners
+    def _move(self, new: State) -> None:
+        super()._move(new)
+        if new == State.DRAINING:  # e.g. the server ends subscriptions/listen streams, so nothing holds the exit
+            for cb in list(self._drain_listeners):
+                try:
+                    cb()
+                except Exception:  # noqa: BLE001
+                    self.log.debug("drain_listener_failed")
+
+    def on_drain(self, callback: Callable[[], Any]) -> None:
+        """Call ``callback()`` when the kernel starts draining (on the thread that drains it)."""
+        self._drain_listeners.append(callback)
+
     def on_change(self, callback: Callable[[str], Any]) -> Callable[[], None]:
         """Call ``callback(kind)`` when the set of tools/resources/prompts changes; returns an unsubscribe."""
         self._listeners.append(callback)
