@@ -214,6 +214,8 @@ async def test_the_static_token_still_works_beside_oauth(stack):
         assert "ledger_purge" in names
         assert not (await client.call_tool("ledger_purge", {})).is_error
     assert px.calls()[-1] == {"call": "purge"}
+    assert any(a["decision"] == "allow" and a.get("subject") == "static-token" and a.get("target") == "ledger_purge"
+               for a in px.audit())
 
 
 async def test_a_token_claim_picks_the_profile_and_wins_over_the_header(stack):
