@@ -156,6 +156,7 @@ JSONObject = Annotated[dict[str, Any], JSONText()]
 """A free-form JSON object parameter, advertised as a JSON-encoded string (see :class:`JSONText`)."""
 
 _NULL = {"type": "null"}
+_JSON = json.JSONEncoder(ensure_ascii=False)  # one encoder: json.dumps with options builds one per call
 _NOT_SCHEMAS = frozenset({"default", "enum", "const", "examples", "required"})
 
 
@@ -237,43 +238,58 @@ class Signature:
             return {}
         import pydantic
 
-        blob: bytes | None
         try:
-            # Checked as the JSON it came as, in strict mode: true is not 1, "5" is not 5.
-            blob = json.dumps(_whole_floats(arguments), ensure_ascii=False).encode()
-        except (TypeError, ValueError):
-            # An in-process caller passed Python objects, or a string holds an unpaired surrogate
-            # (valid in a JSON text, not in UTF-8): checked as Python values, and the tool explains.
-            blob = None
-        try:
-            if blob is None:
-                obj = self.model.model_validate(arguments)
-            else:
-                obj = self.model.model_validate_json(blob, strict=True)
-        except pydantic.ValidationError as exc:
-            problems = self._problems(exc, arguments)
-            raise InvalidArgument("; ".join(problems), _accepted(self), data={"errors": problems}) from None
+            # Strict: true is not 1, "5" is not 5. Python's strict mode is the fast path; what it
+            # refuses is checked again as the JSON it came as (whose strict mode takes "2026-01-01"
+            # for a date, an array for a tuple, 5.0 for an integer), and only that verdict counts.
+            obj = self.model.model_validate(arguments, strict=True)
+        except pydantic.ValidationError:
+            try:
+                obj = self._validate_as_json(arguments)
+            except pydantic.ValidationError as exc:
+                problems = self._problems(exc, arguments)
+                raise InvalidArgument("; ".join(problems), _accepted(self), data={"errors": problems}) from None
         values = {name: getattr(obj, name) for name in self.param_names}
         for name, default in self.defaults.items():
             if values[name] is None:
                 values[name] = copy.deepcopy(default)
         return values
 
+    def _validate_as_json(self, arguments: dict[str, Any]) -> Any:
+        import pydantic
+
+        try:
+            blob = _JSON.encode(arguments).encode()
+        except (TypeError, ValueError):
+            # An in-process caller passed Python objects, or a string holds an unpaired surrogate
+            # (valid in a JSON text, not in UTF-8): checked as Python values, and the tool explains.
+            return self.model.model_validate(arguments)
+        try:
+            return self.model.model_validate_json(blob, strict=True)
+        except pydantic.ValidationError as exc:
+            # 5.0 is an integer in JSON Schema; pydantic's strict mode says no.
+            if not any(isinstance(e.get("input"), float) and e["input"].is_integer() for e in exc.errors()):
+                raise
+            return self.model.model_validate_json(_JSON.encode(_whole_floats(arguments)).encode(), strict=True)
+
     def _problems(self, exc: Any, arguments: dict[str, Any]) -> list[str]:
         props = self.input_schema.get("properties", {})
+        errors = exc.errors(include_url=False)
+        by_top: dict[str, list[Any]] = {}
+        for err in errors:
+            loc = err.get("loc", ())
+            by_top.setdefault(str(loc[0]) if loc else "", []).append(err)
         problems: list[str] = []
-        typed: set[str] = set()  # top-level arguments whose type was wrong: one line each
-        for err in exc.errors(include_url=False):
+        said: set[str] = set()  # top-level arguments of the wrong type: one line each
+        for err in errors:
             loc = err.get("loc", ())
             where = ".".join(str(p) for p in loc) or "arguments"
-            kind = str(err.get("type", ""))
             top = str(loc[0]) if loc else ""
-            if kind == "missing":
+            if err.get("type") == "missing":
                 problems.append(f"argument {where!r} is required")
-            elif top in props and top in arguments and kind.endswith("_type") and (
-                    len(loc) == 1 or _is_union(props[top])):
-                if top not in typed:
-                    typed.add(top)
+            elif top in props and top in arguments and _wrong_type(by_top[top], props[top]):
+                if top not in said:
+                    said.add(top)
                     given = arguments[top]
                     problems.append(f"argument {top!r} must be {_type_text(props[top], top in self.defaults)}, "
                                     f"got {_json_kind(given)} ({_short(given)})")
@@ -311,8 +327,15 @@ def _json_kind(value: Any) -> str:
     return "an object" if isinstance(value, dict) else type(value).__name__
 
 
-def _is_union(prop: dict[str, Any]) -> bool:
-    return isinstance(prop.get("type"), list) or "anyOf" in prop or "oneOf" in prop
+def _wrong_type(errors: list[Any], prop: dict[str, Any]) -> bool:
+    """Whether these errors of one argument all say its value is of the wrong type (itself, not inside)."""
+    if not all(str(e.get("type", "")).endswith("_type") for e in errors):
+        return False
+    if all(len(e.get("loc", ())) == 1 for e in errors):
+        return True
+    # pydantic tags each member of a union ("str", "int", ...): one error per member, one level down
+    return ("anyOf" in prop or "oneOf" in prop) and all(
+        len(e.get("loc", ())) == 2 and isinstance(e["loc"][1], str) for e in errors)
 
 
 def _whole_floats(value: Any) -> Any:
