@@ -115,3 +115,72 @@ async def test_modern_log_lines_follow_the_requests_log_level(plexor):
         await client.call_tool("feed_chatter", {})
         await _until(lambda: len(inbox.logs) >= 3)
     assert inbox.logs == ["notice", "warning", "error"]
+
+
+def offering_plugin():
+    def tools(register, settings):
+        def switch(ctx: Context, on: bool) -> dict:
+            """Offer or withdraw the tool `extra` and the prompt `hint`."""
+            ctx.plugin.offer("extra", on)
+            ctx.plugin.offer("feed_hint", on)
+            return {"on": on}
+
+        def extra() -> dict:
+            """Sometimes offered."""
+            return {"here": True}
+
+        register(switch)
+        register(extra)
+
+    def prompts(register, settings):
+        def hint() -> str:
+            """Sometimes offered."""
+            return "a hint"
+
+        register(hint)
+
+    return make_plugin("feed", plexor_register_tools=tools, plexor_register_prompts=prompts)
+
+
+async def test_a_plugin_withdraws_and_offers_a_tool_and_clients_hear_it(plexor):
+    heard: list[str] = []
+
+    async def handler(message: object) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method:
+            heard.append(method)
+
+    async with plexor.client([("feed", offering_plugin())], mode="legacy", message_handler=handler) as client:
+        assert "feed_extra" in [t.name for t in (await client.list_tools()).tools]
+        await client.call_tool("feed_switch", {"on": False})
+        await _until(lambda: {"notifications/tools/list_changed", "notifications/prompts/list_changed"} <= set(heard))
+        assert "feed_extra" not in [t.name for t in (await client.list_tools()).tools]
+        assert "feed_hint" not in [p.name for p in (await client.list_prompts()).prompts]
+        gone = await client.call_tool("feed_extra", {})
+        assert gone.is_error and "not offered right now" in gone.content[0].text
+        assert "List the tools again" in gone.content[0].text
+        heard.clear()
+        await client.call_tool("feed_switch", {"on": True})
+        await _until(lambda: "notifications/tools/list_changed" in heard)
+        assert "feed_extra" in [t.name for t in (await client.list_tools()).tools]
+        assert (await client.call_tool("feed_extra", {})).structured_content == {"here": True}
+
+
+async def test_a_modern_client_hears_offer_changes_on_its_listen_stream(plexor):
+    async with plexor.client([("feed", offering_plugin())], mode="auto") as client:
+        async with client.listen(tools_list_changed=True) as sub:
+            await client.call_tool("feed_switch", {"on": False})
+            events = [type(e).__name__ async for e in _first(sub)]
+        tools = [t.name for t in (await client.list_tools()).tools]
+    assert events == ["ToolsListChanged"] and "feed_extra" not in tools
+
+
+async def test_offer_names_what_exists(plexor):
+    from plexor import PluginHandle
+
+    got: list[PluginHandle] = []
+    plugin = make_plugin("feed", plexor_register_tools=lambda register, settings: register(lambda: {}, name="one"),
+                         plexor_startup=lambda plugin: got.append(plugin))
+    async with plexor.kernel([("feed", plugin)]):
+        with pytest.raises(ValueError, match="has no tool or prompt named 'two'; it has feed_one"):
+            got[0].offer("two", False)

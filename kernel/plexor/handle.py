@@ -184,6 +184,34 @@ class PluginHandle:
         if self._notifier is not None:
             self._notifier.publish("resources/updated", {"uri": uri})
 
+    def offer(self, name: str, available: bool = True) -> None:
+        """Offer or withdraw one of this plugin's tools or prompts while serving.
+
+        A withdrawn tool or prompt is left out of ``tools/list``/``prompts/list`` and a call to it
+        gets guidance to list again; offering it again brings it back. Clients are told
+        (``notifications/tools/list_changed`` or ``prompts/list_changed``). Use it when what the
+        plugin can do changes at run time (a backend it needs went away, a feature was switched
+        off), rather than answering every call with an error. ``name`` is the tool's or prompt's
+        full name (``arbor_tree_render``) or its method (``tree_render``). Thread-safe.
+        """
+        reg = self._record.registry
+        ns = self._record.namespace
+        found = False
+        for kind, specs in (("tools", reg.tools), ("prompts", reg.prompts)):
+            spec = specs.get(name) or next((s for s in specs.values() if s.name in (f"{ns}_{name}", f"{ns}-{name}")),
+                                           None)
+            if spec is None:
+                continue
+            found = True
+            if spec.withdrawn == (not available):
+                continue
+            spec.withdrawn = not available
+            if self._notifier is not None:
+                self._notifier.publish(f"{kind}/list_changed")
+        if not found:
+            known = sorted([*reg.tools, *reg.prompts])
+            raise ValueError(f"{self.name} has no tool or prompt named {name!r}; it has {', '.join(known) or 'none'}")
+
     def resource_list_changed(self) -> None:
         """Tell clients that the set of resources this plugin lists changed (one appeared or went away).
 

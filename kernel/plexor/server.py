@@ -224,6 +224,8 @@ class Handlers:
     def on_event(self, event: Any) -> None:
         """A change published through :mod:`plexor.notify`: delivered on the loop's next turn, deduplicated."""
         key = (event.kind, str(event.payload.get("uri", "")))
+        if event.kind in ("tools/list_changed", "prompts/list_changed"):
+            self.cache.clear()  # a plugin offered or withdrew one (PluginHandle.offer)
         if not self._pending:
             asyncio.get_running_loop().call_soon(self._flush)
         self._pending[key] = event
@@ -326,6 +328,8 @@ class Handlers:
     async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         all_p = []
         for p in self.kernel.registry.prompts.values():
+            if p.withdrawn:
+                continue
             props = p.signature.input_schema.get("properties", {})
             required = set(p.signature.input_schema.get("required", []))
             all_p.append(types.Prompt.model_validate({

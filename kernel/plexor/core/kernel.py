@@ -50,7 +50,8 @@ class Kernel(Loader, Pipeline):
                 self.prepare_tool(spec)
             except PlexorError as exc:
                 self._fail_plugin(self.records[spec.plugin], exc, "loading")
-        return [s for s in self.registry.tools.values() if self.records[s.plugin].state is not State.FAILED]
+        return [s for s in self.registry.tools.values()
+                if self.records[s.plugin].state is not State.FAILED and not s.withdrawn]
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self) -> Kernel:

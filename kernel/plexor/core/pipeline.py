@@ -131,6 +131,9 @@ class Pipeline(KernelBase):
                     ns = r.namespace or getattr(r.module, "PLEXOR_NAMESPACE", None) or r.name.replace("-", "_")
                     unavailable[ns] = (r.name, r.state.value)
             raise unknown_tool(name, self.registry.tools, self.registry.namespaces, unavailable, self.separator)
+        if spec.withdrawn:
+            raise NotReady(f"the tool {spec.name!r} is not offered right now ({spec.plugin} withdrew it)",
+                           "List the tools again (tools/list) and call one that is listed; it may come back later.")
         return spec
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *, session: Any = None,
@@ -245,6 +248,9 @@ class Pipeline(KernelBase):
             near = suggest(name, self.registry.prompts)
             raise NotFound(f"unknown prompt {name!r}", ("Did you mean " + " or ".join(map(repr, near)) + "? " if near else "")
                            + f"Prompts: {', '.join(sorted(self.registry.prompts)) or 'none'}.")
+        if spec.withdrawn:
+            raise NotFound(f"the prompt {spec.name!r} is not offered right now ({spec.plugin} withdrew it)",
+                           "List the prompts again (prompts/list) and use one that is listed.")
         await self._gate(self.records[spec.plugin], True)
         values = spec.signature.validate(arguments)
         req = Request("prompt", spec.name, session, request_id, exchange=exchange)

@@ -35,6 +35,7 @@ class ToolSpec:
     detach: str = "start"  # when a task call becomes a task: "start", or "manual" (at ctx.detach())
     icons: list[dict[str, Any]] | None = None  # MCP Icon dicts (plexor.hints); None: the plugin's PLEXOR_ICON
     cache: Any = None  # plexor.hints.Cache for its tools/list entry; None: no hint
+    withdrawn: bool = False  # PluginHandle.offer(name, False): not listed, and a call says so
 
     @property
     def signature(self) -> Signature:
@@ -99,3 +100,4 @@ class PromptSpec:
     description: str
     target: Target
     icons: list[dict[str, Any]] | None = None
+    withdrawn: bool = False  # PluginHandle.offer(name, False)

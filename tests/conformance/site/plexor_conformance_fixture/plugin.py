@@ -49,6 +49,10 @@ def plexor_register_tools(register, settings):
     register(header_echo)
     # multi-round first, then a task (SEP-2322 + SEP-2663): see plexor_conformance_fixture.tasks for the others
     register(tool_with_task, task="required", detach="manual")
+    # list_changed on subscriptions/listen (SEP-2575): each trigger really withdraws or re-offers one
+    register(volatile)
+    register(trigger_tool_change)
+    register(trigger_prompt_change)
 
 
 @hookimpl
@@ -72,6 +76,7 @@ def plexor_register_prompts(register, settings):
     register(prompt_with_embedded_resource)
     register(prompt_with_image)
     register(input_required_result_prompt)
+    register(volatile_prompt)
 
 
 def simple_text() -> Result:
@@ -371,3 +376,32 @@ def prompt_with_image() -> list:
     """A prompt that includes an image."""
     return [{"role": "user", "content": {"type": "image", "data": PNG_1PX, "mimeType": "image/png"}},
             {"role": "user", "text": "Please analyze the image above."}]
+
+
+_OFFERED = {"volatile": True, "volatile_prompt": True}
+
+
+def volatile() -> str:
+    """A tool that test_trigger_tool_change withdraws and offers again."""
+    return "still here"
+
+
+def volatile_prompt() -> str:
+    """A prompt that test_trigger_prompt_change withdraws and offers again."""
+    return "still here"
+
+
+def _toggle(ctx: Context, name: str) -> dict:
+    _OFFERED[name] = not _OFFERED[name]
+    ctx.plugin.offer(name, _OFFERED[name])
+    return {name: "offered" if _OFFERED[name] else "withdrawn"}
+
+
+def trigger_tool_change(ctx: Context) -> dict:
+    """Withdraw test_volatile (or offer it again): the tool list changes, list_changed follows."""
+    return _toggle(ctx, "volatile")
+
+
+def trigger_prompt_change(ctx: Context) -> dict:
+    """Withdraw test_volatile_prompt (or offer it again): the prompt list changes."""
+    return _toggle(ctx, "volatile_prompt")
