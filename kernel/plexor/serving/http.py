@@ -204,7 +204,9 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
                 on_stop()
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse(kernel.health())
+        # 503 unless ready (starting, draining after SIGTERM, stopped): a balancer's health check then
+        # sends new requests elsewhere while calls in flight here finish.
+        return JSONResponse(kernel.health(), status_code=200 if kernel.state == State.READY else 503)
 
     async def card(request: Request) -> Response:  # /.well-known/mcp/server-card.json (plexor.serving.card)
         from plexor.serving.card import server_card
