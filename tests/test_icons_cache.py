@@ -114,3 +114,13 @@ def test_cache_refuses_nonsense():
         Cache(ttl=-1)
     with pytest.raises(PluginError, match="is not a scope"):
         Cache(scope="everyone")  # type: ignore[arg-type]
+
+
+async def test_modern_clients_get_the_server_icon_from_discover_not_on_every_result(plexor):
+    async with plexor.client([("deco", declared_plugin())], mode="auto") as client:
+        assert client.protocol_version == "2026-07-28"
+        icons = client.server_info.icons
+        result = await client.call_tool("deco_plain", {})
+    assert icons and icons[0].src.startswith("data:image/svg+xml;base64,")
+    stamp = result.meta["io.modelcontextprotocol/serverInfo"]
+    assert stamp["name"] == "plexor" and "icons" not in stamp  # identity on each result, the icon once

@@ -54,6 +54,20 @@ REQUEST_STATE_TTL = 3600.0
 class PlexorServer(Server[Any]):
     """The SDK server, advertising list-changed notifications by default."""
 
+    @property
+    def server_info_stamp(self) -> dict[str, Any]:
+        # The serverInfo stamped into every 2026-07-28 result's _meta: identity without the icon
+        # (a few hundred bytes on each response); initialize and server/discover carry the icon.
+        return {k: v for k, v in self._server_info_stamp_source.items() if k != "icons"}
+
+    async def _handle_discover(self, ctx: Any, params: Any) -> Any:
+        import copy
+
+        from mcp_types import SERVER_INFO_META_KEY
+
+        result = await super()._handle_discover(ctx, params)  # the stamp leaves a handler's serverInfo alone
+        return result.model_copy(update={"meta": {SERVER_INFO_META_KEY: copy.deepcopy(self._server_info_stamp_source)}})
+
     def create_initialization_options(self, notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True),
