@@ -472,3 +472,36 @@ def test_the_launcher_finds_the_data_directory_the_kernel_uses(tmp_path, monkeyp
             monkeypatch.setenv(name, value)
         guess = guess_data_dir(dict(os.environ))
         assert guess is not None and os.path.normpath(guess) == os.path.normpath(paths().data_dir), env
+
+
+WARMING = """
+import threading, time
+from plexor import hookimpl
+
+@hookimpl
+def plexor_startup(plugin):
+    plugin.warming(0.25, "counting sheep")
+
+    def warm():
+        time.sleep(plugin.settings["seconds"])
+        plugin.warmed()
+
+    threading.Thread(target=warm, daemon=True).start()
+
+@hookimpl
+def plexor_add_config(config):
+    config.add("seconds", float, 1.0)
+"""
+
+
+def test_plugins_waits_for_a_warm_up_and_shows_one_that_is_still_going(run, site_dir):
+    install_fake_dist(site_dir, "plexor-fakewarm", "fakewarm", "plexor_fakewarm", WARMING)
+    out = run("plugins", "--json", env={"PLEXOR_PLUGINS": "fakewarm"})
+    assert out.returncode == 0, out.stderr
+    assert {r["name"]: r["state"] for r in json.loads(out.stdout)}["fakewarm"] == "ready"
+    slow = {"PLEXOR_PLUGINS": "fakewarm", "PLEXOR_FAKEWARM_SECONDS": "30", "PLEXOR_START_WAIT": "0.5"}
+    table = run("plugins", env=slow)
+    assert table.returncode == 0, table.stderr
+    line = next(ln for ln in table.stdout.splitlines() if ln.startswith("fakewarm"))
+    assert line.split()[3] == "starting"
+    assert "still warming up (25%: counting sheep)" in table.stdout

@@ -95,8 +95,7 @@ def main() -> None:
 
 @main.command("connect")
 @click.option("--log-level", default=None, type=click.Choice(LOG_LEVELS, case_sensitive=False), help="Log level (JSON lines on stderr); as PLEXOR_LOG_LEVEL.")
-@click.option("--profile", default=None, help="Show this client only the tools of a profile ([plexor.profiles.NAME] of plexor.toml).")
-def connect_cmd(log_level: str | None, profile: str | None) -> None:
+def connect_cmd(log_level: str | None) -> None:
     """Serve MCP on stdio by relaying to the shared daemon (started when absent; restarted if it dies).
 
     Configure MCP clients to launch `plexor connect` instead of `plexor serve`:
@@ -110,7 +109,7 @@ def connect_cmd(log_level: str | None, profile: str | None) -> None:
     from plexor.daemon import DaemonError, run_connect
 
     try:
-        anyio.run(lambda: run_connect(profile=profile))
+        anyio.run(run_connect)
     except DaemonError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
