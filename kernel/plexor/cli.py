@@ -95,7 +95,8 @@ def main() -> None:
 
 @main.command("connect")
 @click.option("--log-level", default=None, type=click.Choice(LOG_LEVELS, case_sensitive=False), help="Log level (JSON lines on stderr); as PLEXOR_LOG_LEVEL.")
-def connect_cmd(log_level: str | None) -> None:
+@click.option("--profile", default=None, help="Show this client only the tools of a profile ([plexor.profiles.NAME] of plexor.toml).")
+def connect_cmd(log_level: str | None, profile: str | None) -> None:
     """Serve MCP on stdio by relaying to the shared daemon (started when absent; restarted if it dies).
 
     Configure MCP clients to launch `plexor connect` instead of `plexor serve`:
@@ -109,7 +110,7 @@ def connect_cmd(log_level: str | None) -> None:
     from plexor.daemon import DaemonError, run_connect
 
     try:
-        anyio.run(run_connect)
+        anyio.run(lambda: run_connect(profile=profile))
     except DaemonError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
@@ -122,15 +123,34 @@ def _started(func: Any) -> Any:
 @main.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def plugins_cmd(as_json: bool) -> None:
-    """List plugins: name, distribution, version, state (ready/failed/disabled), tools, error."""
+    """List plugins: name, distribution, version, state (ready/failed/disabled), tools, error.
+
+    A plugin that warms up in the background (an index to open) is waited for, as a call would be, up
+    to PLEXOR_START_WAIT seconds; one still warming after that is listed as starting, with its progress.
+    """
     _quiet_logs()
-    rows = _started(lambda k: [r.describe() for r in sorted(k.records.values(), key=lambda r: r.name)])
+
+    async def listing(kernel: Any) -> list[dict[str, Any]]:
+        import time
+
+        import anyio
+
+        deadline = time.monotonic() + kernel.start_wait
+        while any(r.state.value == "starting" for r in kernel.records.values()) and time.monotonic() < deadline:
+            await anyio.sleep(0.05)
+        return [r.describe() for r in sorted(kernel.records.values(), key=lambda r: r.name)]
+
+    rows = _started(listing)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(f"{'NAME':<16} {'DISTRIBUTION':<24} {'VERSION':<9} {'STATE':<9} TOOLS")
     for r in rows:
         click.echo(f"{r['name']:<16} {r['distribution']:<24} {r['version']:<9} {r['state']:<9} {len(r['tools'])}")
+        if r["state"] == "starting":
+            done = f"{r['progress']:.0%}" if r["progress"] is not None else "no progress reported"
+            click.echo(f"  still warming up ({done}{': ' + r['progress_message'] if r['progress_message'] else ''}); "
+                       "a server keeps warming it up in the background, and calls wait for it")
         if r["error"]:
             click.echo(f"  error: {r['error']}")
         for w in r["warnings"]:
