@@ -258,6 +258,10 @@ async def test_free_form_metadata_travels_as_json_text(plexor):
             "tree_id": tree, "handle": {"source": "file", "identifier": "a.txt", "metadata": '{"lines": 3}'}})
         assert not node.is_error, node.content[0].text
         assert node.structured_content["data"]["handle"]["metadata"] == {"lines": 3}
+        unversioned = await client.call_tool("arbor_node_create_external", {  # how a strict-mode model leaves keys out
+            "tree_id": tree, "handle": {"source": "file", "identifier": "b.txt", "source_version": None, "metadata": None}})
+        assert unversioned.structured_content["data"]["handle"] == {
+            "source": "file", "identifier": "b.txt", "source_version": None, "metadata": {}}, unversioned.content[0].text
         for bad, said in (('{"title": ', "is not valid JSON"), ("[1, 2]", "must encode a JSON object"),
                           (5, "must be a JSON object written as a string")):
             r = await client.call_tool("arbor_tree_create", {"metadata": bad})

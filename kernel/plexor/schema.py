@@ -363,9 +363,10 @@ def _accepted(sig: Signature) -> str:
 def _type_text(prop: dict[str, Any], null_is_default: bool = False) -> str:
     """A JSON schema's type for people: ``integer``, ``"a" | "b"``, ``string or null``.
 
-    With ``null_is_default`` (a parameter whose null only means "the default"), null is not named.
+    With ``null_is_default`` (a parameter whose null only means "the default", as for any property
+    with a non-null default), null is not named.
     """
-    if null_is_default:
+    if null_is_default or prop.get("default") is not None:
         if isinstance(prop.get("type"), list):
             prop = {**prop, "type": [t for t in prop["type"] if t != "null"]}
             if len(prop["type"]) == 1:

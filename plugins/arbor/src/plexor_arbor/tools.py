@@ -25,10 +25,17 @@ __all__ = ["RESOURCE_TEMPLATES", "TOOLS", "complete_tree_id"]
 class ExternalHandle(TypedDict):
     """A pointer to content kept elsewhere (a file, a document store, another server)."""
 
+    # the docstrings below become the keys' descriptions; a plain dict is a pydantic ConfigDict
+    __pydantic_config__ = {"use_attribute_docstrings": True}  # type: ignore[misc]
+
     source: str
+    """where the content lives, e.g. "files" or another server's name."""
     identifier: str
-    source_version: NotRequired[str]
-    metadata: NotRequired[JSONObject]
+    """what it is within the source, e.g. "report.pdf#p3"."""
+    source_version: NotRequired[str | None]
+    """which version of it, e.g. "2024-05-01" (null or left out: unversioned)."""
+    metadata: NotRequired[JSONObject | None]
+    """a JSON object written as a string, e.g. "{\\"pages\\": 3}"."""
 
 
 def _store(ctx: Context) -> Store:
