@@ -186,6 +186,12 @@ def daemon_health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] 
         with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback URL we built
             found: dict[str, Any] = json.loads(resp.read())
             return found
+    except urllib.error.HTTPError as exc:  # 503 while starting or draining: the body still says which
+        try:
+            body: dict[str, Any] | None = json.loads(exc.read()) if exc.code == 503 else None
+        except (OSError, ValueError):
+            body = None
+        return body
     except (OSError, ValueError, urllib.error.URLError):
         return None
 
