@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from plexor.errors import InvalidArgument, PluginError
+from plexor.portable import _NULL, JSONObject, JSONText, _json_kind, portable
 
 __all__ = ["JSONObject", "JSONText", "Signature", "analyse", "parse_docstring", "portable", "schema_hash"]
 
@@ -114,94 +115,7 @@ def _strip_titles(node: Any) -> Any:
     return node
 
 
-class JSONText:
-    """Marker: a free-form JSON object that travels as a string of JSON text.
-
-    Used as ``plexor.JSONObject`` (``Annotated[dict[str, Any], JSONText()]``). The
-    schema says ``{"type": "string", "contentMediaType": "application/json"}``, which
-    every model API accepts, where an open object (``additionalProperties: true``)
-    is refused by OpenAI's strict mode and crashes Google's converter. The tool
-    receives a dict: the kernel parses the text and refuses anything but an object.
-    An object sent as an object is accepted too, so clients that did so keep working.
-    """
-
-    def __repr__(self) -> str:
-        return "JSONText()"
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
-        from pydantic_core import core_schema
-
-        return core_schema.no_info_before_validator_function(_parse_json_object, handler(source))
-
-    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
-        return {"type": "string", "contentMediaType": "application/json"}
-
-
-def _parse_json_object(value: Any) -> Any:
-    if isinstance(value, dict):
-        return value
-    if not isinstance(value, str):
-        raise ValueError('must be a JSON object written as a string, e.g. "{\\"title\\": \\"Notes\\"}"')
-    try:
-        parsed = json.loads(value)
-    except ValueError as exc:
-        raise ValueError(f"is not valid JSON ({getattr(exc, 'msg', exc)} at character {getattr(exc, 'pos', 0)}); "
-                         'write a JSON object as a string, e.g. "{\\"title\\": \\"Notes\\"}"') from None
-    if not isinstance(parsed, dict):
-        raise ValueError(f"must encode a JSON object ({{...}}), not {_json_kind(parsed)}")
-    return parsed
-
-
-JSONObject = Annotated[dict[str, Any], JSONText()]
-"""A free-form JSON object parameter, advertised as a JSON-encoded string (see :class:`JSONText`)."""
-
-_NULL = {"type": "null"}
 _JSON = json.JSONEncoder(ensure_ascii=False)  # one encoder: json.dumps with options builds one per call
-_NOT_SCHEMAS = frozenset({"default", "enum", "const", "examples", "required"})
-
-
-def portable(schema: dict[str, Any]) -> dict[str, Any]:
-    """Rewrite a generated JSON schema into the shape every model API's converter keeps.
-
-    ``$ref`` to ``$defs`` are inlined (a recursive one is kept, with its ``$defs``);
-    ``additionalProperties: false`` is dropped from objects that list their
-    properties; ``anyOf: [T, null]`` becomes ``type: [T, "null"]`` when T is a
-    plain typed schema, and otherwise T gets the description too.
-    """
-    defs = schema.get("$defs", {})
-    kept: dict[str, Any] = {}
-    out = _rewrite({k: v for k, v in schema.items() if k != "$defs"}, defs, (), kept)
-    if kept:
-        out["$defs"] = {name: _rewrite(defs[name], defs, (name,), kept) for name in defs}
-    return dict(out)
-
-
-def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...], kept: dict[str, Any]) -> Any:
-    if isinstance(node, list):
-        return [_rewrite(v, defs, seen, kept) for v in node]
-    if not isinstance(node, dict):
-        return node
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs:
-        name = ref[8:]
-        if name in seen:  # recursive: cannot be inlined
-            kept[name] = True
-            return dict(node)
-        inner = _rewrite(defs[name], defs, (*seen, name), kept)
-        return {**inner, **{k: _rewrite(v, defs, seen, kept) for k, v in node.items() if k != "$ref"}}
-    out = {k: (v if k in _NOT_SCHEMAS else _rewrite(v, defs, seen, kept)) for k, v in node.items()}
-    if out.get("additionalProperties") is False and out.get("properties"):
-        del out["additionalProperties"]
-    options = out.get("anyOf")
-    if isinstance(options, list) and len(options) == 2 and _NULL in options:
-        other = options[0] if options[1] == _NULL else options[1]
-        rest = {k: v for k, v in out.items() if k != "anyOf"}
-        if isinstance(other, dict) and isinstance(other.get("type"), str) and not {"anyOf", "enum", "const"} & set(other):
-            return {**other, **rest, "type": [other["type"], "null"]}
-        if isinstance(other, dict) and "description" in rest:
-            other = {**other, "description": rest["description"]}
-        return {**rest, "anyOf": [other, _NULL]}
-    return out
 
 
 @dataclass
@@ -311,20 +225,6 @@ class Signature:
 def _short(value: Any) -> str:
     text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    return "an object" if isinstance(value, dict) else type(value).__name__
 
 
 def _wrong_type(errors: list[Any], prop: dict[str, Any]) -> bool:
