@@ -47,12 +47,14 @@ async def confirm(ctx: Context, what: str) -> Result:
 
 
 def boom() -> str:
-    """Fail as a tool."""
+    """Fail as a tool (after a moment: a call that ends at once is answered without a task)."""
+    time.sleep(0.1)
     raise ValueError("no luck")
 
 
 async def protocol_failure() -> str:
     """Fail at the protocol level."""
+    await anyio.sleep(0.1)
     raise AskError("internal trouble", "Nothing to do.", rpc_code=-32603)
 
 
@@ -133,6 +135,19 @@ async def test_modern_create_result_is_flat_and_durable_at_once(kernel):
         assert (await get(client.session, fields["taskId"]))["status"] == "cancelled"
         assert await request(client.session, "tasks/cancel", {"taskId": fields["taskId"]})  # idempotent ack
     assert fields["taskId"] not in tasks_of(kernel).running  # the coroutine was stopped, not left running
+
+
+async def test_modern_call_that_ends_at_once_is_answered_without_a_task(kernel):
+    ext = TasksClient()
+    async with modern(kernel, ext) as client:
+        result = await client.session.call_tool("jobs_work", {"seconds": 0, "label": "now"}, allow_claimed=True)
+    assert result.result_type == "complete" and result.content[0].text == "done now" and ext.seen == []
+    manager = tasks_of(kernel)
+    for _ in range(50):  # the task row made for it is deleted: nobody ever learned its id
+        if not manager.store.state.query("SELECT task_id FROM plexor_tasks"):
+            break
+        await anyio.sleep(0.02)
+    assert manager.store.state.query("SELECT task_id FROM plexor_tasks") == []
 
 
 async def test_modern_input_required_then_update_resumes(kernel):

@@ -42,6 +42,8 @@ SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 MISSING_CAPABILITY = -32021
 HEADER_MISMATCH = -32020
 LEGACY_ONLY = frozenset({"tasks/result", "tasks/list"})
+# How long a task-capable call may take and still be answered as a plain call (2026-07-28 only).
+IMMEDIATE_SECONDS = 0.02
 
 
 class TaskParams(types.RequestParams):
@@ -175,16 +177,42 @@ class TaskProtocol:
             capabilities = client_capabilities(ctx.session)
             raw_ttl = params["task"].get("ttl")
             ttl = raw_ttl if isinstance(raw_ttl, int) and not isinstance(raw_ttl, bool) and raw_ttl > 0 else None
-        def create(start: bool = True) -> Any:
+        def create(start: bool = True, store: bool = True) -> Any:
             return self.tasks.create(
                 tool=spec.name, arguments=dict(arguments), era="2026-07-28" if modern else "2025-11-25",
                 owner=_owner(ctx), capabilities=capabilities, ttl_ms=ttl,
                 idempotent=bool(spec.annotations.get("idempotentHint")), session=None if modern else ctx.session,
-                start=start)
+                start=start, store=store)
 
         if getattr(spec, "detach", "start") == "manual":
             return await self._detachable(ctx, call_next, lambda: create(start=False), modern)
-        return self._created(await create(), modern)
+        if not modern:
+            return self._created(await create(), modern)
+        # 2026-07-28: a call that ends at once is answered as a plain call (SEP-2663 allows it), and its task is
+        # never stored; one still running after IMMEDIATE_SECONDS (or asking, or reporting) is stored and answered
+        # with the task.
+        row = await create(store=False)
+        return await self._immediate_or_task(row)
+
+    async def _immediate_or_task(self, row: TaskRow) -> dict[str, Any]:
+        tasks = self.tasks
+        unstored = tasks.unstored[row.task_id]
+        waiters = [asyncio.ensure_future(unstored.finished.wait()), asyncio.ensure_future(unstored.stored.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=IMMEDIATE_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        if unstored.finished.is_set() and not unstored.storing:
+            tasks.unstored.pop(row.task_id, None)
+            if unstored.error is not None:  # as the plain call would have failed
+                error = unstored.error
+                raise MCPError(int(error.get("code", types.INTERNAL_ERROR)), str(error.get("message")), error.get("data"))
+            result = unstored.result
+            return {"resultType": "complete", **result,
+                    "_meta": {**(result.get("_meta") or {}), SERVER_INFO: self.server.server_info_stamp}}
+        await tasks.materialize(row.task_id)
+        return self._created(row, True)
 
     def _created(self, row: TaskRow, modern: bool) -> dict[str, Any]:
         if modern:
@@ -273,10 +301,10 @@ class TaskProtocol:
                 raise MCPError(HEADER_MISMATCH, "mcp-name header does not match the request body's 'taskId' parameter: "
                                "send Mcp-Name equal to params.taskId")
         tasks = self.tasks
-        row = await tasks.db(tasks.store.get, task_id)
+        row = await tasks.read(task_id)
         if row is not None and not row.terminal and row.worker != tasks.worker and _stale(row, tasks):
             await tasks.reap(only=task_id)
-            row = await tasks.db(tasks.store.get, task_id)
+            row = await tasks.read(task_id)
         if row is None or row.owner != _owner(ctx):
             raise MCPError(types.INVALID_PARAMS, f"Failed to retrieve task: Task not found ({task_id!r}). Task ids "
                            "come from the CreateTaskResult of tools/call; a task is deleted when its ttl has passed.",
@@ -368,7 +396,11 @@ class TaskProtocol:
                 tasks.answered(row.task_id)
                 delay = 0.05
             else:
-                await asyncio.sleep(delay)
+                ended = tasks.ended(row.task_id)  # runs here: woken when it ends; elsewhere: polled
+                try:
+                    await asyncio.wait_for(ended.wait() if ended is not None else asyncio.sleep(delay), delay)
+                except TimeoutError:
+                    pass
                 delay = min(delay * 1.5, 0.5)
             row = await self._find(ctx, params, "tasks/result")
         if row.status == "completed" and row.result is not None:

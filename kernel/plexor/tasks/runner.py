@@ -39,6 +39,20 @@ MAX_ATTEMPTS = 3  # an idempotent task is run at most this many times
 WORKER_DIED = -32603
 
 
+class Unstored:
+    """A task not stored yet, and how it ended if it did before anyone needed it stored."""
+
+    def __init__(self, row: TaskRow) -> None:
+        self.row = row
+        self.storing = False
+        self.stored = asyncio.Event()
+        self.finished = asyncio.Event()
+        self.status = "completed"
+        self.message = ""
+        self.result: Any = None
+        self.error: Any = None
+
+
 class TaskSession:
     """What a task's Context sees as its session: progress becomes the task's status message."""
 
@@ -54,6 +68,11 @@ class TaskSession:
         self._last = now
         shown = f"{current:g}/{total:g}" if total else (f"{current:g}" if current else "")
         text = (message or "progress") + (f" ({shown})" if shown else "")
+        unstored = self._tasks.unstored.get(self._task_id)
+        if unstored is not None and not unstored.storing:  # stored with the task, if it ever is
+            unstored.row.status_message = text
+            return
+        await self._tasks.materialize(self._task_id)
         await self._tasks.db(self._tasks.store.progress, self._task_id, text)
 
     async def send_log_message(self, *args: Any, **kwargs: Any) -> None:
@@ -88,6 +107,7 @@ class TaskExchange(Exchange):
         for key, question in pending.items():
             if not declares(self.capabilities, question.capability):
                 raise missing_capability(key, question.method)
+        await tasks.materialize(self.task_id)
         wake = tasks.wakeup(self.task_id)
         message = "waiting for the client to answer: " + ", ".join(pending)
         await tasks.db(tasks.store.ask, self.task_id, {k: q.wire() for k, q in pending.items()}, message)
@@ -121,6 +141,8 @@ class Tasks:
         self.worker = f"{self.host}:{self.pid}:{uuid.uuid4().hex[:8]}"
         self.running: dict[str, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
+        self._ended: dict[str, asyncio.Event] = {}
+        self.unstored: dict[str, Unstored] = {}  # tasks whose call may still be answered directly
         self._sessions: dict[str, Any] = {}  # task id -> the 2025-11-25 session that created it (for status)
         self._loop_task: asyncio.Task[None] | None = None
         self._last_sweep = 0.0
@@ -132,11 +154,29 @@ class Tasks:
 
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
+    async def read(self, task_id: str) -> TaskRow | None:
+        """A task as stored; on SQLite read here (WAL readers never wait), elsewhere in a worker thread."""
+        if self.store.state.dialect == "sqlite":
+            return self.store.get(task_id)
+        row: TaskRow | None = await self.db(self.store.get, task_id)
+        return row
+
+    def ended(self, task_id: str) -> asyncio.Event | None:
+        """Set when a task running here ends (None when it does not run here)."""
+        if task_id not in self.running:
+            return None
+        event = self._ended.get(task_id)
+        if event is None:
+            event = self._ended[task_id] = asyncio.Event()
+        return event
+
     # -- creating and running ------------------------------------------------------------
     async def create(self, *, tool: str, arguments: dict[str, Any], era: str, owner: str, capabilities: dict[str, Any],
-                     ttl_ms: int | None, idempotent: bool, session: Any = None, start: bool = True) -> TaskRow:
+                     ttl_ms: int | None, idempotent: bool, session: Any = None, start: bool = True,
+                     store: bool = True) -> TaskRow:
         """Store a new task (durably: a ``tasks/get`` anywhere finds it once this returns) and start it here
-        (unless ``start`` is false: a detaching call runs on as it is)."""
+        (unless ``start`` is false: a detaching call runs on as it is). With ``store`` false it is kept in
+        memory until :meth:`materialize` (a call that ends at once is answered without ever storing it)."""
         self.ensure_loop()
         now = time.time()
         ttl = DEFAULT_TTL_MS if ttl_ms is None else max(1_000, min(int(ttl_ms), MAX_TTL_MS))
@@ -146,7 +186,10 @@ class Tasks:
             created_at=now, updated_at=now, ttl_ms=ttl, expires_at=now + ttl / 1000, poll_ms=POLL_MS,
             result=None, error=None, input_requests={}, input_responses={}, worker=self.worker, host=self.host,
             pid=self.pid, lease_until=now + LEASE_SECONDS, cancel_requested=False, idempotent=idempotent, attempts=1)
-        await self.db(self.store.create, row)
+        if store:
+            await self.db(self.store.create, row)
+        else:
+            self.unstored[row.task_id] = Unstored(row)
         if session is not None:
             self._sessions[row.task_id] = session
         if start:
@@ -163,20 +206,53 @@ class Tasks:
                                                   request_id=f"task:{task_id}", exchange=TaskExchange(self, row))
             result = tool_result(outcome)
             summary = "the tool reported an error" if outcome.is_error else "the task completed"
-            await self.db(self.store.settle, task_id, "completed", summary, result=result)
+            await self._finish(task_id, "completed", summary, result=result)
         except asyncio.CancelledError:
+            unstored = self.unstored.pop(task_id, None)
+            if unstored is not None:
+                unstored.error = {"code": WORKER_DIED, "message": "the call was cancelled"}
+                unstored.finished.set()
             raise
         except BaseException as exc:  # noqa: BLE001 - a protocol-level failure becomes the task's error
             error = tool_error(exc)
             if error.get("data", {}).get("type") == "unexpected":
                 self.kernel.log.error("task_failed", task=task_id, error=error["message"])
-            await self.db(self.store.settle, task_id, "failed", str(error["message"]).splitlines()[0], error=error)
+            await self._finish(task_id, "failed", str(error["message"]).splitlines()[0], error=error)
             if not isinstance(exc, Exception):
                 raise
         finally:
             self.running.pop(task_id, None)
             self._wake.pop(task_id, None)
+            ended = self._ended.pop(task_id, None)
+            if ended is not None:
+                ended.set()
             self.notify(task_id, final=True)
+
+    async def _finish(self, task_id: str, status: str, message: str, *, result: Any = None, error: Any = None) -> None:
+        unstored = self.unstored.get(task_id)
+        if unstored is not None:  # not stored (yet): its call answers, or materialize() settles it once stored
+            unstored.status, unstored.message, unstored.result, unstored.error = status, message, result, error
+            unstored.finished.set()
+            return
+        await self.db(self.store.settle, task_id, status, message, result=result, error=error)
+
+    async def materialize(self, task_id: str) -> None:
+        """Store a task kept in memory (its call is answered with the task after all, or it asks or reports)."""
+        unstored = self.unstored.get(task_id)
+        if unstored is None:
+            return
+        if unstored.storing:
+            await unstored.stored.wait()
+            return
+        unstored.storing = True
+        try:
+            await self.db(self.store.create, unstored.row)
+        finally:
+            self.unstored.pop(task_id, None)
+            unstored.stored.set()
+        if unstored.finished.is_set():  # it ended while being stored
+            await self.db(self.store.settle, task_id, unstored.status, unstored.message, result=unstored.result,
+                          error=unstored.error)
 
     # -- answers, cancellation, notifications ------------------------------------------------
     def wakeup(self, task_id: str) -> asyncio.Event:
