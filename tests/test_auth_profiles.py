@@ -25,6 +25,7 @@ PROFILES = {
     "writer": {"tools": ["plugin:ledger"], "exclude": ["ledger_purge"]},
     "scoped": {"tools": ["scope:ledger:read"]},
     "health": {"tools": ["plexor_health"]},
+    "finder": {"tools": ["plexor_health"], "search": True},
 }
 ALL = ["ledger_balance", "ledger_post", "ledger_purge", "plexor_health", "plexor_plugins"]
 
@@ -70,12 +71,32 @@ async def test_profiles_by_path_and_header(served):
     assert any(a.get("reason") == "not_in_profile" and a.get("profile") == "reader" for a in px.audit())
 
 
+async def test_a_searchable_profile_finds_and_calls_tools_outside_it(served):
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    px = served
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {px.static}"}, timeout=30) as http, \
+            Client(streamable_http_client(px.url + "/finder", http_client=http)) as client:
+        assert sorted(t.name for t in (await client.list_tools()).tools) == ["plexor_find_tools", "plexor_health"]
+        found = await client.call_tool("plexor_find_tools", {"query": "post an entry"})
+        assert not found.is_error
+        names = [t["name"] for t in found.structured_content["tools"]]
+        assert names[0] == "ledger_post" and found.structured_content["tools"][0]["inProfile"] is False
+        assert found.structured_content["tools"][0]["inputSchema"]["required"] == ["amount"]
+        result = await client.call_tool("ledger_post", {"amount": 11})
+        assert not result.is_error and result.structured_content == {"posted": 11}
+        assert (await client.call_tool("plexor_find_tools", {"query": ""})).is_error
+    assert px.calls()[-1] == {"call": "post", "amount": 11}
+
+
 def test_an_unknown_profile_is_404_naming_the_known_ones(served):
     px = served
     for url, headers in ((px.url + "/nope", {}), (px.url, {"Plexor-Profile": "nope"})):
         r = httpx.post(url, headers={"Authorization": f"Bearer {px.static}", **headers}, content=b"{}")
         assert r.status_code == 404
-        assert r.json()["error"] == "unknown_profile" and "health, reader, scoped, writer" in r.json()["guidance"]
+        assert r.json()["error"] == "unknown_profile" and "finder, health, reader, scoped, writer" in r.json()["guidance"]
 
 
 async def test_serve_profile_is_the_default_of_every_connection(tmp_path):

@@ -69,6 +69,7 @@ class Profile:
     name: str
     tools: tuple[str, ...]
     exclude: tuple[str, ...] = ()
+    search: bool = False  # plexor_find_tools: the model may find and call the token's other tools
 
     def admits(self, tool: str, plugin: str, scopes: tuple[str, ...]) -> bool:
         return self._matches(self.tools, tool, plugin, scopes) and not self._matches(self.exclude, tool, plugin, scopes)
@@ -167,12 +168,17 @@ def profiles_config(table: Mapping[str, Any] | None, where: str = "[plexor.profi
         if not isinstance(body, dict):
             raise ConfigError(f"profile {name!r} in {where} is not a table",
                               f'Write [plexor.profiles.{name}] tools = ["arbor_*", "plugin:keyboard"].')
-        unknown = sorted(set(body) - {"tools", "exclude"})
+        unknown = sorted(set(body) - {"tools", "exclude", "search"})
         if unknown:
-            raise ConfigError(f"unknown key {unknown[0]!r} in [plexor.profiles.{name}]", "A profile has tools and exclude.")
+            raise ConfigError(f"unknown key {unknown[0]!r} in [plexor.profiles.{name}]",
+                              "A profile has tools, exclude and search.")
+        if not isinstance(body.get("search", False), bool):
+            raise ConfigError(f"search = {body['search']!r} in [plexor.profiles.{name}] is not true or false",
+                              "Write search = true to give the profile the plexor_find_tools tool.")
         if "tools" not in body:
             raise ConfigError(f"[plexor.profiles.{name}] has no tools",
                               'List what the profile shows: tools = ["arbor_*", "plugin:keyboard", "scope:arbor:read"].')
         out[str(name)] = Profile(str(name), _words(body["tools"], "tools", f"[plexor.profiles.{name}]"),
-                                 _words(body.get("exclude", []), "exclude", f"[plexor.profiles.{name}]"))
+                                 _words(body.get("exclude", []), "exclude", f"[plexor.profiles.{name}]"),
+                                 bool(body.get("search", False)))
     return out

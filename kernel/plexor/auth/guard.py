@@ -30,6 +30,7 @@ from typing import Any
 from plexor.auth.audit import audit
 from plexor.auth.config import AuthConfig, Profile
 from plexor.auth.scopes import Access, ScopePolicy, granted_scopes
+from plexor.auth.search import FIND_TOOLS, find_tools, find_tools_wire
 from plexor.auth.tokens import IntrospectionVerifier, JwtVerifier, TokenRefused
 
 __all__ = ["ACCESS_KEY", "PROFILE_HEADER", "AccessGuard", "access_middleware"]
@@ -325,9 +326,14 @@ def access_middleware(policy: ScopePolicy) -> Callable[..., Any]:
             return await call_next(ctx)
         method = ctx.method
         params: dict[str, Any] = dict(ctx.params) if isinstance(ctx.params, dict) else {}
+        searching = access.profile is not None and access.profile.search
         if method == "tools/call":
+            if searching and params.get("name") == FIND_TOOLS:
+                args = params.get("arguments")
+                audit("allow", method=method, target=FIND_TOOLS, **access.who())
+                return types.CallToolResult.model_validate(find_tools(access, policy, args if isinstance(args, dict) else {}))
             spec = policy.resolve_tool(str(params.get("name")))
-            if spec is not None and not access.tool_visible(spec):
+            if spec is not None and not access.tool_callable(spec):
                 missing = access.missing(policy.tool(spec))
                 reason = "insufficient_scope" if missing else "not_in_profile"
                 audit("deny", reason=reason, method=method, target=spec.name, plugin=spec.plugin, **access.who())
@@ -354,6 +360,8 @@ def access_middleware(policy: ScopePolicy) -> Callable[..., Any]:
             tools = policy.kernel.registry.tools
             result["tools"] = [t for t in result["tools"]
                                if t.get("name") not in tools or access.tool_visible(tools[t["name"]])]
+            if searching and not result.get("nextCursor"):
+                result["tools"].append(find_tools_wire())
         elif method == "resources/list" and isinstance(_field(result, "resources"), list):
             result["resources"] = [r for r in result["resources"]
                                    if access.plugin_visible(policy.plugin_of_uri(str(r.get("uri", ""))))]

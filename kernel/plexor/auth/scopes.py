@@ -110,6 +110,12 @@ class Access:
             return False
         return self.profile is None or self.profile.admits(spec.name, spec.plugin, needed)
 
+    def tool_callable(self, spec: ToolSpec) -> bool:
+        """Listed, or (with a searchable profile) found by plexor_find_tools within the token's scopes."""
+        if self.profile is not None and self.profile.search:
+            return not self.missing(self.policy.tool(spec))
+        return self.tool_visible(spec)
+
     def plugin_visible(self, plugin: str | None) -> bool:
         """Resources and prompts of ``plugin``: its read scope, and (with a profile) one of its tools admitted."""
         if plugin is None:
