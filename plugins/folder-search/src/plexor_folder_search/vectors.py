@@ -1,7 +1,9 @@
 """Chunk vectors in memory: one contiguous numpy matrix, searched with one matrix-vector product.
 
-On a large index of Matryoshka vectors the search is coarse-to-fine. numpy is
-imported when an index is created, never when this module loads.
+On a large index of Matryoshka vectors the search is coarse-to-fine; from
+``ANN_MIN_ROWS`` vectors on, they move into an inverted-file index of 8-bit
+codes (:mod:`plexor_folder_search.ann`). numpy is imported when an index is
+created, never when this module loads.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ class VectorIndex:
     """
 
     COARSE_MIN_ROWS = 20_000
+    #: From this many vectors on they are kept in an IVF index of 8-bit codes (:class:`~.ann.IvfIndex`) instead of
+    #: a float32 matrix: a quarter of the memory, and a query scans a few lists instead of every row.
+    ANN_MIN_ROWS = 250_000
+    LOAD_BATCH = 50_000
 
     def __init__(self, dim: int, coarse_dims: int | None = None) -> None:
         import numpy as np
@@ -39,23 +45,100 @@ class VectorIndex:
         self._pending_ids: list[Any] = []
         self._pending_vecs: list[Any] = []
         self._lock = threading.Lock()
+        self.ann: Any = None  # an IvfIndex once the index is large
 
     def __len__(self) -> int:
         with self._lock:
+            self._compact()  # may move the vectors into the IVF index
+            return len(self.ann) if self.ann is not None else len(self.ids)
+
+    @property
+    def mode(self) -> str:
+        """``ivf-sq8``, ``coarse-to-fine`` or ``exact``: how :meth:`search` finds the nearest vectors."""
+        with self._lock:
             self._compact()
-            return len(self.ids)
+            if self.ann is not None:
+                return "ivf-sq8"
+            return "coarse-to-fine" if self._prefix is not None else "exact"
+
+    def load_store(self, store: Any) -> None:
+        """Load the stored vectors of ``store`` (an :class:`~.store.IndexStore`) of this dimension.
+
+        A large index is streamed into the IVF index batch by batch, so that its float32 vectors are never all
+        in memory at once.
+        """
+        np = self._np
+        size = self.dim * 4
+        with store.reader() as conn:
+            n = conn.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL AND length(vector)=?",
+                             (size,)).fetchone()[0]
+        if n < self.ANN_MIN_ROWS:
+            self.load(*store.load_vectors(self.dim))
+            return
+        from plexor_folder_search.ann import IvfIndex, ivf_shape
+
+        nlist, nprobe = ivf_shape(n)
+        ann = IvfIndex(self.dim, nlist, nprobe)
+        step = max(1, n // (nlist * ann.TRAIN_PER_LIST))
+        with store.reader() as conn:
+            rows = conn.execute(
+                "SELECT vector FROM chunks WHERE vector IS NOT NULL AND length(vector)=? AND id % ? = 0",
+                (size, step)).fetchall()
+        ann.train(np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(len(rows), self.dim))
+        del rows
+        last = -1
+        while True:
+            with store.reader() as conn:
+                rows = conn.execute(
+                    "SELECT id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL AND length(vector)=? "
+                    "ORDER BY id LIMIT ?", (last, size, self.LOAD_BATCH)).fetchall()
+            if not rows:
+                break
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            ann.add(ids, np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dim))
+            last = int(ids[-1])
+        with self._lock:
+            self._reset_exact()
+            self.ann = ann
+
+    def _reset_exact(self) -> None:
+        np = self._np
+        self.ids = np.empty(0, dtype=np.int64)
+        self.matrix = np.empty((0, self.dim), dtype=np.float32)
+        self._prefix = None
+        self._removed.clear()
+        self._pending_ids.clear()
+        self._pending_vecs.clear()
+
+    def _to_ann(self) -> None:
+        """Move the float32 matrix into an IVF index (the matrix has reached ``ANN_MIN_ROWS`` rows)."""
+        from plexor_folder_search.ann import IvfIndex, ivf_shape
+
+        n = len(self.ids)
+        nlist, nprobe = ivf_shape(n)
+        ann = IvfIndex(self.dim, nlist, nprobe)
+        step = max(1, n // (nlist * ann.TRAIN_PER_LIST))
+        ann.train(self.matrix[::step])
+        for i in range(0, n, self.LOAD_BATCH):
+            ann.add(self.ids[i : i + self.LOAD_BATCH], self.matrix[i : i + self.LOAD_BATCH])
+        self._reset_exact()
+        self.ann = ann
 
     def load(self, ids: Any, matrix: Any) -> None:
         np = self._np
         order = np.argsort(ids, kind="stable")
         with self._lock:
+            self.ann = None
             self.ids = np.ascontiguousarray(ids[order])
             self.matrix = np.ascontiguousarray(matrix[order], dtype=np.float32)
             self._prefix = None
             self._removed.clear()
             self._pending_ids.clear()
             self._pending_vecs.clear()
-            self._build_prefix()
+            if len(self.ids) >= self.ANN_MIN_ROWS:
+                self._to_ann()
+            else:
+                self._build_prefix()
 
     def add(self, ids: Iterable[int], vectors: Any) -> None:
         np = self._np
@@ -63,6 +146,9 @@ class VectorIndex:
         if not len(arr):
             return
         with self._lock:
+            if self.ann is not None:
+                self.ann.add(arr, vectors)
+                return
             self._removed.difference_update(arr.tolist())
             self._pending_ids.append(arr)
             self._pending_vecs.append(np.asarray(vectors, dtype=np.float32).reshape(len(arr), self.dim))
@@ -72,6 +158,9 @@ class VectorIndex:
         if not ids:
             return
         with self._lock:
+            if self.ann is not None:
+                self.ann.remove(ids)
+                return
             if self._pending_ids:
                 self._compact()
             self._removed.update(ids)
@@ -97,7 +186,10 @@ class VectorIndex:
             ids, mat = ids[order], mat[order]
         self.ids, self.matrix = np.ascontiguousarray(ids), np.ascontiguousarray(mat)
         self._prefix = None
-        self._build_prefix()
+        if len(self.ids) >= self.ANN_MIN_ROWS:
+            self._to_ann()
+        else:
+            self._build_prefix()
 
     def _build_prefix(self) -> None:
         np = self._np
@@ -111,9 +203,12 @@ class VectorIndex:
         self._prefix = pre
 
     def snapshot(self) -> tuple[Any, Any]:
-        """The current (ids, matrix), consistent with each other."""
+        """The current (ids, matrix), consistent with each other (in IVF mode, the vectors decoded from their codes)."""
         with self._lock:
             self._compact()
+            if self.ann is not None:
+                ids = self.ann.ids.copy()
+                return ids, self.ann.index.reconstruct_batch(ids)
             return self.ids, self.matrix
 
     def search(self, query: Any, k: int) -> VectorHits:
@@ -123,10 +218,14 @@ class VectorIndex:
         """
         np = self._np
         with self._lock:
-            self._compact()
+            self._compact()  # may move the vectors into the IVF index
+            ann = self.ann
             ids, mat, pre = self.ids, self.matrix, self._prefix
-        n = len(ids)
         q = np.asarray(query, dtype=np.float32)
+        if ann is not None:
+            found, sims = ann.search(q, k)
+            return VectorHits(found, None, q, np.arange(len(found)), sims, None, ann)
+        n = len(ids)
         k = max(0, min(k, n))
         full = None
         with single_threaded_blas():
@@ -150,6 +249,8 @@ class VectorIndex:
         return VectorHits(ids, mat, q, pos, sims, full)
 
     def nbytes(self) -> int:
+        if self.ann is not None:
+            return int(self.ann.nbytes())
         extra = self._prefix.nbytes if self._prefix is not None else 0
         return int(self.matrix.nbytes + self.ids.nbytes + extra)
 
@@ -157,8 +258,9 @@ class VectorIndex:
 class VectorHits:
     """The nearest chunks found by :meth:`VectorIndex.search`: ``ids`` and their cosine ``sims``."""
 
-    def __init__(self, all_ids: Any, matrix: Any, query: Any, pos: Any, sims: Any, full: Any) -> None:
+    def __init__(self, all_ids: Any, matrix: Any, query: Any, pos: Any, sims: Any, full: Any, ann: Any = None) -> None:
         self._all_ids, self._matrix, self._query, self._pos, self._full = all_ids, matrix, query, pos, full
+        self._ann = ann
         self.ids = all_ids[pos]
         self.sims = sims
 
@@ -166,6 +268,10 @@ class VectorHits:
         """``(ids, sims)`` of those ``chunk_ids`` that have a vector and are not among ``ids``."""
         import numpy as np
 
+        if self._ann is not None:
+            want = np.asarray(chunk_ids, dtype=np.int64)
+            want = want[~np.isin(want, self.ids)]
+            return self._ann.similarities(want, self._query)  # type: ignore[no-any-return]
         all_ids = self._all_ids
         want = np.asarray(chunk_ids, dtype=np.int64)
         if not len(want) or not len(all_ids):

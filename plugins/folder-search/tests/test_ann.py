@@ -1,0 +1,164 @@
+"""The IVF index of 8-bit codes that large folders use (ann.py), on its own and inside the real plugin.
+
+The plugin switches to it from ``VectorIndex.ANN_MIN_ROWS`` vectors; the tests lower that threshold so that a
+small folder takes the same path a folder of millions of chunks does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plexor import Settings
+from plexor_folder_search.ann import IvfIndex, ivf_shape
+from plexor_folder_search.service import FolderService
+from plexor_folder_search.vectors import VectorIndex
+
+pytest.importorskip("faiss")
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _clustered(n: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(40, dim))
+    return _unit(centres[rng.integers(0, 40, n)] + rng.normal(scale=0.6, size=(n, dim)))
+
+
+def test_ivf_recall_updates_and_similarities_of_other_chunks(monkeypatch):
+    monkeypatch.setattr(VectorIndex, "ANN_MIN_ROWS", 1000)
+    mat = _clustered(6000, 48, 1)
+    ids = np.arange(100, 6100, dtype=np.int64)
+    vi = VectorIndex(48)
+    vi.load(ids, mat)
+    assert vi.mode == "ivf-sq8" and len(vi) == 6000 and vi.matrix.shape == (0, 48)
+    queries = _clustered(50, 48, 2)
+    hits = 0
+    for q in queries:
+        near = vi.search(q, 10)
+        truth = set(ids[np.argsort(-(mat @ q))[:10]].tolist())
+        hits += len(truth & set(near.ids.tolist()))
+        # Similarities are those of the 8-bit codes: close to the exact ones.
+        assert np.allclose(near.sims, mat[near.ids - 100] @ q, atol=0.02)
+    assert hits / 500 >= 0.9  # synthetic clusters; the recall on real text is measured in bench/
+    # Any other chunk gets its similarity; ids without a vector and ids already found are left out.
+    q = queries[0]
+    near = vi.search(q, 5)
+    others = [int(near.ids[0]), 150, 5999, 99_999]
+    more_ids, more_sims = near.more(others)
+    assert sorted(more_ids.tolist()) == [150, 5999]
+    assert np.allclose(more_sims, mat[[50, 5899]] @ q, atol=0.02)
+    # Removed vectors are never found again; replaced ones are found with their new vector; added ones at once.
+    top = int(vi.search(q, 1).ids[0])
+    vi.remove([top])
+    assert top not in vi.search(q, 50).ids.tolist() and len(vi) == 5999
+    vi.add([top], (-q).reshape(1, 48))  # back, but now pointing away from q
+    assert top not in vi.search(q, 50).ids.tolist() and len(vi) == 6000
+    vi.add([7_000_000, 120], np.vstack([q, q]))
+    found = vi.search(q, 2).ids.tolist()
+    assert sorted(found) == [120, 7_000_000] and len(vi) == 6001
+    ids_now, decoded = vi.snapshot()
+    assert len(ids_now) == 6001 and float(decoded[ids_now.tolist().index(120)] @ q) > 0.98  # 8-bit codes
+
+
+def test_a_matrix_that_grows_past_the_threshold_moves_into_the_ivf_index(monkeypatch):
+    monkeypatch.setattr(VectorIndex, "ANN_MIN_ROWS", 3000)
+    mat = _clustered(4000, 32, 3)
+    vi = VectorIndex(32)
+    vi.load(np.arange(2000, dtype=np.int64), mat[:2000])
+    assert vi.mode == "exact"
+    vi.add(range(2000, 4000), mat[2000:])
+    assert len(vi) == 4000 and vi.mode == "ivf-sq8"
+    assert vi.search(mat[3500], 1).ids.tolist() == [3500]
+
+
+def test_ivf_shape_grows_with_the_index():
+    assert ivf_shape(10) == (16, 8)
+    nlist, nprobe = ivf_shape(3_000_000)
+    assert 1500 <= nlist <= 2000 and 8 <= nprobe < nlist
+    with pytest.raises(ValueError):
+        IvfIndex(8, 4, 2).add(np.arange(3, dtype=np.int64), np.zeros((2, 8), dtype=np.float32))
+
+
+# ---------------------------------------------------------------- through the plugin
+
+TOPICS = [
+    "volcano eruption lava magma crater ash",
+    "sourdough bread yeast flour oven crust",
+    "violin orchestra concerto symphony strings",
+    "glacier ice melting arctic climate snow",
+    "chess opening gambit bishop knight endgame",
+    "python function decorator class module import",
+]
+
+
+def _write_corpus(root: Path) -> None:
+    rng = np.random.default_rng(5)
+    root.mkdir()
+    for i in range(120):
+        words = TOPICS[i % len(TOPICS)].split()
+        body = " ".join(rng.choice(words, 40).tolist())
+        (root / f"doc{i:03}.txt").write_text(f"Document {i}\n\n{body}\n", encoding="utf-8")
+
+
+def _service(tmp_path: Path, folder: Path) -> FolderService:
+    settings = Settings("folder-search", {
+        "folders": [str(folder)], "model": "wordllama", "exclude": [], "chunk_size": 1100, "chunk_overlap": 150,
+        "watch": False,
+    }, tmp_path / "data")
+    svc = FolderService(settings)
+    svc.open()
+    svc.index_folder(next(iter(svc.folders.values())))
+    return svc
+
+
+def _db_vector_ids(st) -> list[int]:
+    with st.store.reader() as conn:
+        return [r[0] for r in conn.execute("SELECT id FROM chunks WHERE vector IS NOT NULL ORDER BY id")]
+
+
+def _semantic_paths(svc: FolderService, query: str) -> list[str]:
+    svc._cache.clear()
+    out = svc.search_content(None, query, [], 50, None)
+    return [r["path"] for r in out["results"]]
+
+
+def test_plugin_keeps_the_ivf_index_in_step_with_the_indexer(tmp_path, monkeypatch):
+    monkeypatch.setattr(VectorIndex, "ANN_MIN_ROWS", 50)
+    folder = tmp_path / "f"
+    _write_corpus(folder)
+    svc = _service(tmp_path, folder)
+    try:
+        st = next(iter(svc.folders.values()))
+        assert st.vectors.mode == "ivf-sq8"
+        assert st.vectors.ann.ids.tolist() == _db_vector_ids(st)
+        assert "doc000.txt" in _semantic_paths(svc, "lava flows from an erupting volcano")
+        # Change one file, delete one, add one; the indexer updates the chunks (new ids) and the IVF index follows.
+        (folder / "doc000.txt").write_text("Document 0\n\nA recipe for rye bread with a sourdough starter.\n",
+                                           encoding="utf-8")
+        (folder / "doc006.txt").unlink()
+        (folder / "new.txt").write_text("The pianist and the cellist rehearse a sonata.\n", encoding="utf-8")
+        svc.index_folder(st)
+        assert st.vectors.ann.ids.tolist() == _db_vector_ids(st)
+        assert len(st.vectors) == len(_db_vector_ids(st))
+        volcano = _semantic_paths(svc, "lava flows from an erupting volcano")
+        assert "doc000.txt" not in volcano[:10] and "doc006.txt" not in volcano
+        assert "doc000.txt" in _semantic_paths(svc, "rye sourdough starter recipe")[:3]
+        assert "new.txt" in _semantic_paths(svc, "cellist sonata rehearsal")[:3]
+    finally:
+        svc.stop()
+    # Opened again, the vectors are streamed from the index file into a new IVF index: the same chunks.
+    svc = FolderService(Settings("folder-search", {"folders": [str(folder)], "model": "wordllama", "watch": False},
+                                 tmp_path / "data"))
+    svc.open_as_is()
+    try:
+        st = next(iter(svc.folders.values()))
+        assert st.vectors.mode == "ivf-sq8"
+        assert st.vectors.ann.ids.tolist() == _db_vector_ids(st)
+        assert "new.txt" in _semantic_paths(svc, "cellist sonata rehearsal")[:3]
+    finally:
+        svc.stop()
