@@ -116,4 +116,5 @@ class IvfIndex:
 
     def nbytes(self) -> int:
         """Memory held: the codes and ids in the lists, the centroids, the id map."""
-        return int(self.index.ntotal) * (self.index.code_size + 8 + 16) + self.nlist * self.dim * 4 + self.ids.nbytes
+        per_vector = int(self.index.code_size) + 8 + 16
+        return int(self.index.ntotal) * per_vector + self.nlist * self.dim * 4 + int(self.ids.nbytes)

@@ -146,8 +146,7 @@ class FolderService(FolderQueries):
                 if model is not None:
                     conn.execute("UPDATE chunks SET vector = NULL WHERE vector IS NOT NULL")
                 st.store.set_meta(conn, "embedder", self.embedder.name)
-        ids, mat = st.store.load_vectors(self.embedder.dim)
-        st.vectors.load(ids, mat)
+        st.vectors.load_store(st.store)  # a large index is streamed into an IVF index (vectors.py)
 
     # ------------------------------------------------------------------ warm-up
     def start(self, *, watch: bool | None = None, on_warm: Callable[[], None] | None = None) -> None:
