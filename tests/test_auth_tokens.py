@@ -270,3 +270,10 @@ async def test_opaque_tokens_are_checked_by_introspection(tmp_path):
             assert r.status_code == 401 and challenge(r)["error"] == "invalid_token"
             assert any(a.get("reason") == "inactive" for a in px.audit())
             assert [c["call"] for c in px.calls()] == ["balance"]
+
+
+def test_subscribing_to_a_resource_needs_its_read_scope(stack):
+    asrv, px = stack
+    body = {"jsonrpc": "2.0", "id": 10, "method": "resources/subscribe", "params": {"uri": "ledger://entries"}}
+    r = post(px, asrv.mint({"scope": "plexor:read"}), body)
+    assert r.status_code == 403 and challenge(r)["scope"] == "ledger:read"

@@ -38,7 +38,7 @@ __all__ = ["ACCESS_KEY", "PROFILE_HEADER", "AccessGuard", "access_middleware"]
 ACCESS_KEY = "plexor.access"  # where the Access of a request is kept in its ASGI scope
 PROFILE_HEADER = b"plexor-profile"
 KNOWN_TOKENS = 4096
-_CALLS = frozenset({"tools/call", "resources/read", "prompts/get", "completion/complete"})
+_CALLS = frozenset({"tools/call", "resources/read", "resources/subscribe", "prompts/get", "completion/complete"})
 
 
 def _quoted(text: str) -> str:
