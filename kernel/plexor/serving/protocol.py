@@ -171,6 +171,9 @@ class _AcceptLog:
     def __init__(self, loop: Any, log: Any, window: float = 10.0) -> None:
         self.loop = loop
         self.log = log
+        # Resolved now: when accept() fails the process is out of file descriptors, and a logger
+        # that imports structlog on first use could not open its source files then.
+        self.error = log.error
         self.window = window
         self.first = 0.0
         self.count = 0
@@ -188,9 +191,9 @@ class _AcceptLog:
             self.count += 1
             return
         if self.count > 1:
-            self.log.error("accept_failed_repeatedly", count=self.count, seconds=round(now - self.first, 1))
+            self.error("accept_failed_repeatedly", count=self.count, seconds=round(now - self.first, 1))
         self.first, self.count = now, 1
-        self.log.error("accept_failed", error=str(context.get("exception")),
+        self.error("accept_failed", error=str(context.get("exception")),
                        hint="out of file descriptors: lower --max-connections or raise the limit (ulimit -n); "
                             "further failures in the next 10 s are only counted")
 
