@@ -85,9 +85,11 @@ class Conn:
         self.tasks = tasks
         self.ids = 0
         self.fallbacks = 0
+        self.posts = 0
 
     def post(self, method: str, params: dict) -> dict:
         self.ids += 1
+        self.posts += 1
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                    "MCP-Protocol-Version": self.era}
         if self.era == "2026-07-28":
@@ -171,27 +173,31 @@ def main() -> None:
                 getattr(conn, kind)()
         wall: dict[str, list[float]] = {name: [] for name in rows}
         cpu: dict[str, list[float]] = {name: [] for name in rows}
+        posts: dict[str, int] = {name: 0 for name in rows}
         names = list(rows)
         for r in range(args.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             for name in order:
                 conn, kind = rows[name]
                 op = getattr(conn, kind)
+                p0 = conn.posts
                 c0, t0 = cpu_seconds(proc.pid), time.perf_counter()
                 for _ in range(args.calls):
                     op()
                 t1, c1 = time.perf_counter(), cpu_seconds(proc.pid)
+                posts[name] += conn.posts - p0
                 wall[name].append((t1 - t0) / args.calls)
                 cpu[name].append((c1 - c0) / args.calls)
             print(f"round {r + 1}: " + ", ".join(f"{n} {wall[n][-1] * 1e3:.2f} ms" for n in names), flush=True)
         backend = "PostgreSQL" if args.database_url else "SQLite"
         print(f"\n{args.calls} operations x {args.rounds} rounds per row; kernel database: {backend}")
-        print(f"{'row':<13} {'ms/op':>8} {'server CPU ms/op':>17} {'wall ratio':>11} {'CPU ratio':>10}")
+        print(f"{'row':<13} {'ms/op':>8} {'server CPU ms/op':>17} {'wall ratio':>11} {'CPU ratio':>10} {'requests/op':>12}")
         for name in names:
             anchor = "plain " + name.split()[-1]
             w, c = statistics.median(wall[name]), statistics.median(cpu[name])
             wa, ca = statistics.median(wall[anchor]), statistics.median(cpu[anchor])
-            print(f"{name:<13} {w * 1e3:>8.3f} {c * 1e3:>17.3f} {w / wa:>10.2f}x {c / ca if ca else 0:>9.2f}x")
+            print(f"{name:<13} {w * 1e3:>8.3f} {c * 1e3:>17.3f} {w / wa:>10.2f}x {c / ca if ca else 0:>9.2f}x "
+                  f"{posts[name] / (args.calls * args.rounds):>12.2f}")
         fallbacks = rows["at once 2026"][0].fallbacks
         print(f"'at once 2026': {fallbacks} of {(args.calls * args.rounds) + 20} calls outlasted the 20 ms window "
               "and were followed as tasks")

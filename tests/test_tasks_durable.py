@@ -153,3 +153,21 @@ def test_expired_tasks_are_deleted_by_the_sweep(tmp_path):
         assert store.sweep(time.time()) >= 1 and store.get(task_id) is None
     finally:
         state.close()
+
+
+def test_a_drained_server_settles_its_running_tasks_for_the_others(tmp_path):
+    import signal
+
+    home = tmp_path / "shared"
+    with serve_http(home, env=ENV) as b:
+        with serve_http(home, "--grace", "0.5", env=ENV) as a:
+            plain = start(a, "slow_compute", 60)
+            again = start(a, "slow_rerun", 3)
+            time.sleep(0.3)
+            a.proc.send_signal(signal.SIGTERM)  # a rolling restart: drain, then exit
+            assert a.proc.wait(30) in (0, -signal.SIGTERM)  # it ends as the signal says, after its drain
+            stopped = get(b, plain)
+            assert stopped["status"] == "failed" and stopped["error"]["data"]["type"] == "server_stopped", stopped
+            assert "call the tool again" in stopped["statusMessage"]
+            rerun = wait_end(b, again, timeout=30)  # idempotent: released by A, run again by B
+            assert rerun["status"] == "completed" and rerun["result"]["structuredContent"]["seconds"] == 3

@@ -270,10 +270,10 @@ class TaskProtocol:
             if error is None:
                 result = {k: v for k, v in dict(outcome["result"]).items() if k != "resultType"}
                 summary = "the tool reported an error" if result.get("isError") else "the task completed"
-                await tasks.db(tasks.store.settle, task_id, "completed", summary, result=result)
+                await tasks.write(tasks.store.settle, task_id, "completed", summary, result=result)
             elif not isinstance(error, asyncio.CancelledError):
                 wire = tool_error(error)
-                await tasks.db(tasks.store.settle, task_id, "failed", str(wire["message"]).splitlines()[0], error=wire)
+                await tasks.write(tasks.store.settle, task_id, "failed", str(wire["message"]).splitlines()[0], error=wire)
         finally:
             tasks.notify(task_id, final=True)
 
@@ -351,7 +351,7 @@ class TaskProtocol:
                 raise MCPError(exc.rpc_code, exc.render(), {**exc.data, "guidance": exc.guidance}) from None
             taken[key] = answer
         if taken:
-            await self.tasks.db(self.tasks.store.answer, row.task_id, taken)
+            await self.tasks.write(self.tasks.store.answer, row.task_id, taken)
             self.tasks.answered(row.task_id)
         return {}
 
@@ -392,7 +392,7 @@ class TaskProtocol:
                                        f"({request.get('method')}) and the client did not give it: {detail}. Call "
                                        "tasks/result again on a connection that can answer it.") from None
                     answers[key] = reply.model_dump(by_alias=True, mode="json", exclude_none=True)
-                await tasks.db(tasks.store.answer, row.task_id, answers)
+                await tasks.write(tasks.store.answer, row.task_id, answers)
                 tasks.answered(row.task_id)
                 delay = 0.05
             else:
@@ -445,4 +445,23 @@ def install_tasks(server: Any, kernel: Kernel) -> TaskProtocol:
 
     server.get_capabilities = get_capabilities
     server.middleware.append(proto.middleware)
+    _settle_on_drain(kernel)
     return proto
+
+
+def _settle_on_drain(kernel: Kernel) -> None:
+    """After the kernel drains (SIGTERM, stop), settle the tasks still running here for the other workers."""
+    if getattr(kernel, "_plexor_tasks_drain", False):
+        return
+    from plexor.tasks.runner import _managers
+
+    drain = kernel.drain
+
+    async def drain_then_settle(timeout: float = 30.0) -> None:
+        await drain(timeout)
+        manager = _managers.get(kernel)
+        if manager is not None:
+            await manager.close()
+
+    setattr(kernel, "drain", drain_then_settle)  # noqa: B010 - an instance's own drain, wrapped once
+    setattr(kernel, "_plexor_tasks_drain", True)  # noqa: B010

@@ -73,7 +73,7 @@ class TaskSession:
             unstored.row.status_message = text
             return
         await self._tasks.materialize(self._task_id)
-        await self._tasks.db(self._tasks.store.progress, self._task_id, text)
+        await self._tasks.write(self._tasks.store.progress, self._task_id, text)
 
     async def send_log_message(self, *args: Any, **kwargs: Any) -> None:
         return None  # the protocol carries no log messages for tasks; ctx.log still logs locally
@@ -110,10 +110,10 @@ class TaskExchange(Exchange):
         await tasks.materialize(self.task_id)
         wake = tasks.wakeup(self.task_id)
         message = "waiting for the client to answer: " + ", ".join(pending)
-        await tasks.db(tasks.store.ask, self.task_id, {k: q.wire() for k, q in pending.items()}, message)
+        await tasks.write(tasks.store.ask, self.task_id, {k: q.wire() for k, q in pending.items()}, message)
         tasks.notify(self.task_id)
         while True:
-            answers = await tasks.db(tasks.store.answers, self.task_id)
+            answers = await tasks.write(tasks.store.answers, self.task_id)
             if all(key in answers for key in pending):
                 break
             wake.clear()
@@ -123,7 +123,7 @@ class TaskExchange(Exchange):
                 pass
         for key, question in pending.items():
             out[key] = self.answers[key] = check_answer(key, question, answers[key])
-        await tasks.db(tasks.store.resume, self.task_id)
+        await tasks.write(tasks.store.resume, self.task_id)
         tasks.notify(self.task_id)
         return out
 
@@ -143,6 +143,7 @@ class Tasks:
         self._wake: dict[str, asyncio.Event] = {}
         self._ended: dict[str, asyncio.Event] = {}
         self.unstored: dict[str, Unstored] = {}  # tasks whose call may still be answered directly
+        self._inline = False  # the event loop's SQLite connection is set not to wait for locks
         self._sessions: dict[str, Any] = {}  # task id -> the 2025-11-25 session that created it (for status)
         self._loop_task: asyncio.Task[None] | None = None
         self._last_sweep = 0.0
@@ -153,6 +154,22 @@ class Tasks:
         import anyio
 
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    async def write(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A short store write: on SQLite done here when the file is free (a thread hop costs more than
+        the write), in a worker thread when another process holds the lock (it may wait there)."""
+        if self.store.state.dialect == "sqlite":
+            import peewee
+
+            if not self._inline:
+                self.store.state.execute("PRAGMA busy_timeout = 0")  # this thread's connection never waits
+                self._inline = True
+            try:
+                return fn(*args, **kwargs)
+            except peewee.OperationalError as exc:  # locked by another process: each write is atomic, so retry
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+        return await self.db(fn, *args, **kwargs)
 
     async def read(self, task_id: str) -> TaskRow | None:
         """A task as stored; on SQLite read here (WAL readers never wait), elsewhere in a worker thread."""
@@ -187,7 +204,7 @@ class Tasks:
             result=None, error=None, input_requests={}, input_responses={}, worker=self.worker, host=self.host,
             pid=self.pid, lease_until=now + LEASE_SECONDS, cancel_requested=False, idempotent=idempotent, attempts=1)
         if store:
-            await self.db(self.store.create, row)
+            await self.write(self.store.create, row)
         else:
             self.unstored[row.task_id] = Unstored(row)
         if session is not None:
@@ -234,7 +251,7 @@ class Tasks:
             unstored.status, unstored.message, unstored.result, unstored.error = status, message, result, error
             unstored.finished.set()
             return
-        await self.db(self.store.settle, task_id, status, message, result=result, error=error)
+        await self.write(self.store.settle, task_id, status, message, result=result, error=error)
 
     async def materialize(self, task_id: str) -> None:
         """Store a task kept in memory (its call is answered with the task after all, or it asks or reports)."""
@@ -246,12 +263,12 @@ class Tasks:
             return
         unstored.storing = True
         try:
-            await self.db(self.store.create, unstored.row)
+            await self.write(self.store.create, unstored.row)
         finally:
             self.unstored.pop(task_id, None)
             unstored.stored.set()
         if unstored.finished.is_set():  # it ended while being stored
-            await self.db(self.store.settle, task_id, unstored.status, unstored.message, result=unstored.result,
+            await self.write(self.store.settle, task_id, unstored.status, unstored.message, result=unstored.result,
                           error=unstored.error)
 
     # -- answers, cancellation, notifications ------------------------------------------------
@@ -268,7 +285,7 @@ class Tasks:
 
     async def cancel(self, task_id: str) -> bool:
         """Cancel a task; stops it at once when it runs here (elsewhere, its worker sees it on its next beat)."""
-        done = await self.db(self.store.cancel, task_id, "cancelled by the client")
+        done = await self.write(self.store.cancel, task_id, "cancelled by the client")
         running = self.running.get(task_id)
         if running is not None:
             running.cancel()
@@ -408,7 +425,7 @@ async def detach(ctx: Any, message: str | None = None) -> bool:
         return False
     row = await hook.create()
     if message:
-        await hook.tasks.db(hook.tasks.store.progress, row.task_id, message)
+        await hook.tasks.write(hook.tasks.store.progress, row.task_id, message)
     exchange = TaskExchange(hook.tasks, row)
     exchange.answers.update(getattr(ctx._exchange, "answers", None) or {})  # answered before detaching
     exchange.state = dict(getattr(ctx._exchange, "state", None) or {})
