@@ -18,6 +18,7 @@ something: not root or no ``ip netns``, no HAProxy and no way to install it, no 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import secrets
@@ -35,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 SITE = HERE / "site"
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 HOST_PORT = 8765
+_SERIAL = itertools.count()
 
 
 class Unavailable(Exception):
@@ -99,6 +101,7 @@ class Host:
     home: Path
     proc: subprocess.Popen[bytes] | None = None
     stderr_path: Path | None = None
+    workers: int = 2
 
     @property
     def address(self) -> str:
@@ -109,8 +112,11 @@ class Host:
         return f"10.213.{self.index}.1"
 
     def worker_pids(self) -> list[int]:
-        """The uvicorn worker processes of this host's server (children of the supervisor)."""
+        """The uvicorn worker processes of this host's server (children of the supervisor; with one
+        worker, the server process itself)."""
         assert self.proc is not None
+        if self.workers == 1:
+            return [self.proc.pid]
         try:
             text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
         except OSError:
@@ -138,6 +144,8 @@ class Cluster:
     port: int = 0
     hosts: list[Host] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()
+    server_close: bool = True  # a new connection to a host per request (spreads requests over its workers)
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _tag: str = ""
 
@@ -147,15 +155,17 @@ class Cluster:
         if why:
             raise Unavailable(why)
         self.haproxy = ensure_haproxy()
-        self._tag = f"pm{os.getpid() % 100000}"
+        serial = next(_SERIAL)  # several clusters in one process (the bench) get their own names and subnets
+        self._tag = f"pm{os.getpid() % 100000}{chr(97 + serial % 26)}"
         self.database = f"plexor_mh_{os.getpid()}_{secrets.token_hex(3)}"
         conn = _pg_connect()
         with conn.cursor() as cur:
             cur.execute(f'CREATE DATABASE "{self.database}"')
         conn.close()
         try:
-            base = (os.getpid() % 60) * 4 + 10
-            self.hosts = [Host(f"{self._tag}h{i}", base + i, self.root / f"host{i}") for i in range(self.hosts_count)]
+            base = ((os.getpid() + 7 * serial) % 60) * 4 + 10
+            self.hosts = [Host(f"{self._tag}h{i}", base + i, self.root / f"host{i}", workers=self.workers)
+                          for i in range(self.hosts_count)]
             for host in self.hosts:
                 self._make_namespace(host)
             self._start_relay()
@@ -252,7 +262,7 @@ class Cluster:
             host.proc = subprocess.Popen(
                 ["ip", "netns", "exec", host.name, sys.executable, "-m", "plexor", "serve", "--transport", "http",
                  "--stateless", "--workers", str(self.workers), "--host", host.address, "--port", str(HOST_PORT),
-                 "--grace", "5"],
+                 "--grace", "5", *self.extra_args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=self.host_env(host))
 
     def healthz(self, host: Host) -> dict[str, Any]:
@@ -276,6 +286,9 @@ class Cluster:
     def balancer_config(self) -> str:
         servers = "\n".join(f"    server {h.name} {h.address}:{HOST_PORT} check inter 500ms fall 2 rise 1"
                             for h in self.hosts)
+        close = ("    # A new connection to the host for every request, so the host's kernel hands it to any of its\n"
+                 "    # workers (kept-alive connections would pin a client's requests to one worker per host).\n"
+                 "    option http-server-close\n") if self.server_close else ""
         return f"""global
     maxconn 4096
 
@@ -294,10 +307,7 @@ frontend mcp
 
 backend plexor
     balance roundrobin
-    # A new connection to the host for every request, so the host's kernel hands it to any of its
-    # workers (kept-alive connections would pin a client's requests to one worker per host).
-    option http-server-close
-    option httpchk
+{close}    option httpchk
     http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host {self.public_host} hdr Authorization "Bearer {self.token}"
     http-check expect status 200
 {servers}
