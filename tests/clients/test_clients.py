@@ -252,15 +252,23 @@ def _pinned_version(lib: Library) -> str:
     return pinned.group(1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Plexor bug: @ai-sdk/mcp probes stdio servers with server/discover and waits 1 s; Plexor answers "
-    "after its start-up (> 1 s), so the client falls back to initialize on the same connection, which "
-    "Plexor refuses with -32022 'connection is serving the 2026-07-28 protocol'. docs/clients.md"))
+# What @ai-sdk/mcp 2.0.99 says when Plexor refuses its fallback to initialize (docs/clients.md, known problems).
+KNOWN_DISCOVERY_FAILURE = "connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted"
+
+
 def test_ai_sdk_default_stdio_discovery(installs, world, served_tools, tmp_path):
-    """The AI SDK's MCP client over stdio with its defaults (protocolVersionDiscovery on)."""
+    """The AI SDK's MCP client over stdio with its defaults (protocolVersionDiscovery on).
+
+    A known Plexor problem: the client waits 1 s for ``server/discover``, which Plexor answers over stdio
+    only once its plugins have started; the client then falls back to ``initialize`` on the same
+    connection, which Plexor refuses. While that is so this test is an expected failure, for exactly
+    that error; once Plexor answers in time (or accepts the fallback) it passes the whole scenario."""
     lib = Library("@ai-sdk/mcp", "node", "ai-sdk", ("stdio",), raises=False)
     tool = installed(installs, "node")
     record = run_driver(lib, scenario(lib, "stdio", world, tmp_path / "record.json"), tool, tmp_path)
+    if KNOWN_DISCOVERY_FAILURE in record.get("connect", {}).get("raised", ""):
+        pytest.xfail(f"Plexor refused the AI SDK's fallback to initialize after a slow server/discover: "
+                     f"{record['connect']['raised']}")
     check(lib, "stdio", record, served_tools, world)
 
 
