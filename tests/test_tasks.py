@@ -361,3 +361,22 @@ async def test_a_bad_task_declaration_fails_its_plugin(tmp_path):
     k = Kernel([("bad", bad)], load_entry_points=False, environ={"PLEXOR_HOME": str(tmp_path)}).load()
     assert k.plugin("bad").state.value == "failed"
     assert "task='sometimes'" in k.plugin("bad").error and "'optional'" in k.plugin("bad").error
+
+
+def test_a_task_belongs_to_the_oauth_user_across_tokens_else_to_the_credentials():
+    from types import SimpleNamespace
+
+    from starlette.requests import Request
+
+    from plexor.tasks.protocol import _owner
+
+    def ctx(authorization: str | None, subject: str | None = None) -> Any:
+        scope: dict[str, Any] = {"type": "http", "headers": [(b"authorization", authorization.encode())] if authorization else []}
+        if subject is not None:
+            scope["plexor.access"] = SimpleNamespace(subject=subject, issuer="https://issuer.example")
+        return SimpleNamespace(request=Request(scope))
+
+    assert _owner(SimpleNamespace(request=None)) == ""  # stdio: the local user
+    assert _owner(ctx("Bearer one", "alice")) == _owner(ctx("Bearer two", "alice"))  # a refreshed token
+    assert _owner(ctx("Bearer one", "alice")) != _owner(ctx("Bearer one", "bob"))
+    assert _owner(ctx("Bearer one")) != _owner(ctx("Bearer two")) != ""  # no OAuth: the credentials themselves

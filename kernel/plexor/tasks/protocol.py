@@ -69,11 +69,19 @@ def _missing_capability(what: str) -> MCPError:
 
 
 def _owner(ctx: Any) -> str:
-    """Whose task: the HTTP credentials that created it (none on stdio); another caller cannot see it."""
+    """Whose task: the OAuth subject (and issuer) of the caller, else its HTTP credentials, else nobody
+    (stdio, a local server without a token); another caller cannot see it."""
     request = getattr(ctx, "request", None)
-    headers = getattr(request, "headers", None)
-    auth = headers.get("authorization") if headers is not None else None
-    return hashlib.sha256(auth.encode()).hexdigest()[:32] if auth else ""
+    scope = getattr(request, "scope", None)
+    access = scope.get("plexor.access") if isinstance(scope, dict) else None  # set by plexor.auth's guard
+    subject = getattr(access, "subject", None)
+    who: str | None
+    if subject and subject != "static-token":  # the same user across token refreshes
+        who = f"oauth:{getattr(access, 'issuer', None) or ''}:{subject}"
+    else:
+        headers = getattr(request, "headers", None)
+        who = headers.get("authorization") if headers is not None else None
+    return hashlib.sha256(who.encode()).hexdigest()[:32] if who else ""
 
 
 def task_fields(row: TaskRow, modern: bool) -> dict[str, Any]:
