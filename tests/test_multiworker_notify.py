@@ -157,3 +157,40 @@ async def test_sqlite_bus_without_wakeups_still_delivers_by_polling(tmp_path):
 async def test_postgres_bus_carries_events_between_two_backends_without_echo():
     with scratch_database() as url:
         await _bus_pair(lambda: PostgresBus(url))
+
+
+@pytest.mark.postgres
+async def test_postgres_bus_listens_again_after_its_connection_is_killed():
+    """The LISTEN connection dropped (a database restart, a failover): the bus reconnects and hears again."""
+    import psycopg2
+
+    with scratch_database() as url:
+        one, two = Notifier(), Notifier()
+        listening = PostgresBus(url, retry=0.1)
+        install(one, listening)
+        install(two, PostgresBus(url))
+        got: list[Event] = []
+        one.subscribe(got.append)
+        await one.start()
+        await two.start()
+        try:
+            admin = psycopg2.connect(url)
+            admin.autocommit = True
+            with admin.cursor() as cur:
+                cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
+                            "'plexor-bus' AND query LIKE 'LISTEN%%' AND datname = current_database()")
+                assert cur.fetchall(), "no LISTEN connection to kill"
+            admin.close()
+            with anyio.fail_after(10):
+                while listening.listening.is_set():  # it notices the loss...
+                    await anyio.sleep(0.02)
+                while not listening.listening.is_set():  # ...and listens again
+                    await anyio.sleep(0.02)
+            two.publish("prompts/list_changed")
+            with anyio.fail_after(5):
+                while not got:
+                    await anyio.sleep(0.02)
+            assert got == [Event("prompts/list_changed", {})]
+        finally:
+            await one.close()
+            await two.close()
