@@ -1,6 +1,6 @@
 """Many workers behind a load balancer, and notifications across processes (issue 13).
 
-    sudo python bench/multihost.py [--clients 16] [--seconds 8] [--rounds 3] [--touches 200] [--only calls|notify]
+    sudo python bench/multihost.py [--clients 16] [--seconds 8] [--rounds 3] [--touches 200] [--only calls|notify|bus]
 
 **Calls per second** (needs root: the hosts are network namespaces, as in tests/multihost):
   * direct      - one `plexor serve --transport http --stateless` process on 127.0.0.1, no balancer: the anchor
@@ -17,6 +17,10 @@ and of the load generator (from /proc), so a larger machine's figures can be wor
 (and then on one SQLite data directory); a 2026-07-28 `subscriptions/listen` stream on A; --touches
 `multihost_touch` calls on B, one at a time. Latency = the moment the listener's client gets the event
 minus the moment B published it (B's clock = this machine's clock). p50 / p90 / p99 / max.
+
+**The bus alone** (``--only bus``): two backends in this process, publish on one, delivery on the other:
+PostgreSQL, and the SQLite choices side by side (a table with a wake-up datagram, as shipped; the same
+table polled every 50 ms and every 250 ms, as it runs where there are no Unix sockets).
 """
 
 from __future__ import annotations
@@ -247,19 +251,83 @@ def bench_notify(args: argparse.Namespace) -> None:
             conn.close()
 
 
+async def bus_latency(make, events: int) -> list[float]:
+    """Publish on one backend, time the delivery on another (two backends in this process, as two processes would)."""
+    from plexor.notify import Notifier
+    from plexor.state.bus import install
+
+    sender, receiver = Notifier(), Notifier()
+    install(sender, make())
+    install(receiver, make())
+    arrived = asyncio.Event()
+    receiver.subscribe(lambda event: arrived.set())
+    await sender.start()
+    await receiver.start()
+    out = []
+    try:
+        for i in range(events):
+            arrived.clear()
+            started = time.perf_counter()
+            sender.publish("resources/updated", {"uri": f"x://{i}"})
+            await asyncio.wait_for(arrived.wait(), 5)
+            out.append((time.perf_counter() - started) * 1000)
+            await asyncio.sleep(0.005)
+    finally:
+        await sender.close()
+        await receiver.close()
+    return sorted(out)
+
+
+def bench_bus(args: argparse.Namespace) -> None:
+    """The SQLite choices side by side (and PostgreSQL's): publish to delivery, backends alone."""
+    from plexor.state import open_state
+    from plexor.state.bus import PostgresBus, SqliteBus
+
+    root = Path(tempfile.mkdtemp(prefix="plexor-bench-bus-"))
+    blocked = root / "no-sockets"
+    blocked.write_text("")
+    cases = [
+        ("SQLite table + wake-up datagram", lambda: SqliteBus(open_state(root / "a"))),
+        ("SQLite table, polled every 50 ms", lambda: SqliteBus(open_state(root / "b"), poll=0.05, socket_dir=blocked / "x")),
+        ("SQLite table, polled every 250 ms", lambda: SqliteBus(open_state(root / "c"), poll=0.25, socket_dir=blocked / "x")),
+    ]
+    conn = None
+    with contextlib.suppress(Unavailable):
+        conn = _pg_connect()
+    db = f"plexor_bench_b{os.getpid()}"
+    if conn is not None:
+        with conn.cursor() as cur:
+            cur.execute(f'CREATE DATABASE "{db}"')
+        cases.insert(0, ("PostgreSQL LISTEN/NOTIFY", lambda: PostgresBus(f"postgresql://postgres@127.0.0.1:5432/{db}")))
+    try:
+        print(f"\nbus alone: publish on one backend to delivery on another ({args.touches} events, one at a time)")
+        print(f"{'backend':34s} {'p50':>8s} {'p99':>8s} {'max':>8s}")
+        for name, make in cases:
+            lat = asyncio.run(bus_latency(make, args.touches))
+            q = statistics.quantiles(lat, n=100, method="inclusive")
+            print(f"{name:34s} {q[49]:6.2f} ms {q[98]:6.2f} ms {lat[-1]:6.2f} ms")
+    finally:
+        if conn is not None:
+            with conn.cursor() as cur:
+                cur.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+            conn.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--touches", type=int, default=200)
-    parser.add_argument("--only", choices=["calls", "notify"])
+    parser.add_argument("--only", choices=["calls", "notify", "bus"])
     args = parser.parse_args()
     print(f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
     if args.only in (None, "calls"):
         bench_calls(args)
     if args.only in (None, "notify"):
         bench_notify(args)
+    if args.only in (None, "bus"):
+        bench_bus(args)
 
 
 if __name__ == "__main__":
