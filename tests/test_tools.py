@@ -462,3 +462,19 @@ async def test_scalars_are_strict_as_the_schema_says(plexor):
                 in r.content[0].text
         ok = await client.call_tool("demo_pick", {"key": 7, "times": 3.0, "scale": 2, "loud": None, "label": None})
         assert ok.structured_content == {"key": 7, "times": 3, "scale": 2.0, "loud": False, "label": "x"}
+
+
+async def test_prompt_arguments_stay_strings_converted_as_before(plexor):
+    """MCP sends every prompt argument as a string, so prompts are not held to the tools' strict scalars."""
+    def prompts(register, settings):
+        def repeat(word: str, n: int = 2) -> str:
+            """Repeat a word."""
+            return " ".join([word] * n)
+
+        register(repeat)
+
+    async with plexor.client([("demo", make_plugin("demo", plexor_register_prompts=prompts))]) as client:
+        got = await client.get_prompt("demo_repeat", {"word": "hi", "n": "3"})
+        assert got.messages[0].content.text == "hi hi hi"
+        with pytest.raises(Exception, match="argument 'n'"):
+            await client.get_prompt("demo_repeat", {"word": "hi", "n": "many"})

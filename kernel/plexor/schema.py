@@ -131,6 +131,7 @@ class Signature:
     wraps_result: bool  # True when a non-object return value is placed under "result"
     json_validator: Any = None  # for a hand-written input schema (jsonschema), instead of ``model``
     defaults: dict[str, Any] = field(default_factory=dict)  # parameters whose null means "the default"
+    strict: bool = True  # False for prompts: MCP sends their arguments as strings ("3" for an int)
 
     def validate(self, arguments: dict[str, Any] | None) -> dict[str, Any]:
         """Check ``arguments``; raise :class:`InvalidArgument` naming each bad one."""
@@ -152,6 +153,13 @@ class Signature:
             return {}
         import pydantic
 
+        if not self.strict:
+            try:
+                obj = self.model.model_validate(arguments)
+            except pydantic.ValidationError as exc:
+                problems = self._problems(exc, arguments)
+                raise InvalidArgument("; ".join(problems), _accepted(self), data={"errors": problems}) from None
+            return {name: getattr(obj, name) for name in self.param_names}
         try:
             # Strict: true is not 1, "5" is not 5. Python's strict mode is the fast path; what it
             # refuses is checked again as the JSON it came as (whose strict mode takes "2026-01-01"
@@ -299,11 +307,14 @@ def analyse(
     *,
     output_schema: dict[str, Any] | None = None,
     input_schema: dict[str, Any] | None = None,
+    strict: bool = True,
 ) -> Signature:
     """Derive the input schema, validator and output schema of ``func``.
 
     With ``input_schema`` (a hand-written JSON Schema), that schema is advertised
     and enforced with jsonschema, and the arguments are passed as they came.
+    ``strict=False`` (prompts, whose arguments MCP sends as strings) converts
+    "3" to 3 and keeps defaults as they are (no null for the default).
     """
     if input_schema is not None:
         return _from_json_schema(func, input_schema, output_schema)
@@ -333,7 +344,7 @@ def analyse(
         if ann is inspect.Parameter.empty:
             ann = Any
         default = ... if param.default is inspect.Parameter.empty else param.default
-        if default is not ... and not _admits_none(ann) and not _is_header(ann) and not _is_choice(ann):
+        if strict and default is not ... and not _admits_none(ann) and not _is_header(ann) and not _is_choice(ann):
             # null means "the default": how a model in OpenAI's strict mode leaves it out (a choice
             # keeps its plain enum, which clients render as a list; a model picks one of its values)
             defaults[name] = default
@@ -359,7 +370,7 @@ def analyse(
         output_schema = {"type": "object", "properties": {"result": output_schema}, "required": ["result"]}
         wraps = True
     return Signature(description, schema, tuple(context), tuple(names), model, output_schema, wraps,
-                     defaults=defaults)
+                     defaults=defaults, strict=strict)
 
 
 def _admits_none(ann: Any) -> bool:

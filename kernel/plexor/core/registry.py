@@ -318,7 +318,7 @@ class PromptRegistrar(_Registrar):
         full = method if method.startswith(prefix) else f"{prefix}{method}"
         if full in self._registry.prompts:
             raise PluginError(f"plugin {self._plugin!r} registered the prompt {full!r} twice", "Register each once.")
-        sig = analyse(func)
+        sig = analyse(func, strict=False)  # MCP sends prompt arguments as strings
         self._registry.prompts[full] = PromptSpec(
             full, self._plugin, func, sig, description or sig.description or full, target(func, blocking),
             icons_of(icons, f"prompt {full!r}"),
