@@ -82,9 +82,8 @@ async def test_postgres_a_listener_on_one_worker_hears_changes_made_in_the_other
         await _listener_hears_every_worker(served.url)
 
 
-@pytest.mark.postgres
-async def test_postgres_a_2025_session_hears_a_change_made_by_another_server(tmp_path):
-    """Two servers sharing only PostgreSQL: a stateful 2025-11-25 session subscribed on one, a change made on the other."""
+async def _a_2025_session_hears_the_other_server(home_a: Path, home_b: Path, env: dict[str, str]) -> None:
+    """A stateful 2025-11-25 session subscribed on server A; the change is made on server B."""
     from mcp import Client
 
     heard: list[str] = []
@@ -94,22 +93,33 @@ async def test_postgres_a_2025_session_hears_a_change_made_by_another_server(tmp
         if getattr(root, "method", "") == "notifications/resources/updated":
             heard.append(root.params.uri)
 
+    with serve_http(home_a, env=env) as a, serve_http(home_b, "--stateless", env=env) as b:
+        async with Client(a.url, mode="legacy", message_handler=on_message) as session:
+            with pytest.warns(Warning, match="resources/subscribe is removed"):
+                await session.subscribe_resource("mh://board")
+            other_pid = await _touch(b.url)
+            assert other_pid != a.proc.pid and other_pid == b.proc.pid
+            with anyio.fail_after(5):
+                while not heard:
+                    await anyio.sleep(0.02)
+            assert heard == ["mh://board"]
+            async with Client(b.url, mode="auto") as other:  # an unsubscribed URI is not sent
+                await other.call_tool("multihost_touch", {"uri": "mh://elsewhere"})
+            await anyio.sleep(0.5)
+            assert heard == ["mh://board"]
+
+
+@pytest.mark.postgres
+async def test_postgres_a_2025_session_hears_a_change_made_by_another_server(tmp_path):
+    """Two servers sharing only PostgreSQL (no disk)."""
     with scratch_database() as url:
-        env = {**ENV, "PLEXOR_DATABASE_URL": url}
-        with serve_http(tmp_path / "a", env=env) as a, serve_http(tmp_path / "b", "--stateless", env=env) as b:
-            async with Client(a.url, mode="legacy", message_handler=on_message) as session:
-                with pytest.warns(Warning, match="resources/subscribe is removed"):
-                    await session.subscribe_resource("mh://board")
-                other_pid = await _touch(b.url)
-                assert other_pid != a.proc.pid and other_pid == b.proc.pid
-                with anyio.fail_after(5):
-                    while not heard:
-                        await anyio.sleep(0.02)
-                assert heard == ["mh://board"]
-                async with Client(b.url, mode="auto") as other:  # an unsubscribed URI is not sent
-                    await other.call_tool("multihost_touch", {"uri": "mh://elsewhere"})
-                await anyio.sleep(0.5)
-                assert heard == ["mh://board"]
+        await _a_2025_session_hears_the_other_server(tmp_path / "a", tmp_path / "b",
+                                                     {**ENV, "PLEXOR_DATABASE_URL": url})
+
+
+async def test_sqlite_stateful_servers_sharing_their_event_store_hear_each_other(tmp_path):
+    """Two single-process servers on one data directory join the bus when they share their event store."""
+    await _a_2025_session_hears_the_other_server(tmp_path, tmp_path, {**ENV, "PLEXOR_EVENT_STORE": "shared"})
 
 
 async def _bus_pair(make):

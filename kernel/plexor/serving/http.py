@@ -118,10 +118,12 @@ def _event_store(kernel: Kernel, opts: HttpOptions) -> EventStore:
 
 
 def _shares_notifications(kernel: Kernel, opts: HttpOptions) -> bool:
-    """Whether other processes may serve this kernel's data: ``--workers``, or a kernel database on PostgreSQL."""
+    """Whether other processes may serve this kernel's data: ``--workers``, a kernel database on PostgreSQL,
+    or stateful servers sharing their event store (``PLEXOR_EVENT_STORE=shared``)."""
     from plexor.state.db import database_url
 
-    return opts.workers > 1 or database_url(kernel.environ, getattr(kernel, "_config", {}) or {}) is not None
+    return (opts.workers > 1 or database_url(kernel.environ, getattr(kernel, "_config", {}) or {}) is not None
+            or kernel.environ.get("PLEXOR_EVENT_STORE", "").strip().lower() == "shared")
 
 
 def _timeout_middleware(seconds: float) -> Callable[..., Any]:
