@@ -45,7 +45,7 @@ def test_entry_point_module_imports_only_plexor_and_the_standard_library():
         "print(json.dumps([m for m in sys.modules if m.startswith(('rapidfuzz', 'plexor_keyboard.'))]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
-    new_top = set(json.loads(out[0])) - {"plexor_keyboard"}
+    new_top = set(json.loads(out[0])) - {"plexor_keyboard", "plexor"}  # plexor loads its own modules on first use
     assert new_top <= set(sys.stdlib_module_names), new_top - set(sys.stdlib_module_names)
     # the catalog, the names and RapidFuzz load on first use, not at import
     assert json.loads(out[1]) == ["plexor_keyboard.plugin"]
