@@ -331,6 +331,8 @@ class SqliteBus(_Base):
             if self._sock_path is not None:
                 with contextlib.suppress(OSError):
                     self._sock_path.unlink()
+                with contextlib.suppress(OSError):
+                    self.socket_dir.rmdir()  # the last process of this data directory tidies up
             self._sock = None
 
 
