@@ -92,7 +92,14 @@ def tool_outcome(spec: ToolSpec, value: Any) -> Outcome:
 
 
 def resource_contents(uri: str, mime_type: str, value: Any) -> list[dict[str, Any]]:
-    """A reader's value as ``[{"uri", "mime_type", "text"|"blob"}]``: bytes are a blob, str is text, else JSON."""
+    """A reader's value as ``[{"uri", "mime_type", "text"|"blob"}]``: bytes are a blob, str is text, else JSON.
+
+    A reader that picks its MIME type per read returns :func:`plexor.embedded_resource` (text or blob).
+    """
+    if isinstance(value, dict) and value.get("type") == "resource" and isinstance(value.get("resource"), dict):
+        inner = value["resource"]
+        body = {"blob": inner["blob"]} if "blob" in inner else {"text": inner.get("text", "")}
+        return [{"uri": uri, "mime_type": inner.get("mimeType") or mime_type, **body}]
     if isinstance(value, bytes):
         import base64
 

@@ -55,11 +55,53 @@ def group() -> None:
     """
 
 
+def _folder_options(func: Any) -> Any:
+    """The per-folder settings, shared by ``add`` and ``set``."""
+    from plexor_folder_search.defaults import MODELS
+
+    for option in reversed([
+        click.option("--model", default=None, type=click.Choice(MODELS),
+                     help="this folder's embedding model (default: the model setting)"),
+        click.option("--include", "include", multiple=True, metavar="PATTERN",
+                     help="index only files matching this gitignore-style pattern (repeatable)"),
+        click.option("--exclude", "exclude", multiple=True, metavar="PATTERN",
+                     help="also skip files matching this gitignore-style pattern (repeatable)"),
+        click.option("--max-file-size", "max_file_size", type=click.IntRange(min=1), default=None, metavar="BYTES",
+                     help="skip files larger than this (default: the max_file_size setting)"),
+        click.option("--watch/--no-watch", "watch", default=None,
+                     help="watch for changes (default: the watch setting); unwatched folders are rescanned "
+                          "every rescan_interval"),
+    ]):
+        func = option(func)
+    return func
+
+
+def _entry_options(model: str | None, include: tuple[str, ...], exclude: tuple[str, ...],
+                   max_file_size: int | None, watch: bool | None) -> dict[str, Any]:
+    from plexor_folder_search.folders import pattern_problem
+
+    out: dict[str, Any] = {}
+    for key, patterns in (("include", include), ("exclude", exclude)):
+        for pattern in patterns:
+            problem = pattern_problem(pattern)
+            if problem:
+                raise click.BadParameter(f"{pattern!r} is not a valid pattern: {problem}; write gitignore-style "
+                                         "patterns such as '*.md' or 'docs/'", param_hint=f"--{key}")
+        if patterns:
+            out[key] = list(patterns)
+    for key, value in (("model", model), ("max_file_size", max_file_size), ("watch", watch)):
+        if value is not None:
+            out[key] = value
+    return out
+
+
 @group.command("add")
 @click.argument("path", type=click.Path(file_okay=False, dir_okay=True, path_type=Path))
 @click.option("--name", "name", default=None, help="a short name for the folder (default: its directory name)")
-def add(path: Path, name: str | None) -> None:
-    """Make the folder PATH searchable."""
+@_folder_options
+def add(path: Path, name: str | None, model: str | None, include: tuple[str, ...], exclude: tuple[str, ...],
+        max_file_size: int | None, watch: bool | None) -> None:
+    """Make the folder PATH searchable, optionally with its own model, patterns, size limit and watching."""
     from plexor_folder_search.folders import load_folders, read_cli_folders, real_path, save_cli_folders
 
     config = _config()
@@ -73,15 +115,61 @@ def add(path: Path, name: str | None) -> None:
         if name and spec.name == name:
             raise click.ClickException(f"the name {name!r} is taken by {spec.root}; pick another with --name")
     items = read_cli_folders(config.data_dir)
-    entry = {"path": str(root)}
+    entry: dict[str, Any] = {"path": str(root)}
     if name:
         entry["name"] = name
+    entry.update(_entry_options(model, include, exclude, max_file_size, watch))
     items.append(entry)
     save_cli_folders(config.data_dir, items)
     final = next((s.name for s in load_folders(list(config.folders), config.data_dir)
                   if s.root == root), name or root.name)
     click.echo(f"Added {final!r}: {root}")
     click.echo(f"Index it now with `plexor folder-search index {final}` (a running server indexes it after a restart).")
+
+
+@group.command("set")
+@click.argument("folder")
+@_folder_options
+@click.option("--reset", "reset", multiple=True, type=click.Choice(["model", "include", "exclude", "max_file_size",
+                                                                    "watch"]),
+              help="go back to the global setting for this key (repeatable)")
+def set_cmd(folder: str, model: str | None, include: tuple[str, ...], exclude: tuple[str, ...],
+            max_file_size: int | None, watch: bool | None, reset: tuple[str, ...]) -> None:
+    """Change the settings of FOLDER (a name or path added with `add`).
+
+    A new --model re-embeds only this folder, in the background, when the server next starts (or at the next
+    `index`); status shows its progress meanwhile.
+    """
+    from plexor_folder_search.defaults import MODELS
+    from plexor_folder_search.folders import load_folders, read_cli_folders, real_path, save_cli_folders
+
+    config = _config()
+    try:
+        specs = load_folders(list(config.folders), config.data_dir, models=MODELS)
+    except PlexorError as exc:
+        raise click.ClickException(exc.render()) from exc
+    wanted = real_path(Path(folder).expanduser())
+    spec = next((s for s in specs if s.name == folder or s.root == wanted), None)
+    if spec is None:
+        names = ", ".join(s.name for s in specs) or "none"
+        raise click.ClickException(f"no folder {folder!r}; folders: {names}")
+    if spec.source == "config":
+        raise click.ClickException(f"{spec.name!r} comes from [folder-search] folders in plexor.toml; set its "
+                                   "options in its table there")
+    changes = _entry_options(model, include, exclude, max_file_size, watch)
+    if not changes and not reset:
+        raise click.UsageError("nothing to change: give --model, --include, --exclude, --max-file-size, "
+                               "--watch/--no-watch or --reset KEY")
+    items = read_cli_folders(config.data_dir)
+    for item in items:
+        if real_path(Path(item["path"]).expanduser()) == spec.root:
+            for key in reset:
+                item.pop(key, None)
+            item.update(changes)
+    save_cli_folders(config.data_dir, items)
+    click.echo(f"Updated {spec.name!r}: " + (json.dumps(changes) if changes else "") +
+               (f" reset {', '.join(reset)}" if reset else ""))
+    click.echo("A running server applies it when restarted.")
 
 
 @group.command("remove")
@@ -197,6 +285,14 @@ def status(as_json: bool) -> None:
     click.echo(f"search: {info['search']['mode']}, fusion weight {info['search']['fusion_weight']}")
     for f in info["folders"]:
         click.echo(f"\n{f['name']}  {f['path']}")
+        if f.get("settings"):
+            click.echo("  settings: " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in f["settings"].items()))
+        if f.get("state") not in (None, "ready"):
+            click.echo(f"  state: {f['state']}" + (f", {f['message']}" if f.get("message") else "")
+                       + (f" ({f['done']} of {f['total']})" if f.get("total") else ""))
+        if not f.get("reachable", True):
+            since = f.get("rescan", {}).get("unreachable_since")
+            click.echo("  unreachable" + (f" since {since}" if since else "") + "; its index is kept")
         if "error" in f:
             click.echo(f"  error: {f['error']}")
             continue

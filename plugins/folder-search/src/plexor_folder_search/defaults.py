@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor import ConfigSpec
 
-__all__ = ["DEFAULTS", "KEYS", "FolderSettings", "Key", "declare"]
+__all__ = ["DEFAULTS", "KEYS", "MODELS", "FolderSettings", "Key", "declare"]
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,10 @@ class Key:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("folders", list, [], 'folders to index: ["~/notes", {path = "~/work", name = "work"}]'),
-    Key("model", str, "wordllama", "embedding model: wordllama (default), minilm (extra [minilm]) or none",
-        ("wordllama", "minilm", "none")),
+    Key("folders", list, [], 'folders to index: ["~/notes", {path = "~/work", name = "work"}]; a table may also set '
+        "model, include, exclude, max_file_size and watch for its folder ([[folder-search.folders]])"),
+    Key("model", str, "wordllama", "embedding model: wordllama (default), minilm (extra [minilm]), multilingual "
+        "(extra [multilingual]) or none", ("wordllama", "minilm", "multilingual", "none")),
     Key("fusion_weight", float, None, "weight of the semantic score in hybrid ranking (0..1); unset: the model's "
         "weight tuned on SciFact train (wordllama 0.4, minilm 0.7)"),
     Key("max_file_size", int, 10 * 1024 * 1024, "files larger than this many bytes are skipped"),
@@ -38,11 +39,17 @@ KEYS: tuple[Key, ...] = (
         "DOCX, XLSX and PPTX files that would unpack to more than this many bytes are skipped (zip bombs)"),
     Key("extract_timeout", float, 30.0, "seconds one document's text extraction may take before it is skipped"),
     Key("exclude", list, [], "extra gitignore-style patterns to skip in every folder"),
+    Key("include", list, [], "gitignore-style patterns a file must match to be indexed (empty: every file); "
+        "a folder's own include replaces it"),
     Key("chunk_size", int, 1100, "target chunk length in characters"),
     Key("chunk_overlap", int, 150, "characters repeated between consecutive chunks of one section"),
     Key("watch", bool, True, "watch folders and re-index changed files within about a second"),
     Key("debounce_ms", int, 300, "quiet time before a burst of file changes is indexed as one batch"),
+    Key("rescan_interval", float, 60.0, "seconds between checks of folders that failed or are unreachable (an "
+        "unmounted drive), and between rescans of folders with watch = false; 0 turns rescanning off"),
 )
+#: The embedding models a folder (or the plugin) may choose.
+MODELS: tuple[str, ...] = next(k.choices or () for k in KEYS if k.name == "model")
 DEFAULTS: dict[str, Any] = {k.name: k.default for k in KEYS}
 
 
@@ -64,10 +71,12 @@ class FolderSettings:
     max_unpacked_size: int
     extract_timeout: float
     exclude: tuple[str, ...]
+    include: tuple[str, ...]
     chunk_size: int
     chunk_overlap: int
     watch: bool
     debounce_ms: int
+    rescan_interval: float
 
     @classmethod
     def read(cls, settings: Mapping[str, Any], data_dir: Path | None = None) -> FolderSettings:
@@ -83,6 +92,13 @@ class FolderSettings:
 
                 raise ConfigError(f"[folder-search] {key} = {get(key)!r} must be greater than 0",
                                   f"Set {key} to a positive number or remove it to use the default, {DEFAULTS[key]}.")
+        if float(get("rescan_interval")) < 0:
+            from plexor import ConfigError
+
+            raise ConfigError(f"[folder-search] rescan_interval = {get('rescan_interval')!r} must be 0 or more",
+                              "Set it in seconds (60 by default), or 0 to turn rescanning off.")
+        _check_patterns(get("include"), "include")
+        _check_patterns(get("exclude"), "exclude")
         return cls(
             data_dir=Path(data_dir if data_dir is not None else getattr(settings, "data_dir")),  # noqa: B009
             folders=tuple(get("folders") or ()),
@@ -92,8 +108,21 @@ class FolderSettings:
             max_unpacked_size=int(get("max_unpacked_size")),
             extract_timeout=float(get("extract_timeout")),
             exclude=tuple(str(x) for x in get("exclude") or ()),
+            include=tuple(str(x) for x in get("include") or ()),
             chunk_size=int(get("chunk_size")),
             chunk_overlap=int(get("chunk_overlap")),
             watch=bool(get("watch")),
             debounce_ms=int(get("debounce_ms")),
+            rescan_interval=float(get("rescan_interval")),
         )
+
+
+def _check_patterns(value: Any, key: str) -> None:
+    from plexor import ConfigError
+    from plexor_folder_search.folders import pattern_problem
+
+    for pattern in value or ():
+        problem = pattern_problem(str(pattern))
+        if problem:
+            raise ConfigError(f"the {key} pattern {pattern!r} in [folder-search] is not valid: {problem}",
+                              "Write gitignore-style patterns such as '*.md', 'docs/' or 'build/**'.")

@@ -18,7 +18,7 @@ from pathlib import PurePosixPath
 from plexor_folder_search.documents import Bounded, Clock, Extracted, ExtractError, Limits, Unsupported, md_outline
 from plexor_folder_search.office import read_office
 
-__all__ = ["Bounded", "Extracted", "ExtractError", "Limits", "Unsupported", "extract", "kind_of"]
+__all__ = ["Bounded", "Extracted", "ExtractError", "Limits", "Unsupported", "decode_text", "extract", "kind_of"]
 
 MARKDOWN = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
 RST = {".rst", ".rest"}
@@ -91,6 +91,11 @@ def _decode(data: bytes) -> str:
             raise Unsupported("binary content (not text in any common encoding)")
         return data.decode("cp1252", errors="replace")
     return text
+
+
+def decode_text(data: bytes) -> str:
+    """A text file's bytes as text, decoded the way the indexer decodes them (UTF-8, UTF-16, then cp1252)."""
+    return _decode(data)
 
 
 def _code_outline(text: str) -> list[dict[str, object]]:

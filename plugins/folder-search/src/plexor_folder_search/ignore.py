@@ -18,10 +18,13 @@ VENV_NAMES = {".venv", "venv", ".virtualenv"}
 class IgnoreRules:
     """Decides what is not indexed: VCS, dependency, cache and venv folders, .gitignore, user excludes."""
 
-    def __init__(self, root: Path, exclude: list[str], private: list[Path] | None = None) -> None:
+    def __init__(self, root: Path, exclude: list[str], private: list[Path] | None = None,
+                 include: list[str] | None = None) -> None:
         self.root = root
         self._specs: dict[str, tuple[float, Any]] = {}
         self._exclude = self._compile(exclude) if exclude else None
+        # Only files matching one of these are indexed; directories are still entered ("*.md" is anywhere).
+        self._include = self._compile(include) if include else None
         self._private = [p for p in (private or []) if p == root or p.is_relative_to(root)]
 
     @staticmethod
@@ -95,7 +98,10 @@ class IgnoreRules:
         return "ignored by .gitignore" if decision else None
 
     def file_reason(self, rel: str) -> str | None:
-        return self._pattern_reason(rel, False)
+        reason = self._pattern_reason(rel, False)
+        if reason is None and self._include is not None and not self._decide(self._include, rel):
+            return "not matched by the include setting"
+        return reason
 
     def path_reason(self, rel: str) -> str | None:
         """For one path (from the watcher): check every ancestor directory, then the file itself."""

@@ -28,12 +28,16 @@ from plexor_folder_search.store import IndexStore
 from plexor_folder_search.vectors import VectorIndex
 from plexor_folder_search.walk import Skip, Walker, symlink_reason
 
-__all__ = ["IndexOptions", "Indexer", "ScanReport"]
+__all__ = ["FolderUnreachable", "IndexOptions", "Indexer", "ScanReport"]
 
 # Skip reasons that depend only on a file's content: kept without re-reading while its size and time stay the same.
 CONTENT_REASONS = {"binary file", "corrupt or unreadable document", "too large when unpacked", "took too long to extract"}
 
 ProgressFn = Callable[[int, int, str], None]
+
+
+class FolderUnreachable(Exception):
+    """The folder itself cannot be listed (a drive unmounted, a share gone): nothing is deleted from its index."""
 
 
 @dataclass
@@ -45,6 +49,7 @@ class IndexOptions:
     chunk_overlap: int
     exclude: list[str]
     limits: Limits
+    include: list[str] | None = None
     batch_files: int = 64
     batch_chars: int = 2_000_000
 
@@ -76,7 +81,7 @@ class Indexer:
         self.vectors = vectors
         self.embedder = embedder
         self.options = options
-        self.rules = IgnoreRules(root, options.exclude, private)
+        self.rules = IgnoreRules(root, options.exclude, private, options.include)
         self.walker = Walker(root, self.rules, options.max_file_size)
         self.lock = threading.Lock()  # one scan or update at a time per folder
 
@@ -85,13 +90,34 @@ class Indexer:
         """Every indexable file ``rel -> (size, mtime_ns)`` and the skips ``(rel, reason, detail, size, mtime)``."""
         return self.walker.walk()
 
+    def reachable(self) -> str | None:
+        """Why the folder cannot be reached now, or ``None`` when it is a directory that can be listed."""
+        import os
+
+        try:
+            st = os.stat(self.root)
+        except OSError as exc:
+            return exc.strerror or type(exc).__name__
+        if not statmod.S_ISDIR(st.st_mode):
+            return "it is no longer a directory"
+        if not os.access(self.root, os.R_OK | os.X_OK):
+            return "permission denied"
+        return None
+
     # ------------------------------------------------------------------ scanning
     def scan(self, progress: ProgressFn | None = None, stop: threading.Event | None = None) -> ScanReport:
         """A full pass: index what is new or changed, follow moves, drop what is gone."""
         with self.lock:
             started = time.perf_counter()
             report = ScanReport()
+            problem = self.reachable()
+            if problem:
+                raise FolderUnreachable(problem)
             on_disk, skipped = self.walk()
+            # A folder that vanished during the walk looks empty: never take that for "every file was deleted".
+            problem = self.reachable() or next((f"{s[1]}: {s[2]}" for s in skipped if s[0] == "."), None)
+            if problem:
+                raise FolderUnreachable(problem)
             report.scanned = len(on_disk)
             known = self.store.file_states()
             prev_skipped = self.store.skipped_states()
@@ -117,6 +143,9 @@ class Indexer:
         with self.lock:
             started = time.perf_counter()
             report = ScanReport()
+            problem = self.reachable()
+            if problem:
+                raise FolderUnreachable(problem)  # the events are those of the drive going away
             known = self.store.file_states()
             work: list[Work] = []
             gone: dict[str, tuple[int, int, int, str]] = {}
@@ -241,6 +270,8 @@ class Indexer:
         stopped = stop is not None and stop.is_set()
         # What is gone and was not found moved is deleted; skips are recorded.
         leftover = [fid for items in gone_by_fp.values() for _rel, fid in items]
+        if (leftover or dropped) and self.reachable():
+            raise FolderUnreachable(self.reachable() or "gone")  # gone meanwhile: what looks deleted may not be
         with self.store.writing() as conn:
             removed = self.store.delete_files(conn, leftover + dropped) if not stopped else []
             report.deleted += len(leftover) if not stopped else 0

