@@ -255,7 +255,7 @@ class SearchEngine:
             if vec is not None:
                 self._qvec.move_to_end(text)
                 return vec
-        vec = self.embedder.embed([text])[0]
+        vec = self.embedder.embed_query(text)
         with self._stats_lock:
             self._qvec[text] = vec
             while len(self._qvec) > 256:
