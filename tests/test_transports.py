@@ -131,6 +131,10 @@ def test_sigterm_lets_the_in_flight_call_finish(plexor_home, site_dir):
     _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     first = proc.stdout.readline()
     assert json.loads(first)["id"] == 1
+    # tools/list waits for the plugins to load, so the call below is really in flight when SIGTERM comes
+    # (a signal during loading is test_sigterm_while_plugins_load_answers_the_waiting_call)
+    _rpc(proc, {"jsonrpc": "2.0", "id": "loaded", "method": "tools/list"})
+    _read_until(proc, "loaded", timeout=60)
     _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fakeslow_nap", "arguments": {"seconds": 1.0}}})
     time.sleep(0.4)
     proc.send_signal(signal.SIGTERM)
@@ -141,6 +145,42 @@ def test_sigterm_lets_the_in_flight_call_finish(plexor_home, site_dir):
     proc.wait(timeout=15)
     err = proc.stderr.read().decode()
     assert '"event": "signal"' in err and '"event": "kernel_stopped"' in err
+
+
+SLOW_IMPORT = """
+import time
+time.sleep(4)  # a plugin whose import takes a while
+from plexor import hookimpl
+
+@hookimpl
+def plexor_register_tools(register, settings):
+    def hello() -> dict:
+        '''Say hello.'''
+        return {"hello": True}
+    register(hello)
+"""
+
+
+def test_sigterm_while_plugins_load_answers_the_waiting_call(plexor_home, site_dir):
+    install_fake_dist(site_dir, "plexor-fakeheavy", "fakeheavy", "plexor_fakeheavy", SLOW_IMPORT)
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_env(plexor_home, site_dir, PLEXOR_PLUGINS="fakeheavy"))
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fakeheavy_hello", "arguments": {}}})
+        time.sleep(1.0)  # the plugin is still importing: the call waits for loading
+        proc.send_signal(signal.SIGTERM)
+        reply = _read_until(proc, 2, timeout=10)
+        assert reply["error"]["code"] == -32000
+        assert "shutting down" in reply["error"]["message"] and "reconnect" in reply["error"]["message"]
+        proc.wait(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @contextlib.contextmanager

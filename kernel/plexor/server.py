@@ -411,6 +411,9 @@ class Handlers:
                     self.boot.begin()
             self.boot.begin()
             await self.boot.loaded.wait()
+            if self.boot.stopping and self.kernel.state.value in ("created", "loading", "stopped"):
+                raise MCPError(SERVER_NOT_READY, "the server is shutting down before its plugins finished loading: "
+                               "reconnect in a moment; a new server process will answer.")
         self.listen()
         if ctx.session is not None and not stateless_era(ctx):
             # The SDK builds a ServerSession per request; change notifications go to

@@ -24,6 +24,7 @@ class Boot:
         self.kernel = kernel
         self.on_started = on_started
         self.loaded = anyio.Event()
+        self.stopping = False  # the server is stopping: waiting requests are answered, nothing more starts
         self._tg: Any = None
         self._begun = False
 
@@ -34,6 +35,12 @@ class Boot:
         if not self._begun and self._tg is not None:
             self._begun = True
             self._tg.start_soon(self._run)
+
+    def abort(self) -> None:
+        """The server is stopping: release the requests waiting for loading (they are answered
+        "shutting down" instead of being dropped) and start no plugin."""
+        self.stopping = True
+        self.loaded.set()
 
     async def fallback(self, delay: float) -> None:
         """Begin anyway after ``delay`` seconds, so warm-up is not held back by a silent client."""
@@ -56,7 +63,7 @@ class Boot:
             self.kernel.log.error("kernel_load_failed", error=str(exc))
         finally:
             self.loaded.set()
-        if self.kernel.state == State.LOADING:
+        if self.kernel.state == State.LOADING and not self.stopping:
             await self.kernel.start()
             if self.on_started is not None:
                 self.on_started()

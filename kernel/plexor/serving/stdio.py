@@ -255,7 +255,7 @@ class AnsweringStream:
 
 
 async def _run_until_signal(kernel: Kernel, scope: Any, grace: float, watchdog: Watchdog,
-                            listening: Callable[[], None] | None = None) -> None:
+                            listening: Callable[[], None] | None = None, boot: Any = None) -> None:
     """On SIGTERM/SIGINT: stop taking calls, let in-flight ones finish, then end serving.
 
     ``listening`` runs once the signals are caught (the terminal hint says Ctrl+C works: it must).
@@ -277,6 +277,8 @@ async def _run_until_signal(kernel: Kernel, scope: Any, grace: float, watchdog: 
         name = await _next_signal_by_handler()
     kernel.log.info("signal", signal=name)
     watchdog.arm(name)  # after the receiver is gone, which put the default handlers back
+    if boot is not None:
+        boot.abort()  # requests still waiting for the plugins to load get "shutting down", not silence
     await kernel.drain(grace)
     await anyio.sleep(0.2)  # let the answers of the calls that just finished reach the client
     scope.cancel()
@@ -330,7 +332,7 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0, listening: Callabl
             # starting is waited for, bounded) instead of failing.
             boot.attach(tg)
             tg.start_soon(boot.fallback, 0.5)
-            tg.start_soon(_run_until_signal, kernel, tg.cancel_scope, grace, watchdog, listening)
+            tg.start_soon(_run_until_signal, kernel, tg.cancel_scope, grace, watchdog, listening, boot)
             async with stdio_streams(kernel.log) as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
             kernel.log.info("stdin_closed")
