@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from plexor import Context, hookimpl
+from plexor import Context, NotFound, hookimpl
 
 PLEXOR_NAMESPACE = "plexor"
 
@@ -26,17 +26,55 @@ def plexor_register_tools(register: Any, settings: Any) -> None:
     register(plugins, annotations=ro, ready_required=False, blocking=False)
 
 
-def health(ctx: Context) -> dict[str, Any]:
+# The states a plugin can be in (plexor.core.records.State), as the state filter offers them.
+PluginState = Literal["created", "loading", "starting", "ready", "draining", "stopped", "failed", "disabled"]
+
+
+def health(ctx: Context, plugin: str | None = None) -> dict[str, Any]:
     """Report the server's health: the serving process's pid and version, the kernel state and uptime,
     the schema hash of all tools, and for each plugin its version, state, readiness (with warm-up
     progress) and error. Call this first when something does not work, or to tell which server answered.
+
+    :param plugin: report only this plugin (its name, e.g. "folder-search", or its tool prefix, e.g.
+        "folders"); leave it out for every plugin.
     """
-    return ctx._kernel.health()
+    report = ctx._kernel.health()
+    if plugin is not None:
+        name = _plugin_name(ctx, plugin)
+        report["plugins"] = [p for p in report["plugins"] if p["name"] == name]
+    return report
 
 
-def plugins(ctx: Context) -> dict[str, Any]:
+def plugins(ctx: Context, plugin: str | None = None, state: PluginState | None = None) -> dict[str, Any]:
     """List every plugin with its distribution, version, state, namespace, tools, resources and error.
 
     Use it to find which tools a plugin offers or why a plugin is unavailable.
+
+    :param plugin: only this plugin (its name, e.g. "keyboard", or its tool prefix); leave it out for all.
+    :param state: only the plugins in this state, e.g. "failed" to see what is broken and why.
     """
-    return {"plugins": [r.describe() for r in sorted(ctx._kernel.records.values(), key=lambda r: r.name)]}
+    records = sorted(ctx._kernel.records.values(), key=lambda r: r.name)
+    if plugin is not None:
+        name = _plugin_name(ctx, plugin)
+        records = [r for r in records if r.name == name]
+    if state is not None:
+        records = [r for r in records if r.state.value == state]
+    return {"plugins": [r.describe() for r in records]}
+
+
+def _plugin_name(ctx: Context, given: str) -> str:
+    """The plugin ``given`` names (its name or namespace, any case), or an error listing them."""
+    records = ctx._kernel.records
+    wanted = given.strip().lower()
+    for rec in records.values():
+        if wanted in (rec.name.lower(), (rec.namespace or "").lower()):
+            return str(rec.name)
+    import difflib
+
+    names = sorted(records)
+    near = difflib.get_close_matches(wanted, names + sorted({r.namespace for r in records.values() if r.namespace}),
+                                     n=1, cutoff=0.6)
+    hint = f"Did you mean {near[0]!r}? " if near else ""
+    raise NotFound(f"no plugin named {given!r}",
+                   f"{hint}Plugins: {', '.join(names) or '(none)'}; leave plugin out to see them all.",
+                   data={"plugins": names})
