@@ -64,6 +64,26 @@ async def test_a_folder_table_overrides_patterns_size_model_and_watching(plexor,
 
 
 @pytest.mark.anyio
+async def test_include_patterns_apply_to_files_the_watcher_sees_in_new_directories(plexor, plexor_config, tmp_path):
+    root = _folder(tmp_path, "inc")
+    plexor_config({"folder-search": {"folders": [{"path": str(root), "include": ["*.md"]}]}})
+    async with plexor.client(installed=INSTALLED) as client:
+        await wait_ready(client)
+        (root / "new" / "deeper").mkdir(parents=True)
+        (root / "new" / "deeper" / "a.md").write_text("the tapir\n")
+        (root / "new" / "deeper" / "b.txt").write_text("the tapir\n")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            hits = (await call(client, "folders_search_content", exact_terms=["tapir"]))["results"]
+            if hits:
+                break
+            await anyio.sleep(0.05)
+        await anyio.sleep(0.5)
+        hits = (await call(client, "folders_search_content", exact_terms=["tapir"]))["results"]
+        assert [h["path"] for h in hits] == ["new/deeper/a.md"]
+
+
+@pytest.mark.anyio
 async def test_changing_one_folders_model_re_embeds_only_that_folder(plexor, plexor_config, tmp_path):
     a, b = _folder(tmp_path, "a"), _folder(tmp_path, "b")
     for i in range(40):

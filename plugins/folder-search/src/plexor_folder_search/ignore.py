@@ -103,6 +103,19 @@ class IgnoreRules:
             return "not matched by the include setting"
         return reason
 
+    def tree_reason(self, rel: str) -> str | None:
+        """Why nothing under the directory ``rel`` is indexed (it or an ancestor is skipped), or ``None``.
+
+        ``include`` does not apply: it selects files, and a directory may hold matching ones.
+        """
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            sub = "/".join(parts[:depth])
+            reason = self.dir_reason(sub, self.root / sub)
+            if reason:
+                return reason
+        return self._pattern_reason(rel + "/x", False)
+
     def path_reason(self, rel: str) -> str | None:
         """For one path (from the watcher): check every ancestor directory, then the file itself."""
         parts = rel.split("/")

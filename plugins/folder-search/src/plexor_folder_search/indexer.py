@@ -166,7 +166,7 @@ class Indexer:
                 except OSError:
                     st = None
                 if st is not None and statmod.S_ISDIR(st.st_mode):
-                    reason = self.rules.path_reason(rel + "/x")
+                    reason = self.rules.tree_reason(rel)
                     prefix = rel + "/"
                     sub_disk: dict[str, tuple[int, int]] = {}
                     forget.append(rel)
