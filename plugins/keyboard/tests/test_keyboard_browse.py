@@ -127,3 +127,20 @@ async def test_category_names_complete(kb):
     assert result.completion.values == ["numbers", "navigation"]
     everything = await kb.client.complete(ref, {"name": "category", "value": ""})
     assert everything.completion.values == CATEGORY_IDS
+
+
+async def test_list_categories_describes_one_category_with_every_key(kb):
+    r = await kb("keyboard_list_categories", category="numpad")  # a friendlier name of keypad
+    assert r["count"] == 1 and r["total_keys"] == 18
+    (keypad,) = r["categories"]
+    assert keypad["id"] == "keypad" and keypad["resource"] == "keycode://category/keypad"
+    assert len(keypad["keys"]) == 18 and all(k["category"] == "keypad" for k in keypad["keys"])
+    assert "kVK_ANSI_KeypadEnter" in {k["constant"] for k in keypad["keys"]}
+    assert "keys" not in (await kb("keyboard_list_categories"))["categories"][0]  # the overview stays short
+    every = await kb("keyboard_list_categories", category=None)  # null: every category, as a strict model sends it
+    assert every["count"] == 10 and every["total_keys"] == 120
+    err, text = await kb.error("keyboard_list_categories", category="modifers")
+    assert "unknown category 'modifers'" in text and "Did you mean 'modifiers'?" in text
+    assert "letters, numbers, function-keys" in text and err
+    _, text = await kb.error("keyboard_list_categories", category=3)
+    assert "argument 'category' must be string" in text

@@ -207,12 +207,21 @@ def search_keys(query: str | None = None, category: str | None = None) -> Any:
     return result
 
 
-def list_categories() -> dict[str, Any]:
+def list_categories(category: str | None = None) -> dict[str, Any]:
     """List the key categories with a description, how many keys each has and a few examples.
 
     Use a category's id with keyboard_search_keys(category=...) or read keycode://category/{id}.
+    Give `category` to get that one category with every key in it ({name, constant, code, hex, ...}).
+
+    :param category: one category, by id or name (letters, numbers, function-keys, modifiers, navigation,
+        editing, keypad, punctuation, media, iso-jis; "numpad" or "function keys" work too); leave it out
+        to list them all.
     """
-    cats = _catalog().categories_summary()
+    catalog = _catalog()
+    cats = catalog.categories_summary()
+    if category is not None and category.strip():
+        cid = catalog.resolve_category(category)  # an unknown one is an error with a did-you-mean
+        cats = [dict(c, keys=[k.to_dict() for k in catalog.in_category(cid)]) for c in cats if c["id"] == cid]
     return {"count": len(cats), "total_keys": sum(c["count"] for c in cats), "categories": cats}
 
 
