@@ -132,3 +132,21 @@ def test_status_shows_an_unreachable_folder_and_a_bad_interval_is_refused(plexor
     plexor_config({"folder-search": {"folders": [str(root)], "rescan_interval": -1}})
     r = plexor.cli(["folder-search", "list"], installed=INSTALLED)
     assert r.exit_code == 1 and "rescan_interval = -1" in r.output, r.output
+
+
+async def test_a_folder_whose_index_could_not_be_opened_is_retried(plexor, plexor_config, plexor_home, tmp_path):
+    from plexor_folder_search.folders import FolderSpec
+
+    root = _drive(tmp_path)
+    index = plexor_home / "data" / "folder-search" / "indexes" / FolderSpec("drive", root.resolve(), "config").index_name
+    index.mkdir(parents=True)  # a directory where the index file goes: SQLite cannot open it
+    plexor_config({"folder-search": {"folders": [str(root)], "rescan_interval": 0.2}})
+    async with plexor.client(installed=INSTALLED) as client:
+        info = await wait_ready(client)
+        assert info["folders"][0]["state"] == "error" and "cannot open the index" in info["folders"][0]["error"]
+        await anyio.sleep(0.5)
+        assert (await call(client, "folders_get_server_info"))["folders"][0]["rescan"]["checks"] >= 1
+        index.rmdir()
+        folder = await _until(client, lambda f: f["state"] == "ready")
+        assert folder["documents"] == 2 and "error" not in folder and folder["watched"] is True
+        assert await _paths(client, "narwhal") == ["gone.md", "keep.md"]

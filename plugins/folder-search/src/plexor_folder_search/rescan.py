@@ -67,7 +67,7 @@ def rescan_once(service: FolderService) -> None:
             if fresh.store is None:
                 st.error = fresh.error
                 continue
-            fresh.last_check, fresh.checks = st.last_check, st.checks
+            fresh.last_check, fresh.checks, fresh.state = st.last_check, st.checks, "error"  # retried below
             service.folders[name] = st = fresh
         assert st.indexer is not None
         problem = st.indexer.reachable()
