@@ -8,7 +8,7 @@ background thread after startup (see :mod:`plexor_folder_search.service`).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from plexor import Context, Data, PlexorError, PluginHandle, Progress, Result, hookimpl
 from plexor_folder_search.render import render_explore, render_hits
@@ -166,13 +166,34 @@ def find_documents(
     return Result(data, render_hits(data, doc_level=True))
 
 
-def list_folders(ctx: Context) -> dict[str, Any]:
+def list_folders(ctx: Context, folder: str | None = None) -> dict[str, Any]:
     """List the folders the user made searchable, with their document counts and indexing state.
 
     Call this first to learn the folder names the other tools take. Folders are chosen by the user
-    (``plexor folder-search add PATH``); no tool can add one.
+    (``plexor folder-search add PATH``); no tool can add one. Give `folder` to check one folder, e.g.
+    whether it has finished indexing or why it cannot be searched.
+
+    :param folder: only this folder, by name or path (as listed); leave it out to list them all.
     """
-    return _service(ctx).list_folders()
+    service = _service(ctx)
+    data = service.list_folders()
+    if folder is not None and folder.strip():
+        name = _folder_name(service, folder)
+        data["folders"] = [f for f in data["folders"] if f["name"] == name]
+    return data
+
+
+def _folder_name(service: FolderService, given: str) -> str:
+    """The name of the folder ``given`` names (its name or path), including one that cannot be searched now."""
+    from plexor import NotFound
+    from plexor_folder_search.folders import plain_text
+
+    if not service.folders:
+        raise NotFound("no folders are configured for folder-search",
+                       "Ask the user to add one: `plexor folder-search add PATH`; then restart the server.")
+    key = plain_text(given.strip(), "folder")
+    st = service.folders.get(key) or service._folder_at(key)  # a path, or not found with a did-you-mean
+    return st.name
 
 
 def list_documents(
@@ -240,11 +261,21 @@ def get_chunks(ctx: Context, path: str, chunk_ids: list[int], folder: str | None
     return _service(ctx).chunks(folder, path, chunk_ids)
 
 
-def get_server_info(ctx: Context) -> dict[str, Any]:
+ServerInfoSection = Literal["folders", "model", "search", "settings", "totals", "warnings"]
+
+
+def get_server_info(ctx: Context, section: ServerInfoSection | None = None) -> dict[str, Any]:
     """Report the search service's state: folders with their indexing progress, document/chunk counts, skipped
     files by reason and index size; the embedding model (or why semantic search is off); and the settings.
+
+    :param section: only this part of the report (beside the plugin, version and state): folders, model
+        (the embedding model, or why semantic search is off), search (mode and ranking), settings, totals
+        or warnings; leave it out for the whole report.
     """
-    return _service(ctx).server_info()
+    info = _service(ctx).server_info()
+    if section is None:
+        return info
+    return {key: info[key] for key in ("plugin", "version", "state", section)}
 
 
 async def reindex(ctx: Context, folder: str | None = None, force: bool = False) -> AsyncIterator[Any]:
