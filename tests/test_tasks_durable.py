@@ -91,8 +91,15 @@ def test_a_task_started_on_one_server_is_answered_by_another_in_both_eras(tmp_pa
         result = anyio.run(legacy, a.url, "tasks/result", {"taskId": legacy_id})
         assert result["structuredContent"] == {"label": "", "seconds": 0.5}
         assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": legacy_id}
-        listed = anyio.run(legacy, a.url, "tasks/list", {})
-        assert legacy_id in [t["taskId"] for t in listed["tasks"]]
+        listed: list[str] = []
+        cursor: dict[str, Any] = {}
+        while True:  # paged (the PostgreSQL database may hold other runs' tasks too)
+            page = anyio.run(legacy, a.url, "tasks/list", cursor)
+            listed += [t["taskId"] for t in page["tasks"]]
+            if "nextCursor" not in page:
+                break
+            cursor = {"cursor": page["nextCursor"]}
+        assert legacy_id in listed
 
 
 def test_a_restarted_server_answers_for_tasks_of_the_previous_one(tmp_path):

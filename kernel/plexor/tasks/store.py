@@ -110,6 +110,21 @@ class TaskStore:
         state.migrate("tasks", {1: _create})
         self._lock_suffix = "" if state.dialect == "sqlite" else " FOR UPDATE"
 
+    def _relax(self) -> None:
+        if self.state.dialect != "sqlite":
+            # Changes after the creation need not wait for PostgreSQL's disk flush (milliseconds each):
+            # visible at once, and a database crash loses at most the last fraction of a second of them,
+            # which leaves a task working until its lease runs out and it is settled like a dead worker's.
+            self.state.execute("SET LOCAL synchronous_commit TO off")
+
+    def _quick(self, sql: str, params: Any) -> int:
+        """One change to an existing task (see :meth:`_relax`)."""
+        if self.state.dialect == "sqlite":
+            return self.state.execute(sql, params)
+        with self.state.transaction():
+            self._relax()
+            return self.state.execute(sql, params)
+
     def create(self, row: TaskRow) -> None:
         values = [getattr(row, c) for c in _COLUMNS]
         for i, c in enumerate(_COLUMNS):
@@ -138,15 +153,16 @@ class TaskStore:
         if worker is not None:
             sql += " AND worker = ?"
             params.append(worker)
-        return self.state.execute(sql, params) > 0
+        return self._quick(sql, params) > 0
 
     def progress(self, task_id: str, message: str) -> None:
-        self.state.execute("UPDATE plexor_tasks SET status_message = ?, updated_at = ? "
+        self._quick("UPDATE plexor_tasks SET status_message = ?, updated_at = ? "
                            "WHERE task_id = ? AND status = 'working'", (message, time.time(), task_id))
 
     def ask(self, task_id: str, requests: dict[str, Any], message: str) -> bool:
         """Add ``requests`` to the pending input requests; the task becomes ``input_required``."""
         with self.state.transaction():
+            self._relax()
             rows = self.state.query("SELECT status, input_requests FROM plexor_tasks WHERE task_id = ?"
                                     + self._lock_suffix, (task_id,))
             if not rows or rows[0][0] not in ACTIVE:
@@ -161,6 +177,7 @@ class TaskStore:
     def answer(self, task_id: str, responses: dict[str, Any]) -> list[str]:
         """Record answers to pending requests (others are ignored); returns the keys taken."""
         with self.state.transaction():
+            self._relax()
             rows = self.state.query("SELECT status, input_requests, input_responses FROM plexor_tasks WHERE task_id = ?"
                                     + self._lock_suffix, (task_id,))
             if not rows or rows[0][0] not in ACTIVE:
@@ -185,11 +202,11 @@ class TaskStore:
 
     def resume(self, task_id: str) -> None:
         """Back to ``working`` once every question is answered."""
-        self.state.execute("UPDATE plexor_tasks SET status = 'working', updated_at = ? WHERE task_id = ? "
-                           "AND status = 'input_required' AND input_requests IS NULL", (time.time(), task_id))
+        self._quick("UPDATE plexor_tasks SET status = 'working', updated_at = ? WHERE task_id = ? "
+                    "AND status = 'input_required' AND input_requests IS NULL", (time.time(), task_id))
 
     def cancel(self, task_id: str, message: str) -> bool:
-        return self.state.execute(
+        return self._quick(
             "UPDATE plexor_tasks SET status = 'cancelled', status_message = ?, cancel_requested = 1, "
             "input_requests = NULL, updated_at = ? WHERE task_id = ? AND status IN ('working', 'input_required')",
             (message, time.time(), task_id)) > 0
@@ -197,8 +214,8 @@ class TaskStore:
     def renew(self, worker: str, lease_seconds: float) -> list[str]:
         """Renew this worker's leases; returns its task ids that ended elsewhere (cancelled, reaped)."""
         now = time.time()
-        self.state.execute("UPDATE plexor_tasks SET lease_until = ? WHERE worker = ? "
-                           "AND status IN ('working', 'input_required')", (now + lease_seconds, worker))
+        self._quick("UPDATE plexor_tasks SET lease_until = ? WHERE worker = ? "
+                    "AND status IN ('working', 'input_required')", (now + lease_seconds, worker))
         return [r[0] for r in self.state.query(
             "SELECT task_id FROM plexor_tasks WHERE worker = ? AND status = 'cancelled' AND cancel_requested = 1 "
             "AND updated_at > ?", (worker, now - 3 * lease_seconds))]
