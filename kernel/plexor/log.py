@@ -65,9 +65,16 @@ def _apply(numeric: int, force: bool = False) -> None:
 class _LazyLogger:
     """A structlog logger that imports and configures structlog on its first call."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, context: dict[str, Any] | None = None) -> None:
         self._name = name
+        self._context = context or {}
         self._real: Any = None
+
+    def bind(self, **values: Any) -> Any:
+        """This logger with ``values`` on every line; structlog is still imported only on the first call."""
+        if self._real is None:
+            return _LazyLogger(self._name, {**self._context, **values})
+        return self._real.bind(**values)
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
@@ -83,7 +90,8 @@ class _LazyLogger:
                 if not _wanted:
                     configure()
                 _apply(_wanted["level"])
-            self._real = structlog.get_logger(self._name)
+            real = structlog.get_logger(self._name)
+            self._real = real.bind(**self._context) if self._context else real
         value = getattr(self._real, attr)
         self.__dict__[attr] = value  # later calls skip this lookup
         return value
