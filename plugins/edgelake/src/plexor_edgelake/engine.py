@@ -89,7 +89,7 @@ class Engine:
     async def run(self, tool: ToolDef, args: Mapping[str, Any], node_choice: str | None = None,
                   dry_run: bool = False) -> Result:
         if tool.handler == "server_info":
-            return Result(self.server_info())
+            return Result(self.server_info(_plain_args(tool, args).get("tool")))
         node = self.client.node(node_choice)
         plain_args = _plain_args(tool, args)
         tool = _case(tool, plain_args)
@@ -188,9 +188,13 @@ class Engine:
                 "rest": {"method": tool.method, "url": url, "headers": headers},
                 "curl": curl, "cli": cli}
 
-    def server_info(self) -> dict[str, Any]:
+    def server_info(self, only: str | None = None) -> dict[str, Any]:
+        """The plugin's setup; with ``only``, the tools list holds that one tool."""
         from plexor_edgelake import __version__
 
+        tools = list(self.catalog.tools.values())
+        if only is not None and only.strip():
+            tools = [self.catalog.tools[_tool_key(only, self.catalog)]]
         return {
             "plugin": PLUGIN,
             "version": __version__,
@@ -207,12 +211,31 @@ class Engine:
             "tool_files": self.catalog.files,
             "tools": [dict(t.describe(), name=f"edgelake_{t.name}",
                            timeout=None if t.handler or t.cases else self.timeout_for(t, t.destination))
-                      for t in self.catalog.tools.values()],
+                      for t in tools],
             "client_stats": dict(self.client.stats),
         }
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _tool_key(given: str, catalog: Catalog) -> str:
+    """The catalog name of the tool ``given`` names ("query", "edgelake_query", "edgelake.query"), or not found."""
+    key = given.strip().lower()
+    for prefix in ("edgelake_", "edgelake."):
+        if key.startswith(prefix) and key[len(prefix):] in catalog.tools:
+            key = key[len(prefix):]
+    if key in catalog.tools:
+        return key
+    import difflib
+
+    names = sorted(catalog.tools)
+    near = difflib.get_close_matches(key.removeprefix("edgelake_").removeprefix("edgelake."), names, n=1)
+    hint = f"Did you mean 'edgelake_{near[0]}'? " if near else ""
+    raise NotFound(f"no EdgeLake tool named {given!r}",
+                   f"{hint}Tools: {', '.join('edgelake_' + n for n in names)}. A tool disabled in your "
+                   "[edgelake] tools_file is not listed; leave tool out to see them all.",
+                   data={"tools": [f"edgelake_{n}" for n in names]})
 
 
 def _case(tool: ToolDef, plain: Mapping[str, Any]) -> ToolDef:

@@ -186,11 +186,6 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
     if ("command" in spec) == ("handler" in spec):
         problems.append(f"{where}: give exactly one of command (an EdgeLake command template), cases or handler")
         return None
-    if "handler" in spec:
-        if spec["handler"] not in HANDLERS:
-            problems.append(f"{where}.handler: {spec['handler']!r} is not one of {', '.join(sorted(HANDLERS))}")
-        tool.handler = spec["handler"]
-        return tool if len(problems) == before else None
     params_spec = spec.get("params") or {}
     if not isinstance(params_spec, dict):
         problems.append(f"{where}.params: must be a mapping of parameter name to its declaration")
@@ -199,6 +194,12 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
         p = _check_param(name, str(pname), pspec, problems)
         if p is not None:
             tool.params[p.name] = p
+    # A handler (answered by the plugin itself) may take parameters too, e.g. server_info's tool.
+    if "handler" in spec:
+        if spec["handler"] not in HANDLERS:
+            problems.append(f"{where}.handler: {spec['handler']!r} is not one of {', '.join(sorted(HANDLERS))}")
+        tool.handler = spec["handler"]
+        return tool if len(problems) == before else None
     build = spec.get("build") or {}
     if not isinstance(build, dict) or not all(v in cmd.BUILDERS for v in build.values()):
         problems.append(f"{where}.build: must map a name to one of {', '.join(cmd.BUILDERS)}")
