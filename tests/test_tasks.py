@@ -363,7 +363,7 @@ async def test_a_bad_task_declaration_fails_its_plugin(tmp_path):
     assert "task='sometimes'" in k.plugin("bad").error and "'optional'" in k.plugin("bad").error
 
 
-def test_a_task_belongs_to_the_oauth_user_across_tokens_else_to_the_credentials():
+def test_a_task_belongs_to_the_oauth_user_across_tokens_else_to_the_local_user():
     from types import SimpleNamespace
 
     from starlette.requests import Request
@@ -379,4 +379,5 @@ def test_a_task_belongs_to_the_oauth_user_across_tokens_else_to_the_credentials(
     assert _owner(SimpleNamespace(request=None)) == ""  # stdio: the local user
     assert _owner(ctx("Bearer one", "alice")) == _owner(ctx("Bearer two", "alice"))  # a refreshed token
     assert _owner(ctx("Bearer one", "alice")) != _owner(ctx("Bearer one", "bob"))
-    assert _owner(ctx("Bearer one")) != _owner(ctx("Bearer two")) != ""  # no OAuth: the credentials themselves
+    assert _owner(ctx("Bearer one")) == _owner(ctx("Bearer two")) == ""  # a static token (the daemon's): the local user
+    assert _owner(ctx("Bearer one", "static-token")) == ""

@@ -178,3 +178,23 @@ def test_a_drained_server_settles_its_running_tasks_for_the_others(tmp_path):
             assert "call the tool again" in stopped["statusMessage"]
             rerun = wait_end(b, again, timeout=30)  # idempotent: released by A, run again by B
             assert rerun["status"] == "completed" and rerun["result"]["structuredContent"]["seconds"] == 3
+
+
+def test_the_daemon_answers_for_a_task_another_process_started(tmp_path):
+    from conformance.serving import fixture_env
+
+    from plexor.daemon import ensure_daemon, stop_daemon
+
+    home = tmp_path / "home"
+    with serve_http(home, env=ENV) as first:
+        task_id = start(first, "slow_compute", 0.3)
+        assert wait_end(first, task_id)["status"] == "completed"
+    info = ensure_daemon(fixture_env(home, **ENV), wait=90)  # the shared daemon, its own token, same data dir
+    try:
+        status, reply = modern_post(Served(None, info["port"], home / "x"), "tasks/get",  # type: ignore[arg-type]
+                                    {"taskId": task_id}, caps=CAPS, name=task_id,
+                                    headers={"Authorization": f"Bearer {info['token']}"})
+        assert status == 200 and reply["result"]["status"] == "completed", reply
+        assert reply["result"]["result"]["structuredContent"]["label"] == "x"
+    finally:
+        stop_daemon(info, wait=30)

@@ -69,19 +69,16 @@ def _missing_capability(what: str) -> MCPError:
 
 
 def _owner(ctx: Any) -> str:
-    """Whose task: the OAuth subject (and issuer) of the caller, else its HTTP credentials, else nobody
-    (stdio, a local server without a token); another caller cannot see it."""
+    """Whose task: the OAuth user (issuer and subject, the same across token refreshes) that made it; another
+    user cannot see it. Without OAuth (stdio, no token, a static token such as the daemon's) there is one
+    principal, the local user: any caller that may call the server may follow its tasks by id."""
     request = getattr(ctx, "request", None)
     scope = getattr(request, "scope", None)
     access = scope.get("plexor.access") if isinstance(scope, dict) else None  # set by plexor.auth's guard
     subject = getattr(access, "subject", None)
-    who: str | None
-    if subject and subject != "static-token":  # the same user across token refreshes
-        who = f"oauth:{getattr(access, 'issuer', None) or ''}:{subject}"
-    else:
-        headers = getattr(request, "headers", None)
-        who = headers.get("authorization") if headers is not None else None
-    return hashlib.sha256(who.encode()).hexdigest()[:32] if who else ""
+    if not subject or subject == "static-token":
+        return ""
+    return hashlib.sha256(f"oauth:{getattr(access, 'issuer', None) or ''}:{subject}".encode()).hexdigest()[:32]
 
 
 def task_fields(row: TaskRow, modern: bool) -> dict[str, Any]:
