@@ -30,7 +30,9 @@ ENV_HELP = (
     "setting; PLEXOR_TOKEN sets the HTTP bearer token; PLEXOR_LOG_LEVEL sets the log level (stderr); "
     "PLEXOR_SEPARATOR (_ or -) joins namespace and method in tool names; PLEXOR_START_WAIT (seconds, "
     "default 15) bounds how long a call waits for its plugin to start; PLEXOR_PAGE_SIZE (default 100) "
-    "sizes list pages."
+    "sizes list pages. Many hosts (docs/deploy.md): PLEXOR_DATABASE_URL puts the kernel's tasks, "
+    "notifications and events on PostgreSQL; PLEXOR_STATE_KEY or PLEXOR_STATE_KEY_FILE gives every host the "
+    "same request-state key (PLEXOR_STATE_KEY_PREVIOUS during a rotation)."
 )
 
 def stdio_hint() -> str:
