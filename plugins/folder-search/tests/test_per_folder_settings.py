@@ -162,3 +162,39 @@ def test_add_and_set_store_a_folders_own_settings(plexor, plexor_config, plexor_
     assert saved == [{"path": str(root), "name": "m", "exclude": ["drafts/"], "model": "none", "watch": True}]
     r = plexor.cli(["folder-search", "index", "m"], installed=INSTALLED)
     assert r.exit_code == 0 and "m: 2 indexed, 1 unchanged" in r.output, r.output  # notes.txt and big.md now too
+
+
+@pytest.mark.anyio
+async def test_a_running_server_applies_add_set_and_remove_on_its_next_rescan(plexor, plexor_config, tmp_path):
+    a, b = _folder(tmp_path, "a"), _folder(tmp_path, "b")
+    for i in range(30):
+        (a / f"extra{i}.md").write_text(f"# Extra {i}\n\nThe pangolin note number {i}.\n")
+    plexor_config({"folder-search": {"rescan_interval": 0.2}})
+    assert plexor.cli(["folder-search", "add", str(a), "--model", "none"], installed=INSTALLED).exit_code == 0
+    async with plexor.client(installed=INSTALLED) as client:
+        info = await wait_ready(client)
+        assert _info(info, "a")["model"] is None and _info(info, "a")["vectors"] == 0
+        chunks = _info(info, "a")["chunks"]
+        # The folder's model changes while the server runs: only it is embedded, in the background.
+        assert plexor.cli(["folder-search", "set", "a", "--model", "wordllama"], installed=INSTALLED).exit_code == 0
+        assert plexor.cli(["folder-search", "add", str(b), "--include", "*.txt"], installed=INSTALLED).exit_code == 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            info = await call(client, "folders_get_server_info")
+            names = [f["name"] for f in info["folders"]]
+            if names == ["a", "b"] and all(f["state"] == "ready" for f in info["folders"]) \
+                    and _info(info, "a")["vectors"] == chunks:
+                break
+            await anyio.sleep(0.05)
+        a_info, b_info = _info(info, "a"), _info(info, "b")
+        assert a_info["settings"] == {"model": "wordllama"} and a_info["model"] == info["model"]["name"]
+        assert a_info["last_scan"]["embedded"] == chunks and a_info["vectors"] == chunks
+        assert a_info["last_scan"]["indexed"] == 0  # its text was kept; only the vectors are new
+        assert b_info["settings"] == {"include": ["*.txt"]} and b_info["documents"] == 1
+        assert (await call(client, "folders_search_content", folder="b", exact_terms=["okapi"]))["results"][0][
+            "path"] == "notes.txt"
+        assert plexor.cli(["folder-search", "remove", "b"], installed=INSTALLED).exit_code == 0
+        deadline = time.monotonic() + 10
+        while [f["name"] for f in (await call(client, "folders_list_folders"))["folders"]] != ["a"]:
+            assert time.monotonic() < deadline
+            await anyio.sleep(0.05)

@@ -150,3 +150,20 @@ async def test_a_folder_whose_index_could_not_be_opened_is_retried(plexor, plexo
         folder = await _until(client, lambda f: f["state"] == "ready")
         assert folder["documents"] == 2 and "error" not in folder and folder["watched"] is True
         assert await _paths(client, "narwhal") == ["gone.md", "keep.md"]
+
+
+async def test_a_server_started_without_folders_picks_up_one_added_later(plexor, plexor_config, tmp_path):
+    root = _drive(tmp_path)
+    plexor_config({"folder-search": {"rescan_interval": 0.2}})
+    async with plexor.client(installed=INSTALLED) as client:
+        listed = await call(client, "folders_list_folders")
+        assert listed["folders"] == [] and "next rescan" in listed["notes"][0]
+        assert plexor.cli(["folder-search", "add", str(root), "--name", "late"], installed=INSTALLED).exit_code == 0
+        deadline = time.monotonic() + 10
+        while [(f["name"], f["state"]) for f in (await call(client, "folders_list_folders"))["folders"]] \
+                != [("late", "ready")]:
+            assert time.monotonic() < deadline
+            await anyio.sleep(0.1)
+        assert await _paths(client, "narwhal") == ["gone.md", "keep.md"]
+        folder = (await call(client, "folders_get_server_info"))["folders"][0]
+        assert folder["name"] == "late" and folder["watched"] is True

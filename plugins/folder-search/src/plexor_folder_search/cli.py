@@ -51,7 +51,7 @@ def group() -> None:
     """Search the documents in your folders: choose folders, index them, search from the terminal.
 
     Folders added here are stored in folders.json under Plexor's data directory and merged with
-    [folder-search] folders from plexor.toml. A running server picks them up when restarted.
+    [folder-search] folders from plexor.toml. A running server picks them up on its next rescan.
     """
 
 
@@ -124,7 +124,7 @@ def add(path: Path, name: str | None, model: str | None, include: tuple[str, ...
     final = next((s.name for s in load_folders(list(config.folders), config.data_dir)
                   if s.root == root), name or root.name)
     click.echo(f"Added {final!r}: {root}")
-    click.echo(f"Index it now with `plexor folder-search index {final}` (a running server indexes it after a restart).")
+    click.echo(f"Index it now with `plexor folder-search index {final}` (a running server indexes it on its next rescan).")
 
 
 @group.command("set")
@@ -137,8 +137,8 @@ def set_cmd(folder: str, model: str | None, include: tuple[str, ...], exclude: t
             max_file_size: int | None, watch: bool | None, reset: tuple[str, ...]) -> None:
     """Change the settings of FOLDER (a name or path added with `add`).
 
-    A new --model re-embeds only this folder, in the background, when the server next starts (or at the next
-    `index`); status shows its progress meanwhile.
+    A new --model re-embeds only this folder, in the background: a running server applies it on its next
+    rescan (every rescan_interval), otherwise at its next start or `index`; status shows the progress.
     """
     from plexor_folder_search.defaults import MODELS
     from plexor_folder_search.folders import load_folders, read_cli_folders, real_path, save_cli_folders
@@ -169,7 +169,7 @@ def set_cmd(folder: str, model: str | None, include: tuple[str, ...], exclude: t
     save_cli_folders(config.data_dir, items)
     click.echo(f"Updated {spec.name!r}: " + (json.dumps(changes) if changes else "") +
                (f" reset {', '.join(reset)}" if reset else ""))
-    click.echo("A running server applies it when restarted.")
+    click.echo("A running server applies it on its next rescan (every rescan_interval seconds).")
 
 
 @group.command("remove")

@@ -7,6 +7,10 @@ Every ``rescan_interval`` seconds the :class:`Rescanner` looks at each folder:
 - one that is back (or whose indexing failed, or whose index could not be opened) is opened if
   needed, watched again and scanned in full, which picks up whatever changed meanwhile;
 - one with ``watch = false`` is scanned in full, so it stays current without a watcher.
+
+It also applies what ``plexor folder-search add/set/remove`` changed in ``folders.json`` since the
+server started: a new folder is opened and indexed, a removed one dropped, and one whose settings
+changed is reopened with them (a new model re-embeds that folder only, in the background).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor_folder_search.service import FolderService
     from plexor_folder_search.state import FolderState
 
-__all__ = ["Rescanner", "folder_status", "rescan_once"]
+__all__ = ["Rescanner", "apply_cli_folders", "cli_folders_signature", "folder_status", "rescan_once"]
 
 
 class Rescanner:
@@ -51,8 +55,68 @@ class Rescanner:
             self._thread.join(timeout=30)
 
 
+def cli_folders_signature(data_dir: Any) -> tuple[int, int] | None:
+    """When ``folders.json`` last changed (``None`` while there is none)."""
+    import os
+
+    from plexor_folder_search.folders import folders_file
+
+    try:
+        st = os.stat(folders_file(data_dir))
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def apply_cli_folders(service: FolderService) -> None:
+    """Bring the open folders in line with ``folders.json`` if the CLI changed it since last time."""
+    from plexor import PlexorError
+    from plexor_folder_search.defaults import MODELS
+    from plexor_folder_search.folders import load_folders
+
+    seen = cli_folders_signature(service.data_dir)
+    if seen == service.folders_seen:
+        return
+    service.folders_seen = seen
+    warnings: list[str] = []
+    try:
+        specs = load_folders(list(service.config.folders), service.data_dir, warnings, MODELS)
+    except PlexorError as exc:  # a hand-edited folders.json gone wrong: keep serving what is open
+        service.log.error("folders_reload_failed", error=exc.render())
+        return
+    by_root = {st.spec.root: st for st in service.folders.values()}
+    folders: dict[str, FolderState] = {}
+    changed: list[FolderState] = []
+    for spec in specs:
+        st = by_root.pop(spec.root, None)
+        if st is not None and st.spec == spec:
+            folders[spec.name] = st
+            continue
+        if st is not None:
+            _retire(service, st)
+        fresh = service._open_folder(spec)
+        if fresh.store is not None:
+            fresh.state = "error"  # indexed by the retry below
+        folders[spec.name] = fresh
+        changed.append(fresh)
+        service.log.info("folder_settings_applied", folder=spec.name, settings=spec.overrides())
+    for st in by_root.values():
+        _retire(service, st)
+        service.log.info("folder_removed", folder=st.name)
+    service.folders = folders
+    service.warnings.extend(w for w in warnings if w not in service.warnings)
+
+
+def _retire(service: FolderService, st: FolderState) -> None:
+    if service._watcher is not None:
+        service._watcher.unwatch(st.name)
+    st.state = "removed"
+    service.retired.append(st)  # a query may still hold it; its store is closed at stop
+
+
 def rescan_once(service: FolderService) -> None:
     """One round over every folder (see the module's docstring)."""
+    apply_cli_folders(service)
     for name in list(service.folders):
         if service._stop.is_set():
             return

@@ -63,6 +63,8 @@ class FolderService(FolderQueries):
         self._thread: threading.Thread | None = None
         self._watcher: Watcher | None = None
         self._rescanner: Any = None
+        self.folders_seen: Any = None
+        self.retired: list[FolderState] = []  # replaced by a settings change; closed at stop
         #: Called with (folder name, relative path) when a document may have changed (resource_updated).
         self.on_document_changed: Callable[[str, str], None] | None = None
         self._cache: collections.OrderedDict[str, tuple[Any, Any]] = collections.OrderedDict()
@@ -91,6 +93,9 @@ class FolderService(FolderQueries):
 
     def open_specs(self) -> None:
         """Cheap: the folder list only (startup must not wait for models or indexes)."""
+        from plexor_folder_search.rescan import cli_folders_signature
+
+        self.folders_seen = cli_folders_signature(self.data_dir)  # the rescan applies later `add`/`set`/`remove`
         self.specs = load_folders(list(self.config.folders), self.data_dir, self.warnings, MODELS)
         for w in self.warnings:
             self.log.warning("folder_config", warning=w)
@@ -332,7 +337,7 @@ class FolderService(FolderQueries):
             self._watcher.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        for st in self.folders.values():
+        for st in [*self.folders.values(), *self.retired]:
             if st.store is not None:
                 st.store.close()
 
@@ -356,7 +361,8 @@ class FolderService(FolderQueries):
         data: dict[str, Any] = {"folders": out}
         if not out:
             data["notes"] = ["No folders are configured. The user adds one with `plexor folder-search add PATH` "
-                             "(or folders = [...] under [folder-search] in plexor.toml) and restarts the server."]
+                             "(a running server picks it up on its next rescan), or with folders = [...] under "
+                             "[folder-search] in plexor.toml and a restart."]
         return data
 
     def skipped_examples(self, per_reason: int = 3) -> dict[str, dict[str, list[str]]]:

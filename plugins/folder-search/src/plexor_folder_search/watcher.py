@@ -82,6 +82,14 @@ class Watcher:
         self._watches[st.name] = self.observer.schedule(self._handler(st.name, st.spec.root), str(st.spec.root),
                                                         recursive=True)
 
+    def unwatch(self, name: str) -> None:
+        old = self._watches.pop(name, None)
+        if old is not None:
+            try:
+                self.observer.unschedule(old)
+            except Exception:  # noqa: BLE001 - it may have died with its directory
+                pass
+
     def watching(self, name: str) -> bool:
         return name in self._watches
 
