@@ -148,9 +148,9 @@ def _gemini(tool: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ tests
-async def test_every_tool_with_parameters_converts_strictly_for_openai_agents(plexor):
+async def test_every_tool_converts_strictly_for_openai_agents(plexor):
     failures, passed, described = [], 0, 0
-    tools = [t for t in await _list_tools(plexor) if t.input_schema.get("properties")]
+    tools = await _list_tools(plexor)  # every one: a tool without parameters cannot be strict (see below)
     for tool in tools:
         strict, schema, why = _openai_strict(tool)
         lost = _lost(tool.input_schema, lambda path, schema=schema: (_json_at(schema, path) or {}).get("description"))
@@ -186,29 +186,44 @@ async def test_every_tool_converts_for_google_genai_keeping_every_description(pl
     assert passed == len(tools)
 
 
-async def test_parameterless_tools_sit_where_the_two_converters_disagree(plexor):
-    """A tool without parameters cannot satisfy both converters at these versions.
+async def test_no_shipped_tool_is_parameterless(plexor):
+    """Every tool declares at least one property: the one shape both converters accept.
+
+    A tool without parameters is ``{"type": "object", "properties": {}}``, which openai-agents
+    cannot make strict (the test below shows why no other schema helps): give it an optional
+    parameter a model would use, e.g. ``plexor_health(plugin=None)``.
+    """
+    bare = [t.name for t in await _list_tools(plexor) if not t.input_schema.get("properties")]
+    assert not bare, f"tools without parameters (not strict for OpenAI): {bare}"
+
+
+def test_an_object_without_properties_is_where_the_two_converters_disagree():
+    """No schema without properties satisfies both converters at these versions.
 
     openai-agents makes a schema strict only if an object without properties says
     ``additionalProperties: false``; google-genai's converter crashes on any boolean
-    ``additionalProperties`` and takes every tool of the agent down with it. Plexor keeps such
-    tools at ``{"type": "object", "properties": {}}``: Gemini works, and openai-agents sends
-    that one tool non-strict (a model has nothing to fill in). This test fails as soon as
-    either converter changes, so the choice gets revisited.
+    ``additionalProperties`` and takes every tool of the agent down with it. An open empty object
+    (what a parameterless tool is advertised as) stays non-strict, and a schema-valued
+    ``additionalProperties`` is refused by strict conversion too. So the kernel cannot make a
+    parameterless tool portable by rewriting its schema; the author gives it a parameter. This
+    test fails as soon as either converter changes, so the advice gets revisited.
     """
     from mcp.types import Tool
 
-    tools = [t for t in await _list_tools(plexor) if not t.input_schema.get("properties")]
-    assert tools, "no parameterless tool installed (plexor_health is one)"
-    for tool in tools:
-        assert tool.input_schema == {"type": "object", "properties": {}}, tool.name
-        assert _gemini(tool).parameters is not None
-        assert _openai_strict(tool)[0] is False
-    closed = Tool(name="closed", description="d",
-                  input_schema={"type": "object", "properties": {}, "additionalProperties": False})
-    assert _openai_strict(closed)[0] is True, "openai-agents no longer needs additionalProperties: false"
+    def tool(**extra: Any) -> Tool:
+        return Tool(name="t", description="d", input_schema={"type": "object", "properties": {}, **extra})
+
+    assert _gemini(tool()).parameters is not None
+    assert _openai_strict(tool())[0] is False, "openai-agents now makes an open empty object strict"
+    assert _openai_strict(tool(additionalProperties={"not": {}}))[0] is False
+    assert _openai_strict(tool(additionalProperties=False))[0] is True, \
+        "openai-agents no longer needs additionalProperties: false"
     with pytest.raises(AttributeError, match="'bool' object has no attribute 'items'"):
-        _gemini(closed)  # when this stops raising, close parameterless tools instead
+        _gemini(tool(additionalProperties=False))  # when this stops raising, a closed empty object is portable
+    one = Tool(name="t", description="d",
+               input_schema={"type": "object", "properties": {"plugin": {"type": ["string", "null"], "default": None,
+                                                                         "description": "only this plugin"}}})
+    assert _openai_strict(one)[0] is True and _gemini(one).parameters.properties["plugin"].description
 
 
 def test_the_converters_are_the_pinned_versions():
