@@ -72,6 +72,20 @@ async def test_documents_are_listed_completed_and_read_as_text_or_blobs(plexor, 
         assert "no document '.git/config'" in text and "wombatcore" not in text
         text = await _refused(client, "folders://corpus/secret/keys.txt")
         assert "no document 'secret/keys.txt'" in text and "wombatsecret" not in text
+        # Swapped for links after indexing: a file, and a directory on the path.
+        (corpus / "notes.txt").unlink()
+        os.symlink(outside, corpus / "notes.txt")
+        text = await _refused(client, "folders://corpus/notes.txt")
+        assert "secret" not in text and ("outside the folder" in text or "symlink" in text or "not indexed" in text)
+        elsewhere = tmp_path / "elsewhere"
+        (corpus / "docs").rename(elsewhere)
+        os.symlink(elsewhere, corpus / "docs")
+        text = await _refused(client, "folders://corpus/docs/retry.md")
+        assert "Retry policy" not in text and ("outside the folder" in text or "no document" in text)
+        inner = corpus / "src" / "alias.py"
+        os.symlink(corpus / "src" / "pool.py", inner)  # a link inside the folder is not followed either
+        text = await _refused(client, "folders://corpus/src/alias.py")
+        assert "ConnectionPool" not in text
         text = await _refused(client, "folders://corpu/notes.txt")
         assert "no folder named 'corpu'" in text and "Did you mean 'corpus'?" in text
 
