@@ -194,8 +194,8 @@ class TaskProtocol:
         if not modern:
             return self._created(await create(), modern)
         # 2026-07-28: a call that ends at once is answered as a plain call (SEP-2663 allows it), and its task is
-        # never stored; one still running after IMMEDIATE_SECONDS (or asking, or reporting) is stored and answered
-        # with the task.
+        # never stored; one still running after IMMEDIATE_SECONDS, or reporting progress, or asking, is stored
+        # and answered with the task.
         row = await create(store=False)
         return await self._immediate_or_task(row)
 

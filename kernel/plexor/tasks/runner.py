@@ -69,9 +69,8 @@ class TaskSession:
         shown = f"{current:g}/{total:g}" if total else (f"{current:g}" if current else "")
         text = (message or "progress") + (f" ({shown})" if shown else "")
         unstored = self._tasks.unstored.get(self._task_id)
-        if unstored is not None and not unstored.storing:  # stored with the task, if it ever is
+        if unstored is not None:  # a call that reports progress is a long one: it becomes a task now
             unstored.row.status_message = text
-            return
         await self._tasks.materialize(self._task_id)
         await self._tasks.write(self._tasks.store.progress, self._task_id, text)
 
