@@ -223,7 +223,8 @@ class TaskStore:
     def stale(self, host: str, now: float) -> list[TaskRow]:
         """Active tasks whose worker is gone: its lease ran out, or its process no longer exists on this host."""
         rows = self.state.query(f"SELECT {', '.join(_COLUMNS)} FROM plexor_tasks "
-                                "WHERE status IN ('working', 'input_required')")
+                                "WHERE status IN ('working', 'input_required') AND (lease_until < ? OR host = ?)",
+                                (now, host))
         out = []
         for raw in rows:
             row = TaskRow.from_db(raw)
