@@ -193,19 +193,6 @@ class Context:
 
         return await detach(self, message)
 
-    async def detach(self, message: str | None = None) -> bool:
-        """Become a task now: the client gets its task handle and this call goes on in the background.
-
-        For tools registered with ``task=..., detach="manual"``, which gather what they need first
-        (``ctx.ask`` in the ordinary request) and then commit to long work. From here on, questions
-        wait in the task (``input_required``) and progress becomes its status ``message``. Returns
-        False (and does nothing) when the call is not one that may become a task: the client did not
-        ask for one, the tool is not registered so, or it already is one.
-        """
-        from plexor.tasks.runner import detach
-
-        return await detach(self, message)
-
     async def close_stream(self) -> bool:
         """Close this call's SSE stream now, on Streamable HTTP with resumability; the client
         reconnects (``Last-Event-ID``) and receives the rest. Useful to free the connection during
