@@ -167,3 +167,26 @@ async def test_a_server_started_without_folders_picks_up_one_added_later(plexor,
         assert await _paths(client, "narwhal") == ["gone.md", "keep.md"]
         folder = (await call(client, "folders_get_server_info"))["folders"][0]
         assert folder["name"] == "late" and folder["watched"] is True
+
+
+async def test_an_empty_mount_point_is_not_taken_for_deleted_files(plexor, plexor_config, tmp_path):
+    root = _drive(tmp_path)
+    plexor_config({"folder-search": {"folders": [{"path": str(root), "watch": False}], "rescan_interval": 0.2}})
+    async with plexor.client(installed=INSTALLED) as client:
+        await wait_ready(client)
+        # The drive is unmounted: what is left is the empty directory it was mounted on.
+        for child in root.iterdir():
+            child.unlink()
+        folder = await _until(client, lambda f: f["state"] == "unavailable")
+        assert "empty" in folder["error"] and folder["documents"] == 2
+        assert await _paths(client, "narwhal") == ["gone.md", "keep.md"]
+        (root / "keep.md").write_text("# Keep\n\nThe narwhal stays.\n")  # mounted again (one file changed)
+        folder = await _until(client, lambda f: f["state"] == "ready")
+        assert await _paths(client, "narwhal") == ["keep.md"]
+        # Really emptied: a forced re-index empties the index too.
+        (root / "keep.md").unlink()
+        await _until(client, lambda f: f["state"] == "unavailable")
+        r = await client.call_tool("folders_reindex", {"force": True})
+        assert not r.is_error
+        folder = await _until(client, lambda f: f["state"] == "ready")
+        assert folder["documents"] == 0

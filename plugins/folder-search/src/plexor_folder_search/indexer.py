@@ -36,6 +36,10 @@ CONTENT_REASONS = {"binary file", "corrupt or unreadable document", "too large w
 ProgressFn = Callable[[int, int, str], None]
 
 
+EMPTY = ("the folder is empty although its index is not (a drive that is not mounted?); if its files were "
+         "really deleted, re-index it with force")
+
+
 class FolderUnreachable(Exception):
     """The folder itself cannot be listed (a drive unmounted, a share gone): nothing is deleted from its index."""
 
@@ -104,6 +108,20 @@ class Indexer:
             return "permission denied"
         return None
 
+    def looks_unmounted(self) -> bool:
+        """The folder is an empty directory although its index has documents: the mount point of a drive that
+        is not mounted looks like that, so it is not taken for "every file was deleted"."""
+        import os
+
+        try:
+            with os.scandir(self.root) as entries:
+                if any(True for _ in entries):
+                    return False
+        except OSError:
+            return True
+        with self.store.reader() as conn:
+            return conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
+
     # ------------------------------------------------------------------ scanning
     def scan(self, progress: ProgressFn | None = None, stop: threading.Event | None = None) -> ScanReport:
         """A full pass: index what is new or changed, follow moves, drop what is gone."""
@@ -116,6 +134,8 @@ class Indexer:
             on_disk, skipped = self.walk()
             # A folder that vanished during the walk looks empty: never take that for "every file was deleted".
             problem = self.reachable() or next((f"{s[1]}: {s[2]}" for s in skipped if s[0] == "."), None)
+            if problem is None and not on_disk and self.looks_unmounted():
+                problem = EMPTY
             if problem:
                 raise FolderUnreachable(problem)
             report.scanned = len(on_disk)
@@ -270,8 +290,8 @@ class Indexer:
         stopped = stop is not None and stop.is_set()
         # What is gone and was not found moved is deleted; skips are recorded.
         leftover = [fid for items in gone_by_fp.values() for _rel, fid in items]
-        if (leftover or dropped) and self.reachable():
-            raise FolderUnreachable(self.reachable() or "gone")  # gone meanwhile: what looks deleted may not be
+        if (leftover or dropped) and self.reachable():  # gone meanwhile: what looks deleted may not be
+            raise FolderUnreachable(self.reachable() or "gone")
         with self.store.writing() as conn:
             removed = self.store.delete_files(conn, leftover + dropped) if not stopped else []
             report.deleted += len(leftover) if not stopped else 0
