@@ -57,18 +57,25 @@ def scale(out: Path, n_queries: int) -> dict[str, object]:
         res["files"] = conn.execute("SELECT count(*) FROM files").fetchone()[0]
     res["index_file_gb"] = round(st.store.size_bytes() / 1e9, 2)
     qs = queries()[:n_queries]
-    hybrid, bm25 = [], []
-    for q in qs:
-        svc._cache.clear()
-        st.engine._qvec.clear()
-        t = time.perf_counter()
-        svc.search_content(None, q, [], 10, None)
-        hybrid.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        st.engine.rank(q, [], cap=1000, weight=0.0)
-        bm25.append(time.perf_counter() - t)
-    res["hybrid_ms"] = {"p50": round(pct(hybrid, 0.5), 1), "p99": round(pct(hybrid, 0.99), 1)}
-    res["bm25_ms"] = {"p50": round(pct(bm25, 0.5), 1), "p99": round(pct(bm25, 0.99), 1)}
+    ann = st.vectors.ann
+    fractions = (0.25, 0.5) if ann is not None else (None,)
+    for fraction in fractions:
+        if ann is not None and fraction is not None:
+            ann.nprobe = max(8, round(ann.nlist * fraction))
+        hybrid, bm25 = [], []
+        for q in qs:
+            svc._cache.clear()
+            st.engine._qvec.clear()
+            t = time.perf_counter()
+            svc.search_content(None, q, [], 10, None)
+            hybrid.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            st.engine.rank(q, [], cap=1000, weight=0.0)
+            bm25.append(time.perf_counter() - t)
+        key = "" if fraction is None else f" nprobe {ann.nprobe}/{ann.nlist}"
+        res["hybrid_ms" + key] = {"p50": round(pct(hybrid, 0.5), 1), "p99": round(pct(hybrid, 0.99), 1)}
+        res["bm25_ms" + key] = {"p50": round(pct(bm25, 0.5), 1), "p99": round(pct(bm25, 0.99), 1)}
+        print(json.dumps(res), file=sys.stderr, flush=True)
     fts = []
     for q in COMMON:
         t = time.perf_counter()
@@ -105,12 +112,16 @@ def scale(out: Path, n_queries: int) -> dict[str, object]:
             fold()
     fold()
     conn.close()
-    hits = 0
-    for i, q in enumerate(qv):
-        found = st.vectors.search(q, 10).ids
-        ids.append(found)
-        hits += len(set(found.tolist()) & set(best_ids[i].tolist()))
-    res["vector_recall@10"] = round(hits / (10 * len(qs)), 4)
+    for fraction in fractions:
+        if ann is not None and fraction is not None:
+            ann.nprobe = max(8, round(ann.nlist * fraction))
+        hits = 0
+        for i, q in enumerate(qv):
+            found = st.vectors.search(q, 10).ids
+            ids.append(found)
+            hits += len(set(found.tolist()) & set(best_ids[i].tolist()))
+        key = "" if fraction is None else f" nprobe {ann.nprobe}/{ann.nlist}"
+        res["vector_recall@10" + key] = round(hits / (10 * len(qs)), 4)
     res["queries"] = len(qs)
     svc.stop()
     return res

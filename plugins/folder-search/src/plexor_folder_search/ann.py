@@ -17,10 +17,18 @@ from typing import Any
 __all__ = ["IvfIndex", "ivf_shape"]
 
 
-def ivf_shape(n: int) -> tuple[int, int]:
-    """``(nlist, nprobe)`` for ``n`` vectors: about ``sqrt(n)`` lists, and enough of them probed for recall@10 ≥ 0.95."""
+PROBE_FRACTION = 0.25
+
+
+def ivf_shape(n: int, probe_fraction: float = PROBE_FRACTION) -> tuple[int, int]:
+    """``(nlist, nprobe)`` for ``n`` vectors: about ``sqrt(n)`` lists, a quarter of them probed.
+
+    Queries are short and chunks are averages of many tokens, so a query's nearest chunks are spread over many
+    lists: on this machine's text, probing 5% of the lists found 70% of the true 10 nearest, 25% found 89%,
+    50% found 96% (BENCH.md).
+    """
     nlist = int(min(8192, max(16, round(math.sqrt(max(n, 1))))))
-    nprobe = int(min(nlist, max(8, nlist // 16)))
+    nprobe = int(min(nlist, max(8, round(nlist * probe_fraction))))
     return nlist, nprobe
 
 
