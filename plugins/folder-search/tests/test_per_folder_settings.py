@@ -198,3 +198,34 @@ async def test_a_running_server_applies_add_set_and_remove_on_its_next_rescan(pl
         while [f["name"] for f in (await call(client, "folders_list_folders"))["folders"]] != ["a"]:
             assert time.monotonic() < deadline
             await anyio.sleep(0.05)
+
+
+def test_the_array_of_tables_form_from_the_readme(plexor, plexor_home, tmp_path):
+    papers, notes = _folder(tmp_path, "papers"), _folder(tmp_path, "notes")
+    config = plexor_home / "config" / "plexor.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'''
+[folder-search]
+exclude = ["*.tmp"]
+
+[[folder-search.folders]]
+path = "{papers}"
+name = "papers"
+include = ["*.md"]
+exclude = ["drafts/"]
+max_file_size = 1000
+watch = false
+
+[[folder-search.folders]]
+path = "{notes}"
+''')
+    (notes / "scratch.tmp").write_text("okapi\n")
+    r = plexor.cli(["folder-search", "index"], installed=INSTALLED)
+    assert r.exit_code == 0, r.output
+    assert "papers: 1 indexed" in r.output and "notes: 4 indexed" in r.output, r.output
+    r = plexor.cli(["folder-search", "status", "--json"], installed=INSTALLED)
+    info = json.loads(r.output)
+    assert _info(info, "papers")["settings"] == {"include": ["*.md"], "exclude": ["drafts/"], "max_file_size": 1000,
+                                                 "watch": False}
+    assert _info(info, "notes")["skipped"] == {"excluded by the exclude setting": 1}
+    assert _info(info, "papers")["skipped"]["excluded by the exclude setting"] == 1
