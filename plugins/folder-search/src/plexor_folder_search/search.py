@@ -1,10 +1,8 @@
 """Hybrid ranking: FTS5 BM25 and embedding cosine, fused with one weight.
 
-Keyword scores are divided by the best keyword score among the candidates;
-semantic scores (cosine) are min-max scaled over the candidates; the fused
-score is ``(1 - w) * keyword + w * semantic``. ``w`` was tuned on SciFact's
-*train* judgements (``bench/folder_search.py --tune``); with no embedding model
-the ranking is keyword-only.
+Keyword scores are divided by the best keyword score among the candidates; semantic scores (cosine) are
+min-max scaled over the candidates; the fused score is ``(1 - w) * keyword + w * semantic``, ``w`` tuned on
+SciFact's *train* judgements (``bench/folder_search.py --tune``); with no model the ranking is keyword-only.
 
 Latency: the keyword query runs on a worker thread while this thread embeds
 the query and scans the vectors (SQLite and numpy both release the GIL), and
@@ -27,11 +25,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from plexor_folder_search.diversity import DIVERSIFY_TOP, REPEAT_FACTOR, diversify
+
 __all__ = ["Hit", "Ranking", "SearchEngine", "fts_or", "fts_phrase", "make_snippet", "normalise", "query_words"]
 
 DEFAULT_WEIGHT = 0.4
 KEYWORD_ROW_BUDGET = 20_000
-REPEAT_FACTOR = 0.7
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
     "a an and are as at be by for from has have in is it its of on or that the to was were will with this these "
@@ -134,8 +133,6 @@ _MATCH = "SELECT rowid, -rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY ra
 class SearchEngine:
     """Ranks one folder's chunks for a query."""
 
-    DIVERSIFY_TOP = 100
-
     def __init__(self, store: Any, vectors: Any, embedder: Any, weight: float = DEFAULT_WEIGHT,
                  keyword_candidates: int = 1000, semantic_candidates: int = 1000,
                  keyword_row_budget: int = KEYWORD_ROW_BUDGET, min_similarity: float | None = None) -> None:
@@ -149,9 +146,7 @@ class SearchEngine:
         self.kw_k = keyword_candidates
         self.sem_k = semantic_candidates
         self.row_budget = keyword_row_budget
-        #: A document's second and later passages among the best ``DIVERSIFY_TOP`` are scored this much lower, so
-        #: that the first page shows more documents (SciFact train: see BENCH.md); 1.0 turns it off.
-        self.repeat_factor = REPEAT_FACTOR
+        self.repeat_factor = REPEAT_FACTOR  # a document's repeated passages among the best (diversity.py); 1.0: off
         self._stats_lock = threading.Lock()
         self._stats_gen: int | None = None
         self._rows = 0
@@ -330,27 +325,10 @@ class SearchEngine:
         s_raw = None if s_raw is None else s_raw[keep]
         order = np.lexsort((cand, -score))
         if self.repeat_factor < 1.0 and len(order) > 1:
-            score = self._diversify(cand, score, order[: self.DIVERSIFY_TOP])
+            score = diversify(self.store, cand, score, order[:DIVERSIFY_TOP], self.repeat_factor)
             order = np.lexsort((cand, -score))
         order = order[:cap]
         return Ranking(cand[order], score[order], k_part[order], None if s_raw is None else s_raw[order])
-
-    def _diversify(self, cand: Any, score: Any, top: Any) -> Any:
-        """Scores with each document's second and later passages among the best ``top`` times ``repeat_factor``."""
-        import json
-
-        with self.store.reader() as conn:
-            owner = dict(conn.execute("SELECT id, file_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-                                      (json.dumps(cand[top].tolist()),)).fetchall())
-        score = score.copy()
-        seen: set[int] = set()
-        for pos, cid in zip(top.tolist(), cand[top].tolist(), strict=True):
-            fid = owner.get(cid)
-            if fid in seen:
-                score[pos] *= self.repeat_factor
-            elif fid is not None:
-                seen.add(fid)
-        return score
 
     def rank_documents(self, query: str, cap: int = 1000, weight: float | None = None) -> list[tuple[int, Hit]]:
         """Documents ranked by their best chunk: ``[(file_id, best_hit)]``."""
