@@ -50,6 +50,8 @@ def _commands(quick: bool) -> list[tuple[str, list[str], str]]:
     rows = [
         ("python -c pass", [py, "-c", "pass"], ""),
         ("plexor --help", [plexor, "--help"], "python -c pass"),
+        # What any click-based rendering pays first (why --help is printed from its last rendering).
+        ('python -c "import click"', [py, "-c", "import click"], "python -c pass"),
     ]
     if not quick:
         rows += [
