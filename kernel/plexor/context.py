@@ -6,6 +6,8 @@ passes one in; it never appears in the input schema.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,11 +31,14 @@ def _below_session_level(session: Any, level: str) -> bool:
     return LEVELS.index(level) < LEVELS.index(floor) if level in LEVELS else False
 
 
+_NOTHING_CHOSEN: Mapping[str, str] = MappingProxyType({})
+
+
 class Context:
     """What a running call may use: its plugin's handle (settings, database, services) and the client channel."""
 
     __slots__ = ("_kernel", "plugin", "request_id", "name", "_session", "_progress_token", "_close_sse_stream",
-                 "_exchange")
+                 "_exchange", "chosen")
 
     def __init__(
         self,
@@ -55,6 +60,9 @@ class Context:
         self._progress_token = progress_token
         self._close_sse_stream = close_sse_stream
         self._exchange = exchange
+        #: In a completion function: the template's other variables the client has already filled in
+        #: (``completion/complete``'s ``context.arguments``), e.g. ``{"folder": "notes"}``; else empty.
+        self.chosen: Mapping[str, str] = _NOTHING_CHOSEN
 
     @property
     def settings(self) -> Settings:

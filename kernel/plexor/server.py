@@ -376,7 +376,9 @@ class Handlers:
         more = False
         if uri is not None:
             try:
-                values, more = await self.kernel.complete(str(uri), params.argument.name, params.argument.value)
+                chosen = getattr(params.context, "arguments", None) if params.context is not None else None
+                values, more = await self.kernel.complete(str(uri), params.argument.name, params.argument.value,
+                                                          chosen)
             except Exception as exc:  # noqa: BLE001 - completion is best effort
                 self.kernel.log.debug("completion_failed", error=str(exc))
         return types.CompleteResult(completion=types.Completion(values=values, has_more=more))
@@ -402,7 +404,8 @@ class Handlers:
         # and make sure no handler's exception reaches the client as a traceback.
         check_order(ctx, self.server.get_request_handler)
         if self.boot is not None and not self.boot.loaded.is_set():
-            if ctx.method in ("initialize", "ping") or ctx.request_id is None:
+            # server/discover does not depend on plugins either: a client probing with it waits only ~1 s.
+            if ctx.method in ("initialize", "ping", "server/discover") or ctx.request_id is None:
                 try:
                     return await call_next(ctx)
                 except ValidationError as exc:

@@ -42,6 +42,7 @@ class Request:
     progress_token: Any = None
     close_sse_stream: Any = None
     exchange: Any = None
+    chosen: dict[str, str] | None = None  # completion: the template variables the client already filled in
 
 
 class Pipeline(KernelBase):
@@ -65,6 +66,8 @@ class Pipeline(KernelBase):
             ctx = Context(self, rec.handle, request_id=req.request_id, session=req.session,
                           progress_token=req.progress_token, name=req.name,
                           close_sse_stream=req.close_sse_stream, exchange=req.exchange)
+            if req.chosen:
+                ctx.chosen = req.chosen
             for p in t.context_params:
                 values[p] = ctx
             return await dispatch(t, args, values, ctx)
@@ -257,15 +260,17 @@ class Pipeline(KernelBase):
         value = await self.run(req, spec.plugin, spec.target, (), values, arguments=arguments)
         return spec.description, prompt_messages(value)
 
-    async def complete(self, ref_uri: str, argument: str, value: str) -> tuple[list[str], bool]:
+    async def complete(self, ref_uri: str, argument: str, value: str,
+                       chosen: dict[str, str] | None = None) -> tuple[list[str], bool]:
         """Completions for a template variable (``completion/complete``): ``(values, has_more)``.
 
-        At most 100 values are returned; ``has_more`` says the function offered more.
+        At most 100 values are returned; ``has_more`` says the function offered more. ``chosen``
+        (the request's ``context.arguments``) reaches the function as ``ctx.chosen``.
         """
         tmpl = self.registry.templates.get(ref_uri)
         if tmpl is None or argument not in tmpl.complete:
             return [], False
-        req = Request("completion", f"{ref_uri}#{argument}")
+        req = Request("completion", f"{ref_uri}#{argument}", chosen=dict(chosen) if chosen else None)
         result = await self.run(req, tmpl.plugin, tmpl.complete[argument], (value,),
                                 ready_required=tmpl.ready_required)
         values = [str(v) for v in (await _materialise(result))[:101]]

@@ -109,3 +109,21 @@ async def test_a_reindexed_document_is_announced_to_subscribers(plexor, plexor_c
         item = await _read(client, "folders://corpus/notes.txt")
         assert "sumac" in item.text
         assert (await call(client, "folders_search_content", exact_terms=["sumac"]))["results"]
+
+
+async def test_path_completion_follows_the_folder_the_client_chose(plexor, plexor_config, corpus, tmp_path):
+    other = tmp_path / "other"
+    (other / "docs").mkdir(parents=True)
+    (other / "docs" / "ledger.md").write_text("# Ledger\n\nthe other folder's only document\n")
+    plexor_config({"folder-search": {"folders": [str(corpus), str(other)]}})
+    async with plexor.client(installed=INSTALLED) as client:
+        await wait_ready(client)
+        ref = types.ResourceTemplateReference(type="ref/resource", uri=TEMPLATE)
+        # The client says which folder it chose (completion/complete's context.arguments): only its paths.
+        done = await client.complete(ref, {"name": "path", "value": "docs/"}, {"folder": "other"})
+        assert done.completion.values == ["docs/ledger.md"]
+        done = await client.complete(ref, {"name": "path", "value": "docs/"}, {"folder": "corpus"})
+        assert done.completion.values == ["docs/garden.rst", "docs/page.html", "docs/retry.md"]
+        # A client that does not say gets the paths of every folder.
+        done = await client.complete(ref, {"name": "path", "value": "docs/"})
+        assert done.completion.values == ["docs/garden.rst", "docs/ledger.md", "docs/page.html", "docs/retry.md"]

@@ -102,16 +102,18 @@ def complete_folder(value: str, ctx: Context) -> list[str]:
 
 
 def complete_path(value: str, ctx: Context) -> list[str]:
-    """Indexed document paths starting with what was typed, from every folder (at most 101, by path).
+    """Indexed document paths starting with what was typed (at most 101, by path).
 
-    Completion requests do not say which folder was chosen, so with several folders the paths of all
-    of them are offered.
+    From the folder the client already chose (``ctx.chosen``, the request's ``context.arguments``);
+    a client that does not say offers the paths of every folder.
     """
     service = _service(ctx)
     service.wait_open()
     prefix = (value or "").lstrip("/")
+    folder = ctx.chosen.get("folder")
+    folders = [service.folders[folder]] if folder in service.folders else list(service.folders.values())
     out: set[str] = set()
-    for st in list(service.folders.values()):
+    for st in folders:
         if st.store is None or st.state == "error":
             continue
         with st.store.reader() as conn:
