@@ -129,7 +129,7 @@ def scale(out: Path, n_queries: int) -> dict[str, object]:
 
 def scifact_forced(home: Path) -> dict[str, object]:
     """SciFact test nDCG@10 (documents, and the first 10 passages as the tool returns them), exact vs IVF forced."""
-    data = home / "data"
+    data = home / "data" / "folder-search"
     folder = home.parent / "scifact-corpus"
     queries_ = {}
     with open(SCIFACT / "queries.jsonl") as fh:

@@ -129,6 +129,7 @@ def _semantic_paths(svc: FolderService, query: str) -> list[str]:
 
 def test_plugin_keeps_the_ivf_index_in_step_with_the_indexer(tmp_path, monkeypatch):
     monkeypatch.setattr(VectorIndex, "ANN_MIN_ROWS", 50)
+    monkeypatch.setattr(VectorIndex, "ANN_MIN_ABSOLUTE", 50)
     folder = tmp_path / "f"
     _write_corpus(folder)
     svc = _service(tmp_path, folder)
@@ -160,5 +161,21 @@ def test_plugin_keeps_the_ivf_index_in_step_with_the_indexer(tmp_path, monkeypat
         assert st.vectors.mode == "ivf-sq8"
         assert st.vectors.ann.ids.tolist() == _db_vector_ids(st)
         assert "new.txt" in _semantic_paths(svc, "cellist sonata rehearsal")[:3]
+    finally:
+        svc.stop()
+
+
+def test_an_empty_or_tiny_index_stays_exact_even_when_the_threshold_is_zero(tmp_path, monkeypatch):
+    monkeypatch.setattr(VectorIndex, "ANN_MIN_ROWS", 0)
+    folder = tmp_path / "f"
+    folder.mkdir()
+    svc = _service(tmp_path, folder)  # nothing to index: k-means would have no vectors to train on
+    try:
+        st = next(iter(svc.folders.values()))
+        assert st.vectors.mode == "exact" and len(st.vectors) == 0
+        (folder / "a.txt").write_text("Lava and ash from the volcano.\n", encoding="utf-8")
+        svc.index_folder(st)
+        assert st.vectors.mode == "exact" and len(st.vectors) == 1
+        assert _semantic_paths(svc, "volcano lava") == ["a.txt"]
     finally:
         svc.stop()

@@ -30,6 +30,7 @@ class VectorIndex:
     #: From this many vectors on they are kept in an IVF index of 8-bit codes (:class:`~.ann.IvfIndex`) instead of
     #: a float32 matrix: a quarter of the memory, and a query scans a few lists instead of every row.
     ANN_MIN_ROWS = 250_000
+    ANN_MIN_ABSOLUTE = 256  # however low ANN_MIN_ROWS is set, k-means needs some vectors per list
     LOAD_BATCH = 50_000
 
     def __init__(self, dim: int, coarse_dims: int | None = None) -> None:
@@ -72,7 +73,7 @@ class VectorIndex:
         with store.reader() as conn:
             n = conn.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL AND length(vector)=?",
                              (size,)).fetchone()[0]
-        if n < self.ANN_MIN_ROWS:
+        if n < max(self.ANN_MIN_ROWS, self.ANN_MIN_ABSOLUTE):
             self.load(*store.load_vectors(self.dim))
             return
         from plexor_folder_search.ann import IvfIndex, ivf_shape
@@ -84,6 +85,9 @@ class VectorIndex:
             rows = conn.execute(
                 "SELECT vector FROM chunks WHERE vector IS NOT NULL AND length(vector)=? AND id % ? = 0",
                 (size, step)).fetchall()
+            if len(rows) < nlist * 4:  # ids spaced so that few are multiples of step: take the first ones instead
+                rows = conn.execute("SELECT vector FROM chunks WHERE vector IS NOT NULL AND length(vector)=? LIMIT ?",
+                                    (size, nlist * ann.TRAIN_PER_LIST)).fetchall()
         ann.train(np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(len(rows), self.dim))
         del rows
         last = -1
@@ -135,7 +139,7 @@ class VectorIndex:
             self._removed.clear()
             self._pending_ids.clear()
             self._pending_vecs.clear()
-            if len(self.ids) >= self.ANN_MIN_ROWS:
+            if len(self.ids) >= max(self.ANN_MIN_ROWS, self.ANN_MIN_ABSOLUTE):
                 self._to_ann()
             else:
                 self._build_prefix()
@@ -186,7 +190,7 @@ class VectorIndex:
             ids, mat = ids[order], mat[order]
         self.ids, self.matrix = np.ascontiguousarray(ids), np.ascontiguousarray(mat)
         self._prefix = None
-        if len(self.ids) >= self.ANN_MIN_ROWS:
+        if len(self.ids) >= max(self.ANN_MIN_ROWS, self.ANN_MIN_ABSOLUTE):
             self._to_ann()
         else:
             self._build_prefix()
