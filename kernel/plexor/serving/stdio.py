@@ -30,6 +30,9 @@ from plexor.serving.watchdog import EXIT_MARGIN, Watchdog, _next_signal_by_handl
 
 __all__ = ["serve_stdio", "stdio_streams"]
 
+# How long a first ``server/discover`` waits for a message already sent behind it (see
+# ``AnsweringStream._probe_given_up``): long enough for lines already in the pipe to be read.
+PROBE_LOOKAHEAD = 0.02
 
 
 class StdinLines:
@@ -103,6 +106,14 @@ class StdinLines:
                 return
 
 
+def _modern(params: Any) -> bool:
+    """Whether a request's params carry the 2026-07-28 envelope (the protocol version in ``_meta``)."""
+    from mcp_types import PROTOCOL_VERSION_META_KEY
+
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
 def _own_limiter() -> Any:
     import anyio
 
@@ -117,7 +128,7 @@ class StdoutPipe:
     written through the event loop; anything else from a dedicated thread.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, log: Any = None) -> None:
         sys.stdout.flush()
         self._fd = os.dup(1)  # not inheritable (PEP 446), and above 2 since 0-2 are open
         os.dup2(2, 1)
@@ -125,6 +136,8 @@ class StdoutPipe:
         self._limiter: Any = None
         self._pending: list[str] = []
         self._file: Any = None
+        self._log = log
+        self.closed = False  # the client closed its end: what is written from now on is dropped
 
     async def _open(self) -> None:
         import asyncio
@@ -151,11 +164,24 @@ class StdoutPipe:
             await self._open()
         data = "".join(self._pending).encode("utf-8", "replace")
         self._pending.clear()
-        if self._writer is not None:
-            self._writer.write(data)
-            await self._writer.drain()
-        else:
-            await anyio.to_thread.run_sync(self._write_all, data, limiter=self._limiter)
+        if self.closed:
+            return
+        try:
+            if self._writer is not None:
+                if self._writer.transport.is_closing():
+                    raise ConnectionResetError("Connection lost")
+                self._writer.write(data)
+                await self._writer.drain()
+            else:
+                await anyio.to_thread.run_sync(self._write_all, data, limiter=self._limiter)
+        except (ConnectionResetError, BrokenPipeError):
+            # The client closed the pipe without reading its reply (it left, or gave up): nothing more
+            # can reach it, which is no fault of the server. Later replies are dropped; stdin's end
+            # (or a signal) ends serving as usual.
+            self.closed = True
+            if self._log is not None:
+                self._log.info("stdout_closed", dropped_bytes=len(data),
+                               note="the client closed its end of stdout; replies are dropped until stdin closes")
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
@@ -199,10 +225,21 @@ class AnsweringStream:
         self._write = write
         self._lines = lines
         self._log = log
+        self._opened = False  # the first request (which decides the connection's era) has been seen
+        self._held: collections.deque[tuple[Any, str, Any]] = collections.deque()  # (item, line, context)
+        self._context: Any = None
 
     @property
     def last_context(self) -> Any:
-        return getattr(self._inner, "last_context", None)
+        return self._context if self._context is not None else getattr(self._inner, "last_context", None)
+
+    async def _next(self) -> tuple[Any, str]:
+        if self._held:
+            item, line, self._context = self._held.popleft()
+            return item, line
+        self._context = None
+        item = await self._inner.receive()
+        return item, (self._lines.popleft() if self._lines else "")
 
     async def receive(self) -> Any:
         import mcp_types as types
@@ -211,8 +248,11 @@ class AnsweringStream:
         from plexor.serving.wire import diagnose, stray_id
 
         while True:
-            item = await self._inner.receive()
-            line = self._lines.popleft() if self._lines else ""
+            item, line = await self._next()
+            if not self._opened and not isinstance(item, Exception) and isinstance(item.message, types.JSONRPCRequest):
+                self._opened = True
+                if item.message.method == "server/discover" and _modern(item.message.params):
+                    item = await self._probe_given_up(item)
             if isinstance(item, Exception):
                 replies = diagnose(line)
             elif isinstance(item.message, types.JSONRPCNotification):
@@ -227,6 +267,42 @@ class AnsweringStream:
             for reply in replies:
                 error = types.JSONRPCError.model_validate(reply.wire())
                 await self._write.send(SessionMessage(error))
+
+    async def _probe_given_up(self, discover: Any) -> Any:
+        """The message to serve first when the client opened with ``server/discover``.
+
+        A client that probes with ``server/discover`` and hears nothing within its own timeout
+        (a fresh server may still be importing) falls back to ``initialize`` on the same pipe.
+        If that ``initialize`` is already waiting behind the discover, the client has given up
+        on the probe: the discover gets one error reply, and ``initialize`` opens the
+        connection in the handshake era. Otherwise the discover is served as usual.
+        """
+        import anyio
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        from plexor.serving.wire import INVALID_REQUEST, Reply, id_of
+
+        following: Any = None
+        with anyio.move_on_after(PROBE_LOOKAHEAD):
+            following = await self._inner.receive()  # cancel-safe: nothing is lost on timeout
+        if following is None:
+            return discover
+        context = getattr(self._inner, "last_context", None)
+        line = self._lines.popleft() if self._lines else ""
+        if not (isinstance(following, SessionMessage) and isinstance(following.message, types.JSONRPCRequest)
+                and following.message.method == "initialize"):
+            self._held.append((following, line, context))
+            return discover
+        reply = Reply(id_of(discover.message.id), INVALID_REQUEST, (
+            "server/discover was not answered before this client sent initialize on the same connection, so the "
+            "client has fallen back to the initialize handshake: this connection serves the handshake era "
+            "(2025-11-25 and earlier). To use the 2026-07-28 protocol, start a new server process and wait for "
+            "the server/discover answer (a fresh server can take a few seconds to start) before sending initialize."))
+        self._log.info("discover_abandoned", id=reply.id, era="handshake")
+        await self._write.send(SessionMessage(types.JSONRPCError.model_validate(reply.wire())))
+        self._held.append((following, line, context))
+        return (await self._next())[0]
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -301,7 +377,7 @@ async def stdio_streams(log: Any) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's ``stdio_server`` with Plexor's ends: stdin and stdout through the event loop, refused lines answered."""
     from mcp.server.stdio import stdio_server
 
-    stdin, stdout = StdinLines(), StdoutPipe()
+    stdin, stdout = StdinLines(), StdoutPipe(log)
     try:
         async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
             yield AnsweringStream(read_stream, write_stream, stdin.given, log), write_stream
