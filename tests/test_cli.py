@@ -505,3 +505,24 @@ def test_plugins_waits_for_a_warm_up_and_shows_one_that_is_still_going(run, site
     line = next(ln for ln in table.stdout.splitlines() if ln.startswith("fakewarm"))
     assert line.split()[3] == "starting"
     assert "still warming up (25%: counting sheep)" in table.stdout
+
+
+PATHS_CHECK = """
+import sys
+from plexor.cli import main
+try:
+    main(["paths"])
+except SystemExit:
+    pass
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "pydantic", "pluggy", "structlog", "anyio", "peewee")
+               or m.startswith("plexor_") or m in ("plexor.serving.command", "plexor.install", "plexor.core.kernel"))
+print("HEAVY", ",".join(heavy), file=sys.stderr)
+"""
+
+
+def test_paths_imports_no_protocol_no_plugin_and_no_other_command(run, plexor_home, site_dir):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
+    environ.update(PLEXOR_HOME=str(plexor_home), PYTHONPATH=str(site_dir))
+    out = subprocess.run([sys.executable, "-c", PATHS_CHECK], env=environ, capture_output=True, text=True, timeout=120)
+    assert str(plexor_home / "data") in out.stdout
+    assert out.stderr.split("HEAVY", 1)[1].strip() == "", out.stderr[-500:]
