@@ -496,3 +496,26 @@ def test_url_elicitation_refuses_what_is_not_a_web_page():
         Sample("x", tools=[WEATHER], tool_choice="always")
     with pytest.raises(PlexorError, match="is not a tool"):
         Sample("x", tools=[{"name": "t"}])
+
+
+async def test_a_2025_client_on_a_stateless_server_is_told_why_it_cannot_be_asked(tmp_path):
+    """--stateless HTTP never sees a 2025-11-25 client's initialize: ctx.ask says so and what to do instead."""
+    from mcp import Client
+
+    answers = Answers()
+    with serve_http(tmp_path, "--stateless") as served:
+        async with Client(served.url, mode="legacy", **answers.callbacks()) as client:
+            assert client.protocol_version == "2025-11-25"
+            r = await client.call_tool("test_input_required_result_elicitation", {})
+    text = r.content[0].text
+    assert r.is_error, r
+    assert "did not declare" not in text
+    assert "stateless HTTP (--stateless)" in text and "2025-11-25" in text and "'user_name'" in text
+    assert "Run the server stateful" in text and "sticky sessions" in text and "2026-07-28 client" in text
+    assert answers.asked == []
+    # The same client on a stateful server is asked, and answers.
+    with serve_http(tmp_path / "stateful") as served:
+        async with Client(served.url, mode="legacy", **answers.callbacks()) as client:
+            r = await client.call_tool("test_input_required_result_elicitation", {})
+    assert not r.is_error, r
+    assert len(answers.asked) == 1

@@ -394,6 +394,26 @@ def question_from_wire(request: Mapping[str, Any]) -> Question:
     raise PlexorError(f"the server asked for {method!r}, which Plexor cannot relay", "Upgrade plexor on both sides.")
 
 
+def unseen_client(key: str, question: Question) -> AskError:
+    """The error for asking a 2025 client whose ``initialize`` this server never saw (stateless HTTP).
+
+    In stateless mode every request is served by a fresh session that skipped the handshake: the
+    client's capabilities are unknown and its answer would have nowhere to land.
+    """
+    capability = question.capability
+    return AskError(
+        f"this call needs to ask {key!r} ({question.method}), but the server runs stateless HTTP (--stateless) and "
+        f"the client speaks the 2025-11-25 protocol: in stateless mode each request is a fresh session that never "
+        f"saw the client's initialize, so the server does not know whether it supports {capability} and has no "
+        f"channel to ask it",
+        "Run the server stateful (plexor serve without --stateless; with several workers or hosts, route each "
+        "Mcp-Session-Id to the same one with sticky sessions, see docs/deploy.md), or connect with a 2026-07-28 "
+        "client, which answers questions within the request itself (inputResponses).",
+        rpc_code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        data={"requiredCapabilities": requirement(question), "reason": "stateless_2025_client"},
+    )
+
+
 def client_capabilities(session: Any) -> dict[str, Any]:
     """The capabilities an SDK server session's client declared, in wire shape ({} when unknown)."""
     caps = getattr(session, "client_capabilities", None)
@@ -464,6 +484,9 @@ class Exchange:
             return out
         if not self.modern and self.session is None:
             raise PlexorError("this call has no MCP client to ask", "Call it through an MCP client (plexor serve); direct kernel calls cannot ask questions.")
+        if not self.modern and getattr(self.session, "client_capabilities", False) is None:
+            key, question = next(iter(pending.items()))
+            raise unseen_client(key, question)
         for key, question in pending.items():
             if not covers(self.capabilities, question):
                 raise missing_capability(key, question.method, question)
