@@ -9,6 +9,7 @@ answers.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Any
 
@@ -43,7 +44,6 @@ class _Upstream:
 
     async def _own(self, info: dict[str, Any], caps: frozenset[str], ready: Any, outcome: dict[str, Any]) -> None:
         import anyio
-        from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -52,10 +52,14 @@ class _Upstream:
         # passes on or resolves (see relay_asking). The callbacks only declare the capabilities;
         # on this protocol the daemon never sends requests mid-call.
         callbacks: dict[str, Any] = {}
-        if "elicitation" in caps:
+        if caps & {"elicitation", "elicitation.url"}:
             callbacks["elicitation_callback"] = _never
         if "sampling" in caps:
             callbacks["sampling_callback"] = _never
+            if "sampling.tools" in caps:
+                import mcp_types as types
+
+                callbacks["sampling_capabilities"] = types.SamplingCapability(tools=types.SamplingToolsCapability())
         if "roots" in caps:
             callbacks["list_roots_callback"] = _never_roots
         try:
@@ -63,8 +67,8 @@ class _Upstream:
             if self.profile:  # the daemon shows this client only the profile's tools (plexor.auth.guard)
                 headers["Plexor-Profile"] = self.profile
             http = create_mcp_http_client(headers=headers)
-            async with http, Client(streamable_http_client(info["url"], http_client=http), mode="2026-07-28",
-                                    cache=None, **callbacks) as client:
+            async with http, _RelayClient(streamable_http_client(info["url"], http_client=http), mode="2026-07-28",
+                                          cache=None, **callbacks).declaring(caps) as client:
                 self.clients[caps] = (client, close)
                 ready.set()
                 await close.wait()
@@ -127,11 +131,62 @@ class _Upstream:
 
 
 def _asking_caps(ctx: Any) -> frozenset[str]:
-    """What the end client can be asked, to declare upstream for this request."""
+    """What the end client can be asked, to declare upstream for this request.
+
+    ``elicitation`` is form-mode elicitation, ``elicitation.url`` URL mode, ``sampling.tools``
+    sampling with tools (the sub-capabilities ``plexor.asking.covers`` checks).
+    """
     from plexor.asking import client_capabilities, declares
 
     caps = client_capabilities(ctx.session)
-    return frozenset(name for name in ("elicitation", "sampling", "roots") if declares(caps, name))
+    names = {name for name in ("elicitation", "sampling", "roots") if declares(caps, name)}
+    elicitation, sampling = caps.get("elicitation"), caps.get("sampling")
+    if isinstance(elicitation, dict) and elicitation.get("url") is not None:
+        names.add("elicitation.url")
+    if "sampling" in names and isinstance(sampling, dict) and sampling.get("tools") is not None:
+        names.add("sampling.tools")
+    return frozenset(names)
+
+
+@functools.cache
+def _relay_client_class() -> Any:
+    from mcp import Client
+
+    class RelayClient(Client):
+        """The SDK ``Client``, declaring elicitation upstream exactly as the end client did.
+
+        The SDK declares both form and URL mode whenever there is an elicitation callback; the daemon
+        must see which of the two the end client answers (``ctx.can_ask("elicitation.url")``).
+        """
+
+        _relayed: frozenset[str] = frozenset()
+
+        def declaring(self, caps: frozenset[str]) -> RelayClient:
+            self._relayed = caps
+            return self
+
+        async def _build_session(self, exit_stack: Any) -> Any:
+            import mcp_types as types
+
+            session = await super()._build_session(exit_stack)
+            build, caps = session._build_capabilities, self._relayed
+            if not caps & {"elicitation", "elicitation.url"}:
+                return session
+            elicitation = types.ElicitationCapability(
+                form=types.FormElicitationCapability() if "elicitation" in caps else None,
+                url=types.UrlElicitationCapability() if "elicitation.url" in caps else None)
+
+            def exact(version: str) -> Any:
+                return build(version).model_copy(update={"elicitation": elicitation})
+
+            setattr(session, "_build_capabilities", exact)  # noqa: B010 - replaces the SDK's method on this session
+            return session
+
+    return RelayClient
+
+
+def _RelayClient(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - stands for the class, built on first use
+    return _relay_client_class()(*args, **kwargs)
 
 
 async def _never(context: Any, params: Any) -> Any:
@@ -160,6 +215,7 @@ async def relay_asking(ctx: Any, params: Any, send: Any, *, tool: bool) -> Any:
         Exchange,
         can_answer,
         client_capabilities,
+        covers,
         missing_capability,
         question_from_wire,
     )
@@ -184,6 +240,9 @@ async def relay_asking(ctx: Any, params: Any, send: Any, *, tool: bool) -> Any:
                 for key, request in wire.items():
                     if not can_answer(caps, request["method"]):
                         raise missing_capability(key, request["method"])
+                    question = question_from_wire(request)
+                    if not covers(caps, question):  # URL-mode elicitation, sampling with tools
+                        raise missing_capability(key, request["method"], question)
                 return result
             rounds += 1
             if rounds > MAX_ASK_ROUNDS:
