@@ -116,6 +116,16 @@ async def test_dotted_name_resolves_to_the_same_tool(plexor):
         assert r.structured_content == {"total": 2}
 
 
+async def test_the_method_alone_resolves_when_exactly_one_plugin_has_it(plexor):
+    other = tools_plugin("other", add=add)
+    async with plexor.client([("demo", demo_plugin()), ("other", other)]) as client:
+        r = await client.call_tool("shout", {"text": "Hi", "style": "lower"})  # only demo has shout
+        assert not r.is_error and r.structured_content == {"text": "hi"}
+        ambiguous = await client.call_tool("add", {"a": 1, "b": 1})  # demo_add and other_add: which one?
+        assert ambiguous.is_error
+        assert "demo_add" in ambiguous.content[0].text and "other_add" in ambiguous.content[0].text
+
+
 async def test_async_tool(plexor):
     async with plexor.client([("demo", demo_plugin())]) as client:
         r = await client.call_tool("demo_shout", {"text": "Hi", "style": "lower"})

@@ -66,7 +66,7 @@ cleanup() {
 trap cleanup EXIT
 
 env -u PLEXOR_TOKEN PYTHONPATH="$HERE/site${PYTHONPATH:+:$PYTHONPATH}" PLEXOR_HOME="$WORK/home" \
-    PLEXOR_PLUGINS=conformance,conformance-json,conformance-slow,conformance-failing,conformance-protocol,conformance-confirm,conformance-multi PLEXOR_LOG_LEVEL=warning \
+    PLEXOR_PLUGINS=conformance,conformance-json,conformance-slow,conformance-failing,conformance-protocol,conformance-confirm,conformance-multi,conformance-hello PLEXOR_LOG_LEVEL=warning \
     "$PYTHON" -m plexor serve --transport http --host 127.0.0.1 --port "$PORT" > "$OUT/server.log" 2>&1 &
 SERVER_PID=$!
 URL="http://127.0.0.1:$PORT/mcp"

@@ -124,6 +124,9 @@ class Pipeline(KernelBase):
         spec = self.registry.tools.get(name)
         if spec is None and "." in name:
             spec = self.registry.tools.get(name.replace(".", self.separator, 1))
+        if spec is None:  # the method alone (`tree_render`), when exactly one plugin has it
+            found = [s for s in self.registry.tools.values() if s.name == f"{s.namespace}{self.separator}{name}"]
+            spec = found[0] if len(found) == 1 else None
         if spec is None:
             from plexor.core.records import State
 

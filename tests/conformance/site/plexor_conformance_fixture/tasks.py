@@ -59,6 +59,13 @@ async def inputs(ctx: Context) -> Result:
     return Result({"name": name, "confirm": (got["confirm"].get("content") or {}).get("confirm")}, text=f"Thanks, {name}.")
 
 
+def greet(name: str) -> Result:
+    """Greet `name` at once (a plain call, never a task). The suite calls it by the bare name `greet`,
+    which the kernel resolves to `hello_greet` since no other plugin has a method of that name."""
+    return Result({"name": name}, text=f"Hello, {name}!")
+
+
+hello = _Plugin("hello", (greet, {}))
 slow = _Plugin("slow", (compute, {"task": "optional"}),
                # the same work, declared safe to run again: a task whose worker dies is re-run elsewhere
                (compute, {"task": "optional", "name": "rerun", "annotations": {"idempotentHint": True}}))
