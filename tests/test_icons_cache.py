@@ -124,3 +124,27 @@ async def test_modern_clients_get_the_server_icon_from_discover_not_on_every_res
     assert icons and icons[0].src.startswith("data:image/svg+xml;base64,")
     stamp = result.meta["io.modelcontextprotocol/serverInfo"]
     assert stamp["name"] == "plexor" and "icons" not in stamp  # identity on each result, the icon once
+
+
+SHIPPED_ICONS = {"keyboard": "plexor_keyboard", "folder-search": "plexor_folder_search", "edgelake": "plexor_edgelake",
+                 "arbor": "plexor_arbor"}
+
+
+@pytest.mark.parametrize("plugin", sorted(SHIPPED_ICONS))
+def test_every_shipped_plugin_declares_an_embedded_svg_icon(plugin):
+    import base64
+    import importlib
+
+    icon = importlib.import_module(f"{SHIPPED_ICONS[plugin]}.plugin").PLEXOR_ICON
+    prefix = "data:image/svg+xml;base64,"
+    assert icon.startswith(prefix), f"{plugin}'s PLEXOR_ICON is not an embedded SVG"
+    svg = base64.b64decode(icon[len(prefix):], validate=True).decode("utf-8")
+    assert svg.startswith("<svg ") and svg.endswith("</svg>") and 'viewBox="0 0 24 24"' in svg
+
+
+async def test_arbor_tools_carry_its_icon(plexor):
+    from plexor_arbor.plugin import PLEXOR_ICON
+
+    async with plexor.client(installed=["arbor"], env={"PLEXOR_PLUGINS": "arbor"}, mode="auto", cache=None) as client:
+        tools = [t for t in (await client.list_tools()).tools if t.name.startswith("arbor_")]
+    assert tools and all(t.icons and t.icons[0].src == PLEXOR_ICON for t in tools)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 PLEXOR_NAMESPACE = "arbor"
 NAME = "arbor"
+PLEXOR_ICON = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAyNCAyNCI+PHBhdGggZD0iTTExIDEzaDJ2OWgtMnoiIGZpbGw9IiM3YTUyMzAiLz48Y2lyY2xlIGN4PSIxMiIgY3k9IjgiIHI9IjYiIGZpbGw9IiMyZThiNTciLz48Y2lyY2xlIGN4PSI3IiBjeT0iMTIiIHI9IjQiIGZpbGw9IiMzY2IzNzEiLz48Y2lyY2xlIGN4PSIxNyIgY3k9IjEyIiByPSI0IiBmaWxsPSIjM2NiMzcxIi8+PC9zdmc+"  # a tree, embedded (plexor.hints)
 
 DAY = 86_400.0
 SETTINGS = {
