@@ -60,7 +60,7 @@ async def test_requests_spread_over_both_hosts_and_all_four_workers(cluster):
 
 @pytest.mark.parametrize("mode", ["auto", pytest.param("legacy", marks=pytest.mark.xfail(strict=True, reason=(
     "a 2025-11-25 client's capabilities are declared once, in initialize; a --stateless server forgets them, "
-    "so ctx.ask answers 'the client did not declare the elicitation capability'. 2025-era asking needs a "
+    "so ctx.ask refuses, saying the server runs stateless and cannot ask this client. 2025-era asking needs a "
     "stateful server (sticky sessions): docs/deploy.md")))])
 async def test_multi_round_asking_through_the_balancer(cluster, mode):
     answers = Answers()
