@@ -14,7 +14,9 @@ The interface, kept small on purpose::
     await notifier.start(); await notifier.close()   # the backend's lifecycle (servers call them)
 
 Kinds (:data:`KINDS`): ``tools/list_changed``, ``resources/list_changed``,
-``prompts/list_changed`` (payload ``{}``) and ``resources/updated`` (payload ``{"uri": str}``).
+``prompts/list_changed`` (payload ``{}``), ``resources/updated`` (payload ``{"uri": str}``) and
+``tasks/status`` (payload ``{"taskId": str}``: a task's status changed; :mod:`plexor.tasks.listen`
+sends it to the listen streams that asked for that task).
 Payloads are JSON objects, so a backend may carry them between processes.
 
 A :class:`Backend` moves events between publishers and this process's subscribers:
@@ -43,7 +45,8 @@ from typing import Any, Protocol
 
 __all__ = ["KINDS", "Backend", "Event", "InProcess", "Notifier"]
 
-KINDS = frozenset({"tools/list_changed", "resources/list_changed", "prompts/list_changed", "resources/updated"})
+KINDS = frozenset({"tools/list_changed", "resources/list_changed", "prompts/list_changed", "resources/updated",
+                   "tasks/status"})
 
 
 @dataclass(frozen=True)

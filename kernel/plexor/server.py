@@ -176,6 +176,7 @@ class Handlers:
         self._listening: Any = None  # the notifier's unsubscribe, once subscribed from the serving loop
         self._pending: dict[tuple[str, str], Any] = {}  # events coalesced until the loop's next turn
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.task_events: Any = lambda event: None  # tasks/status events, to plexor.tasks.listen (build_server)
         kernel.on_change(self.on_change)
 
     def tool_models(self) -> list[types.Tool]:
@@ -237,6 +238,9 @@ class Handlers:
 
     def on_event(self, event: Any) -> None:
         """A change published through :mod:`plexor.notify`: delivered on the loop's next turn, deduplicated."""
+        if event.kind == "tasks/status":  # to the listen streams that asked for that task (plexor.tasks.listen)
+            self.task_events(event)
+            return
         key = (event.kind, str(event.payload.get("uri", "")))
         if event.kind in ("tools/list_changed", "prompts/list_changed"):
             self.cache.clear()  # a plugin offered or withdrew one (PluginHandle.offer)
@@ -456,10 +460,11 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``)."""
     import warnings
 
-    from mcp.server.subscriptions import ListenHandler
+    from plexor.tasks.listen import Listen
 
     h = Handlers(kernel, page_size or kernel.page_size, boot)
-    listen = ListenHandler(h.bus)
+    listen = Listen(h.bus, kernel)  # the SDK's listen contract, plus the tasks extension's taskIds
+    h.task_events = listen.on_task_event
     kernel.on_drain(listen.close)  # open listen streams end (gracefully) when the server drains
 
     with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28, still served to 2025 clients

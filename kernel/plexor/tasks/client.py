@@ -7,20 +7,26 @@ the server's ``pollIntervalMs``, at most ``max_poll``), answering its input
 requests through ``tasks/update`` with ``answer(request) -> response``, so
 ``client.call_tool`` returns the final ``CallToolResult`` as for a plain call.
 Every task state seen is kept in ``seen`` (progress shows in ``statusMessage``).
+
+Task status notifications (``notifications/tasks`` on a ``subscriptions/listen`` stream that asked
+for ``taskIds``; the SDK's typed ``listen()`` has no such filter) are heard with :func:`listen_tasks`:
+the states arrive in ``heard`` (and ``on_status(task)``, if given), as ``tasks/get`` would answer them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import anyio
 import mcp_types as types
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict, TypeAdapter
 
-__all__ = ["CreateTaskResult", "TasksClient", "task_request"]
+__all__ = ["CreateTaskResult", "TasksClient", "listen_tasks", "task_request"]
 
 _ANY: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
@@ -30,6 +36,12 @@ class CreateTaskResult(types.Result):
 
     model_config = ConfigDict(extra="allow")
     result_type: Literal["task"]
+
+
+class TaskNotificationParams(types.NotificationParams):
+    """The params of ``notifications/tasks``: a ``DetailedTask`` (kept as extra fields)."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 class _Request(types.Request):  # type: ignore[type-arg]
@@ -47,10 +59,22 @@ class TasksClient(ClientExtension):
 
     identifier = "io.modelcontextprotocol/tasks"
 
-    def __init__(self, answer: Callable[[dict[str, Any]], dict[str, Any]] | None = None, *, max_poll: float = 0.05) -> None:
+    def __init__(self, answer: Callable[[dict[str, Any]], dict[str, Any]] | None = None, *, max_poll: float = 0.05,
+                 on_status: Callable[[dict[str, Any]], Awaitable[None]] | None = None) -> None:
         self.answer = answer
         self.max_poll = max_poll
+        self.on_status = on_status
         self.seen: list[dict[str, Any]] = []
+        self.heard: list[dict[str, Any]] = []  # notifications/tasks params, in arrival order
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [NotificationBinding(method="notifications/tasks", params_type=TaskNotificationParams, handler=self._heard)]
+
+    async def _heard(self, params: TaskNotificationParams) -> None:
+        task = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        self.heard.append(task)
+        if self.on_status is not None:
+            await self.on_status(task)
 
     def claims(self) -> list[ResultClaim[Any]]:
         return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=self.resolve)]
@@ -74,3 +98,38 @@ class TasksClient(ClientExtension):
                 answers = {key: self.answer(request) for key, request in task["inputRequests"].items()}
                 await task_request(ctx.session, "tasks/update", {"taskId": task_id, "inputResponses": answers})
             await anyio.sleep(min(self.max_poll, float(task.get("pollIntervalMs") or 0) / 1000))
+
+
+_listen_ids = itertools.count(1)
+
+
+@asynccontextmanager
+async def listen_tasks(session: Any, task_ids: list[str], **notifications: Any) -> AsyncIterator[str]:
+    """Open a ``subscriptions/listen`` stream for ``task_ids`` (plus other filter keys, wire names, e.g.
+    ``toolsListChanged=True``) on an SDK ``ClientSession`` of a ``Client`` with :class:`TasksClient`; yields the
+    subscription id. The acknowledgement and the notifications reach the client's usual handlers (the
+    ``message_handler``; :attr:`TasksClient.heard`). Leaving the block ends the stream."""
+    request_id = f"tasks-listen-{next(_listen_ids)}"
+    data: dict[str, Any] = {"method": "subscriptions/listen",
+                            "params": {"notifications": {"taskIds": list(task_ids), **notifications}}}
+    opts: Any = {"request_id": request_id}
+    session._stamp(data, opts)  # the era's _meta, and the tasks extension among the client's capabilities
+    failure: list[BaseException] = []
+
+    async def drive() -> None:
+        try:
+            await session._dispatcher.send_raw_request(data["method"], data.get("params"), opts)
+        except MCPError as exc:
+            failure.append(exc)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(drive)
+        await anyio.sleep(0)
+        if failure:
+            raise failure[0]
+        try:
+            yield request_id
+        finally:
+            group.cancel_scope.cancel()
+    if failure:
+        raise failure[0]

@@ -269,6 +269,7 @@ class Tasks:
         if unstored.finished.is_set():  # it ended while being stored
             await self.write(self.store.settle, task_id, unstored.status, unstored.message, result=unstored.result,
                           error=unstored.error)
+            self.publish(task_id)
 
     # -- answers, cancellation, notifications ------------------------------------------------
     def wakeup(self, task_id: str) -> asyncio.Event:
@@ -288,15 +289,30 @@ class Tasks:
         running = self.running.get(task_id)
         if running is not None:
             running.cancel()
+        if done:
+            self.publish(task_id)
         return bool(done)
 
     def notify(self, task_id: str, *, final: bool = False) -> None:
+        """A task's status changed: tell listen streams anywhere (2026-07-28) and its 2025-11-25 session."""
+        self.publish(task_id)
         session = self._sessions.get(task_id)
         if final:
             self._sessions.pop(task_id, None)
         if session is None or self.notifier is None:
             return
         asyncio.get_running_loop().create_task(self._notify(session, task_id))
+
+    def publish(self, task_id: str) -> None:
+        """Publish ``tasks/status`` through the kernel's notifier (it crosses processes; plexor.tasks.listen
+        delivers it). A task still kept in memory has no listeners (its id is not out yet)."""
+        unstored = self.unstored.get(task_id)
+        if unstored is not None and not unstored.storing:
+            return
+        try:
+            self.kernel.notifier.publish("tasks/status", {"taskId": task_id})
+        except Exception as exc:  # noqa: BLE001 - a notification must never fail the task; clients may poll
+            self.kernel.log.debug("task_status_not_published", task=task_id, error=str(exc))
 
     async def _notify(self, session: Any, task_id: str) -> None:
         try:
@@ -356,6 +372,7 @@ class Tasks:
                      "data": {"type": "worker_died", "host": row.host, "pid": row.pid, "guidance": advice}}
             if await self.db(self.store.settle, row.task_id, "failed", f"{why}. {advice}", error=error, worker=row.worker):
                 self.kernel.log.warning("task_worker_died", task=row.task_id, tool=row.tool, dead_worker=row.worker)
+                self.publish(row.task_id)
 
     async def close(self) -> None:
         """Stop the beat; tasks still running here are settled for others (re-run if idempotent, else failed)."""
@@ -373,6 +390,7 @@ class Tasks:
             advice = "The server stopped (a restart or a drain) while the task ran; call the tool again."
             await self.db(self.store.settle, task_id, "failed", advice,
                           error={"code": WORKER_DIED, "message": advice, "data": {"type": "server_stopped"}})
+            self.publish(task_id)
 
 
 def tool_error(exc: BaseException) -> dict[str, Any]:

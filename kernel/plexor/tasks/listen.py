@@ -1,0 +1,226 @@
+"""``subscriptions/listen`` (2026-07-28, SEP-2575) with the tasks extension's task status notifications.
+
+The SDK's ``ListenHandler`` knows four events (the three ``list_changed`` and ``resources/updated``)
+and no way to add one, so Plexor serves listen streams with :class:`Listen`: the same contract
+(acknowledge first, stamp every frame with the subscription id, send only what was asked for, end
+gracefully on :meth:`Listen.close`) plus ``notifications.taskIds`` (SEP-2663):
+
+* a client that declares the ``io.modelcontextprotocol/tasks`` extension on the listen request may
+  ask for ``taskIds``; without the extension that is ``-32021`` with the capability to declare;
+* the acknowledgement's ``taskIds`` are the requested tasks the caller may see (its own, unexpired);
+* right after the acknowledgement each of them is sent as it is now (so a task that changed between
+  its ``CreateTaskResult`` and the listen is not missed), then once for every status change
+  (``working``, ``input_required``, ``completed``, ``failed``, ``cancelled``) until it ends;
+* each ``notifications/tasks`` carries the ``DetailedTask`` that ``tasks/get`` would answer then.
+
+Status changes are published through the kernel's notifier (:mod:`plexor.notify`, kind
+``tasks/status``, payload ``{"taskId": ...}``), so they cross processes like the other change
+events; the process serving a stream reads the task from the shared database and sends it. A
+stream hears only tasks of its own caller (the OAuth user, where there is one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, event_matches, event_to_notification
+from pydantic import BaseModel
+
+from plexor.tasks.protocol import _declares_tasks, _missing_capability, _owner, detailed
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor.core.kernel import Kernel
+    from plexor.notify import Event
+
+__all__ = ["MAX_TASK_IDS", "TASK_STATUS", "Listen", "TaskChanged"]
+
+TASK_STATUS = "tasks/status"  # the notifier's kind for a task's status change
+MAX_TASK_IDS = 1000  # task ids one listen request may name
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+logger = logging.getLogger("plexor")
+
+
+@dataclass(frozen=True, eq=False)
+class TaskChanged:
+    """A task as it is now, on the way to the listen streams that asked for it."""
+
+    task_id: str
+    owner: str
+    updated_at: float
+    task: Mapping[str, Any] = field(default_factory=dict)
+
+
+class _TaskNotification(BaseModel):
+    """``notifications/tasks``: the SDK's typed notifications lack it (it is the extension's)."""
+
+    method: str = "notifications/tasks"
+    params: dict[str, Any]
+
+
+def _honored(requested: types.SubscriptionFilter, task_ids: list[str] | None) -> types.SubscriptionFilter:
+    extra: dict[str, Any] = {"taskIds": task_ids} if task_ids else {}
+    return types.SubscriptionFilter(
+        tools_list_changed=True if requested.tools_list_changed else None,
+        prompts_list_changed=True if requested.prompts_list_changed else None,
+        resources_list_changed=True if requested.resources_list_changed else None,
+        resource_subscriptions=list(requested.resource_subscriptions) if requested.resource_subscriptions else None,
+        **extra,
+    )
+
+
+def _requested_task_ids(ctx: Any, params: types.SubscriptionsListenRequestParams) -> list[str] | None:
+    raw = (params.notifications.model_extra or {}).get("taskIds")
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(t, str) and t for t in raw):
+        raise MCPError(types.INVALID_PARAMS, "notifications.taskIds must be a list of task ids (strings): the taskId "
+                       "of each CreateTaskResult whose status changes this stream should carry",
+                       {"field": "notifications.taskIds"})
+    if len(raw) > MAX_TASK_IDS:
+        raise MCPError(types.INVALID_PARAMS, f"notifications.taskIds names {len(raw)} tasks; at most {MAX_TASK_IDS} "
+                       "per listen request: open another stream for the rest", {"field": "notifications.taskIds"})
+    meta = params.meta or {}
+    caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, Mapping) else None
+    extensions = caps.get("extensions") if isinstance(caps, Mapping) else None
+    if not _declares_tasks(ctx) and not (isinstance(extensions, Mapping) and "io.modelcontextprotocol/tasks" in extensions):
+        raise _missing_capability("subscriptions/listen with notifications.taskIds")
+    return list(dict.fromkeys(raw))
+
+
+class Listen:
+    """Serves ``subscriptions/listen``: one call is one stream (see the module's documentation).
+
+    ``bus`` is the server's ``SubscriptionBus`` (the SDK's events and :class:`TaskChanged` ride it);
+    :meth:`on_task_event` takes the notifier's ``tasks/status`` events.
+    """
+
+    def __init__(self, bus: Any, kernel: Kernel, *, max_subscriptions: int = 1024, max_buffered_events: int = 1024) -> None:
+        self._bus = bus
+        self._kernel = kernel
+        self._max_subscriptions = max_subscriptions
+        self._max_buffered_events = max_buffered_events
+        self._streams: set[Any] = set()
+        self._watched: Counter[str] = Counter()  # task id -> open streams that asked for it
+        self._reads: set[asyncio.Task[None]] = set()
+
+    def _tasks(self) -> Any:
+        from plexor.tasks.runner import tasks_of
+
+        return tasks_of(self._kernel)
+
+    # -- status changes, from the notifier (any process) ---------------------------------------
+    def on_task_event(self, event: Event) -> None:
+        """A task's status changed (here or in another process): read it and hand it to the streams that watch it."""
+        task_id = event.payload.get("taskId")
+        if not isinstance(task_id, str) or not self._watched.get(task_id):
+            return
+        read = asyncio.get_running_loop().create_task(self._publish(task_id))
+        self._reads.add(read)
+        read.add_done_callback(self._reads.discard)
+
+    async def _publish(self, task_id: str) -> None:
+        try:
+            row = await self._tasks().read(task_id)
+        except Exception as exc:  # noqa: BLE001 - the database may be briefly unavailable; clients may still poll
+            self._kernel.log.debug("task_status_not_read", task=task_id, error=str(exc))
+            return
+        if row is not None:
+            await self._bus.publish(TaskChanged(row.task_id, row.owner, row.updated_at, detailed(row)))
+
+    # -- one stream -----------------------------------------------------------------------------
+    async def __call__(self, ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+        subscription_id = ctx.request_id
+        if subscription_id is None:
+            raise MCPError(types.INVALID_REQUEST, "subscriptions/listen requires a request id")
+        if len(self._streams) >= self._max_subscriptions:
+            raise MCPError(types.INTERNAL_ERROR, f"Subscription limit reached ({self._max_subscriptions} open listen "
+                           "streams): close one, or retry later")
+        requested_ids = _requested_task_ids(ctx, params)
+        owner = _owner(ctx) if requested_ids is not None else ""
+        asked = frozenset(requested_ids or ())
+        sdk_filter = _honored(params.notifications, None)
+        uris = frozenset(sdk_filter.resource_subscriptions or ())
+        meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
+        send, recv = anyio.create_memory_object_stream[Any](self._max_buffered_events)
+
+        def deliver(event: Any) -> None:
+            if isinstance(event, TaskChanged):
+                if event.task_id not in asked or event.owner != owner:
+                    return
+            elif not event_matches(sdk_filter, uris, event):
+                return
+            try:
+                send.send_nowait(event)
+            except anyio.ClosedResourceError:
+                pass
+            except anyio.WouldBlock:
+                logger.warning("listen stream %r backlog full; ending the stream", subscription_id)
+                self._streams.discard(send)
+                send.close()
+
+        # Subscribed before the tasks are read and the ack is sent: nothing that changes meanwhile is lost.
+        unsubscribe = self._bus.subscribe(deliver)
+        self._streams.add(send)
+        self._watched.update(asked)
+        sent: dict[str, tuple[float, str, str]] = {}
+        try:
+            snapshots: list[TaskChanged] = []
+            if requested_ids:
+                tasks = self._tasks()
+                for task_id in requested_ids:
+                    row = await tasks.read(task_id)
+                    if row is not None and row.owner == owner and not row.expired():
+                        snapshots.append(TaskChanged(row.task_id, row.owner, row.updated_at, detailed(row)))
+            honored = _honored(params.notifications, [s.task_id for s in snapshots] or None)
+            await ctx.session.send_notification(
+                types.SubscriptionsAcknowledgedNotification(
+                    params=types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)),
+                related_request_id=subscription_id)
+            for snapshot in snapshots:
+                await self._send_task(ctx, snapshot, meta, sent)
+            honored_ids = {s.task_id for s in snapshots}
+            async for event in recv:
+                if isinstance(event, TaskChanged):
+                    if event.task_id in honored_ids:
+                        await self._send_task(ctx, event, meta, sent)
+                    continue
+                await ctx.session.send_notification(event_to_notification(event, meta), related_request_id=subscription_id)
+        finally:
+            try:
+                unsubscribe()
+            except Exception:  # noqa: BLE001 - the stream's own cleanup must go on
+                logger.exception("bus unsubscribe raised; continuing stream cleanup")
+            self._watched.subtract(asked)
+            for task_id in asked:
+                if self._watched.get(task_id, 0) <= 0:
+                    self._watched.pop(task_id, None)
+            self._streams.discard(send)
+            send.close()
+            recv.close()
+        return types.SubscriptionsListenResult(_meta=meta)
+
+    @staticmethod
+    async def _send_task(ctx: Any, changed: TaskChanged, meta: dict[str, Any], sent: dict[str, tuple[float, str, str]]) -> None:
+        """Send a task's state unless this stream already sent it (or a newer one, or its end)."""
+        status = str(changed.task.get("status"))
+        key = (changed.updated_at, status, str(changed.task.get("statusMessage", "")))
+        last = sent.get(changed.task_id)
+        if last is not None and (last[1] in TERMINAL or key == last or changed.updated_at < last[0]):
+            return
+        sent[changed.task_id] = key
+        params = {**changed.task, "_meta": meta}
+        await ctx.session.send_notification(_TaskNotification(params=params),  # type: ignore[arg-type]
+                                            related_request_id=ctx.request_id)
+
+    def close(self) -> None:
+        """End every open listen stream gracefully (each sends its result as the last frame)."""
+        for stream in list(self._streams):
+            stream.close()
