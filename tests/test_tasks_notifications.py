@@ -136,7 +136,6 @@ async def test_cancelled_tasks_and_ended_ones_are_heard_and_unknown_ids_not_hono
     async with modern(build_server(kernel), ext, messages) as client:
         long_id = await start(client, "jobs_slow", {"seconds": 30})
         done_id = await start(client, "jobs_slow", {"seconds": 0.1})
-        await until(lambda: True)
         while (await task_request(client.session, "tasks/get", {"taskId": done_id}))["status"] != "completed":
             await anyio.sleep(0.05)
         async with listen_tasks(client.session, [long_id, "no-such-task", done_id], toolsListChanged=True):
@@ -147,6 +146,24 @@ async def test_cancelled_tasks_and_ended_ones_are_heard_and_unknown_ids_not_hono
             await until(lambda: "cancelled" in statuses(ext, long_id))
     assert statuses(ext, long_id) == ["working", "cancelled"] and statuses(ext, done_id) == ["completed"]
     assert not any(t["taskId"] == "no-such-task" for t in ext.heard)
+
+
+async def test_another_users_task_is_neither_acknowledged_nor_heard(kernel):
+    from plexor.tasks import tasks_of
+
+    ext, messages = TasksClient(), Messages()
+    async with modern(build_server(kernel), ext, messages) as client:
+        # A task of another (OAuth) user, run by the kernel's own task machinery; this client is the local user.
+        theirs = await tasks_of(kernel).create(tool="jobs_slow", arguments={"seconds": 0.3}, era="2026-07-28",
+                                               owner="someone-else", capabilities={}, ttl_ms=None, idempotent=False)
+        mine = await start(client, "jobs_slow", {"seconds": 0.3})
+        async with listen_tasks(client.session, [theirs.task_id, mine]):
+            await until(lambda: "completed" in statuses(ext, mine))
+            while (await tasks_of(kernel).read(theirs.task_id)).status != "completed":
+                await anyio.sleep(0.05)
+            await anyio.sleep(0.2)
+        assert messages.acks[-1] == {"taskIds": [mine]}
+    assert statuses(ext, theirs.task_id) == [] and statuses(ext, mine) == ["working", "completed"]
 
 
 async def test_a_stream_without_task_ids_hears_no_task_and_one_without_the_extension_is_refused(kernel):
