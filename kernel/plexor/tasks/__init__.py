@@ -10,8 +10,9 @@ restarted server or the daemon answers ``tasks/get`` for it; the tool's
 progress becomes the task's status message; ``ctx.ask`` inside a task puts it in
 ``input_required`` until the client answers. A task whose worker dies is marked
 failed with advice, or run again when the tool is marked idempotent
-(``annotations={"idempotentHint": True}``); expired tasks are deleted.
-See ``docs/tasks.md``.
+(``annotations={"idempotentHint": True}``); expired tasks are deleted. A
+2026-07-28 ``subscriptions/listen`` stream that asks for ``taskIds`` hears their
+status changes (:mod:`plexor.tasks.listen`). See ``docs/tasks.md``.
 """
 
 from __future__ import annotations
