@@ -233,3 +233,16 @@ def test_stdio_serving_stops_on_a_signal_without_add_signal_handler(plexor_home)
     assert proc.returncode == 0, err.decode()[-2000:]
     assert '"signal": "SIGTERM"' in err.decode()
     assert "NotImplementedError" not in err.decode()
+
+
+def test_task_worker_liveness_sends_no_signal_on_windows(monkeypatch):
+    """On Windows os.kill(pid, 0) is CTRL_C_EVENT, not a probe: the task store must not call it there."""
+    from plexor.tasks import store
+
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(store.os, "kill", lambda pid, sig: sent.append((pid, sig)))
+    monkeypatch.setattr(store.os, "name", "nt")
+    assert store._alive(os.getpid()) is True  # unknown here: the task's lease settles a dead worker
+    assert sent == []
+    monkeypatch.undo()
+    assert store._alive(os.getpid()) is True  # on POSIX the probe runs and finds this process

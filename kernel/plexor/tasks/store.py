@@ -247,6 +247,13 @@ class TaskStore:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` on this host still runs (a worker that died leaves its tasks to be settled).
+
+    On Windows ``os.kill(pid, 0)`` would send CTRL_C_EVENT, not probe: there the answer is "alive" and
+    the task's lease settles it (at most ``lease_seconds`` later), as for a worker on another host.
+    """
+    if os.name == "nt":
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
