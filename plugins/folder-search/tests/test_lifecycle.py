@@ -140,8 +140,18 @@ def test_cli_add_index_status_search_remove(plexor_home, tmp_path, corpus):
     r = runner.invoke(root, ["folder-search", "add", str(corpus), "--name", "mine"])
     assert r.exit_code == 0, r.output
     assert (plexor_home / "data" / "folder-search" / "folders.json").exists()
-    r = runner.invoke(root, ["folder-search", "add", str(corpus)])
-    assert r.exit_code == 1 and "already a folder" in r.output
+    before = (plexor_home / "data" / "folder-search" / "folders.json").read_text()
+    r = runner.invoke(root, ["folder-search", "add", str(corpus)])  # again: idempotent, a success
+    assert r.exit_code == 0 and "is already added, as 'mine'" in r.output, r.output
+    r = runner.invoke(root, ["folder-search", "add", str(corpus), "--name", "mine"])  # the same settings: fine too
+    assert r.exit_code == 0 and "is already added" in r.output, r.output
+    r = runner.invoke(root, ["folder-search", "add", str(corpus), "--max-file-size", "123", "--no-watch"])
+    assert r.exit_code == 2, r.output  # other settings: a usage error pointing at `set`
+    assert "with other settings (max_file_size=null, watch=null)" in r.output
+    assert "use `plexor folder-search set mine` with the options" in r.output
+    r = runner.invoke(root, ["folder-search", "add", str(corpus), "--name", "other"])
+    assert r.exit_code == 2 and "named 'mine'" in r.output and "cannot be renamed" in r.output, r.output
+    assert (plexor_home / "data" / "folder-search" / "folders.json").read_text() == before  # nothing was written
     r = runner.invoke(root, ["folder-search", "index", "mine"])
     assert r.exit_code == 0, r.output
     assert "mine: 10 indexed" in r.output

@@ -109,22 +109,40 @@ def add(path: Path, name: str | None, model: str | None, include: tuple[str, ...
     if not root.is_dir():
         raise click.UsageError(f"{path} is not a directory")
     existing = load_folders(list(config.folders), config.data_dir)
+    options = _entry_options(model, include, exclude, max_file_size, watch)
     for spec in existing:
         if spec.root == root:
-            raise click.ClickException(f"{root} is already a folder, named {spec.name!r} (from {spec.source})")
+            _already_added(spec, name, options)
+            return
         if name and spec.name == name:
             raise click.ClickException(f"the name {name!r} is taken by {spec.root}; pick another with --name")
     items = read_cli_folders(config.data_dir)
     entry: dict[str, Any] = {"path": str(root)}
     if name:
         entry["name"] = name
-    entry.update(_entry_options(model, include, exclude, max_file_size, watch))
+    entry.update(options)
     items.append(entry)
     save_cli_folders(config.data_dir, items)
     final = next((s.name for s in load_folders(list(config.folders), config.data_dir)
                   if s.root == root), name or root.name)
     click.echo(f"Added {final!r}: {root}")
     click.echo(f"Index it now with `plexor folder-search index {final}` (a running server indexes it on its next rescan).")
+
+
+def _already_added(spec: Any, name: str | None, options: dict[str, Any]) -> None:
+    """``add`` of a folder that is already there: fine (exit 0) unless the options ask for other settings (exit 2)."""
+    current = spec.overrides()
+    differ = {key: value for key, value in options.items() if current.get(key) != value}
+    if name and name != spec.name:
+        raise click.UsageError(f"{spec.root} is already a folder, named {spec.name!r} (from {spec.source}); a folder "
+                               "cannot be renamed: `plexor folder-search remove` it and add it again with --name")
+    if differ:
+        now = ", ".join(f"{key}={json.dumps(current.get(key))}" for key in differ)
+        fix = (f"`plexor folder-search set {spec.name}` with the options" if spec.source == "cli"
+               else "its table in [folder-search] folders in plexor.toml (it comes from there)")
+        raise click.UsageError(f"{spec.root} is already a folder, named {spec.name!r}, with other settings ({now}); "
+                               f"to change them, use {fix}")
+    click.echo(f"{spec.root} is already added, as {spec.name!r} (from {spec.source}); nothing to do.")
 
 
 @group.command("set")
