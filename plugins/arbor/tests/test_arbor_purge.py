@@ -47,17 +47,79 @@ async def test_tool_purges_scheduled_trees_and_refuses_active_ones_without_force
         assert (await call.ok("tree_get", tree_id=t))["node_count"] == 3  # untouched
 
         await call.ok("tree_release", tree_id=t, owner_id="system")
-        done = await call.ok("tree_purge", tree_id=t)
+        done = await call.ok("tree_purge", tree_id=t, confirm=True)  # this client cannot be asked: confirm=true
         assert done == {"purged": t, "previous_state": "scheduled_delete", "nodes_deleted": 3}
         text, err = await call.error("tree_get", tree_id=t)
         assert "no tree with id" in text
         assert (await call.ok("tree_list_scheduled"))["trees"] == []
         assert (await call.ok("tree_get", tree_id=keep))["node_count"] == 3  # only that tree went
 
-        forced = await call.ok("tree_purge", tree_id=keep, force=True)
+        forced = await call.ok("tree_purge", tree_id=keep, force=True, confirm=True)
         assert forced["previous_state"] == "active" and forced["nodes_deleted"] == 3
         text, _ = await call.error("tree_purge", tree_id=keep)
         assert "no tree with id" in text
+
+
+async def test_tool_without_elicitation_needs_confirm_true(plexor, backend):
+    async with plexor.client(installed=["arbor"], env=backend) as client:
+        call = Calls(client)
+        t = await _tree(call, "drop")
+        await call.ok("tree_release", tree_id=t, owner_id="system")
+        text, err = await call.error("tree_purge", tree_id=t)
+        assert f"purging tree '{t}' (3 nodes) cannot be undone" in text and "cannot ask the user" in text
+        assert "call arbor_tree_purge again with confirm=true" in text
+        assert err["details"]["node_count"] == 3
+        assert (await call.ok("tree_get", tree_id=t))["node_count"] == 3  # untouched
+        text, _ = await call.error("tree_purge", tree_id=t, confirm=False)
+        assert "confirm=true" in text
+        done = await call.ok("tree_purge", tree_id=t, confirm=True)
+        assert done == {"purged": t, "previous_state": "scheduled_delete", "nodes_deleted": 3}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 rounds, and a mid-call request
+async def test_tool_asks_the_user_when_the_client_can_be_asked(plexor, mode):
+    from mcp import types
+
+    asked: list[tuple[str, dict]] = []
+    answers: list[types.ElicitResult] = []
+
+    async def answer(context, params):
+        asked.append((params.message, params.requested_schema))
+        return answers.pop(0)
+
+    async with plexor.client(installed=["arbor"], mode=mode, elicitation_callback=answer,
+                             env={"PLEXOR_ARBOR_SWEEP_INTERVAL": "0"}) as client:
+        call = Calls(client)
+        t = await _tree(call, "drop")
+        active = await _tree(call, "held")
+
+        # An active tree without force is refused before any question.
+        text, _ = await call.error("tree_purge", tree_id=active)
+        assert "is active" in text and asked == []
+
+        await call.ok("tree_release", tree_id=t, owner_id="system")
+        for reply, said in ((types.ElicitResult(action="decline"), "answered 'decline'"),
+                            (types.ElicitResult(action="cancel"), "answered 'cancel'"),
+                            (types.ElicitResult(action="accept", content={"confirm": False}), "did not confirm it")):
+            answers.append(reply)
+            text, err = await call.error("tree_purge", tree_id=t, confirm=True)  # confirm=true skips no question
+            assert f"tree '{t}' was not purged: the user {said}; nothing was deleted" in text
+            assert (await call.ok("tree_get", tree_id=t))["node_count"] == 3
+        assert len(asked) == 3
+        message, schema = asked[0]
+        assert message == f"Purge tree {t} (3 nodes)? This cannot be undone."
+        assert schema["properties"]["confirm"]["type"] == "boolean" and schema["required"] == ["confirm"]
+
+        answers.append(types.ElicitResult(action="accept", content={"confirm": True}))
+        done = await call.ok("tree_purge", tree_id=t)
+        assert done == {"purged": t, "previous_state": "scheduled_delete", "nodes_deleted": 3}
+        text, _ = await call.error("tree_get", tree_id=t)
+        assert "no tree with id" in text
+
+        answers.append(types.ElicitResult(action="accept", content={"confirm": True}))
+        forced = await call.ok("tree_purge", tree_id=active, force=True)  # force keeps its meaning, and asks too
+        assert forced["previous_state"] == "active" and asked[-1][0] == f"Purge tree {active} (3 nodes)? This cannot be undone."
+        assert len(asked) == 5 and answers == []
 
 
 async def test_cli_purge_asks_first_and_frees_the_id_for_an_import(plexor, backend, tmp_path):

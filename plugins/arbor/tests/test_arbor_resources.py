@@ -216,7 +216,7 @@ async def test_a_subscribed_client_hears_when_a_tree_changes(plexor, backend):
         inbox.updated.clear()
         before = inbox.list_changed
         await call.ok("tree_release", tree_id=t, owner_id="system")
-        await call.ok("tree_purge", tree_id=t)
+        await call.ok("tree_purge", tree_id=t, confirm=True)
         await inbox.settle(client)
         assert inbox.updated == [f"arbor://tree/{t}", f"arbor://tree/{t}", f"arbor://tree/{t}/head"]
         assert inbox.list_changed == before + 1  # released: it left the listing (purging it changes nothing more)

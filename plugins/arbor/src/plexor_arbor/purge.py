@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from plexor import Context, InvalidArgument
+from plexor import Context, InvalidArgument, PlexorError
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor_arbor.store import Store
@@ -50,20 +50,46 @@ def purge_tree(store: Store, tree_id: str, *, force: bool = False) -> dict[str, 
     return {"purged": tid, "previous_state": row.state, "nodes_deleted": nodes}
 
 
-def tree_purge(ctx: Context, tree_id: str, force: bool = False) -> dict[str, Any]:
+async def tree_purge(ctx: Context, tree_id: str, force: bool = False, confirm: bool = False) -> dict[str, Any]:
     """Delete a tree and all its nodes for good, now, instead of waiting for the sweeper.
 
-    This cannot be undone (export it first with `plexor arbor export TREE_ID` to keep a copy).
-    Only trees that are archived or scheduled for deletion are purged; an active tree is refused
-    unless force=true, because an owner still holds it. Returns the purged id, the state it was in
-    and how many nodes were deleted.
+    This cannot be undone (export it first with `plexor arbor export TREE_ID` to keep a copy), so the
+    user confirms it: a client that supports elicitation is asked "Purge tree X (N nodes)?" and the tree
+    goes only if the user accepts and confirms; with a client that cannot be asked, pass confirm=true
+    once the user has agreed. Only trees that are archived or scheduled for deletion are purged; an
+    active tree is refused unless force=true, because an owner still holds it. Returns the purged id,
+    the state it was in and how many nodes were deleted.
 
     :param tree_id: the tree's id (a UUID).
     :param force: purge even an active tree that owners still hold.
+    :param confirm: the user agreed to purge it; needed only when the client cannot ask the user itself.
     """
+    import anyio
+
     from plexor_arbor.store import Store
 
-    result = purge_tree(ctx.service(Store), tree_id, force=force)
+    store = ctx.service(Store)
+    tree = await anyio.to_thread.run_sync(lambda: store.get_tree(tree_id, allow_archived=True))
+    if tree["state"] not in _PURGEABLE and not force:
+        # Refused without a question (the store says why and how), as `plexor arbor purge` does.
+        await anyio.to_thread.run_sync(lambda: purge_tree(store, tree_id, force=False))
+    tid = tree["id"]
+    if ctx.can_ask("elicitation"):  # the user answers, not the model: confirm=true does not skip the question
+        got = await ctx.elicit(f"Purge tree {tid} ({tree['node_count']} nodes)? This cannot be undone.",
+                               {"confirm": bool}, key=f"purge-{tid}")
+        if got.get("action") != "accept" or (got.get("content") or {}).get("confirm") is not True:
+            answer = "did not confirm it" if got.get("action") == "accept" else f"answered {got.get('action')!r}"
+            raise PlexorError(f"tree {tid!r} was not purged: the user {answer}; nothing was deleted",
+                              "Purge it only if the user asks for it again.",
+                              data={"tree_id": tid, "action": got.get("action")})
+    elif not confirm:
+        raise InvalidArgument(
+            f"purging tree {tid!r} ({tree['node_count']} nodes) cannot be undone, and this client cannot ask "
+            "the user to confirm it",
+            "Ask the user; if they agree, call arbor_tree_purge again with confirm=true.",
+            data={"tree_id": tid, "state": tree["state"], "node_count": tree["node_count"]},
+        )
+    result = await anyio.to_thread.run_sync(lambda: purge_tree(store, tree_id, force=force))
     announce_gone(ctx.plugin, [result["purged"]], listed=result["previous_state"] == "active")
     return result
 
