@@ -37,9 +37,23 @@ REDIRECT = "http://127.0.0.1:9/callback"  # never contacted: the user agent stop
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below Linux's ephemeral range (32768+), so it stays free until the server binds it.
+
+    The port is chosen before the server starts (the authorization server's configuration names the
+    resource URL with it); one from the ephemeral range could be taken meanwhile by any outgoing
+    connection (npm installing the provider, the tests' own clients).
+    """
+    import random
+
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port between 20000 and 32000 on 127.0.0.1")
 
 
 def install_provider() -> Path:
