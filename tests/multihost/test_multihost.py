@@ -132,19 +132,23 @@ async def test_a_worker_killed_mid_call_the_client_is_told_and_the_cluster_carri
     async with cluster.client("auto") as probe:
         before = {h.name: set(h.worker_pids()) for h in cluster.hosts}
 
+        running: list[int] = []  # the pid of the worker running the slow call, from its progress messages
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if message and " on pid " in message:
+                running.append(int(message.rsplit(" ", 1)[1]))
+
         async def slow_call():
             async with cluster.client("auto") as client:
-                return await client.call_tool("multihost_slow", {"seconds": 20})
+                return await client.call_tool("multihost_slow", {"seconds": 20}, progress_callback=on_progress)
 
         task = asyncio.ensure_future(slow_call())
-        victim = None
         deadline = time.monotonic() + 10
-        while victim is None and time.monotonic() < deadline:  # the worker holding the slow call's connection
-            await asyncio.sleep(0.3)
-            first = _busy_worker(cluster)
-            await asyncio.sleep(0.3)
-            victim = first if first is not None and first == _busy_worker(cluster) else None  # not a health check
-        assert victim is not None, "no worker was found running the slow call"
+        while not running and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert running, "the slow call reported no progress naming its worker"
+        victim = running[0]
+        assert any(victim in h.worker_pids() for h in cluster.hosts), (victim, before)
         os.kill(victim, signal.SIGKILL)
         started = time.monotonic()
         with anyio.fail_after(30):
@@ -164,20 +168,6 @@ async def test_a_worker_killed_mid_call_the_client_is_told_and_the_cluster_carri
                     break
                 await anyio.sleep(0.2)
         assert victim not in {pid for pids in after.values() for pid in pids}
-
-
-def _busy_worker(cluster: Cluster) -> int | None:
-    """The worker process with an established TCP connection on the host port that is not idle (the slow call's)."""
-    import subprocess
-
-    for host in cluster.hosts:
-        out = subprocess.run(["ip", "netns", "exec", host.name, "ss", "-tnpH", "state", "established",
-                              f"( sport = :{8765} )"], capture_output=True, text=True, timeout=10).stdout
-        for line in out.splitlines():
-            for pid in host.worker_pids():
-                if f"pid={pid}," in line:
-                    return pid
-    return None
 
 
 # -- tasks ------------------------------------------------------------------------------------------

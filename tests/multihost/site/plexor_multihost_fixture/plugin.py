@@ -55,7 +55,7 @@ async def slow(ctx: Context, seconds: float = 30.0) -> dict:
     """Sleep ``seconds`` (reporting progress every half second), then say who served it."""
     steps = max(1, int(seconds * 2))
     for i in range(steps):
-        await ctx.progress(i, steps, f"step {i}")
+        await ctx.progress(i, steps, f"step {i} on pid {os.getpid()}")  # the test kills exactly this worker
         await asyncio.sleep(seconds / steps)
     return _where()
 
