@@ -14,6 +14,10 @@ INSTALLED = ["folder-search"]
 
 @pytest.mark.anyio
 async def test_reindex_runs_as_a_task_reporting_progress(plexor: Any, plexor_config: Any, corpus: Any) -> None:
+    # Enough files that the reindex outlasts several polls (with the small corpus alone it could end
+    # between two, leaving no progress to see on a fast machine).
+    for i in range(300):
+        (corpus / f"note-{i:03d}.md").write_text(f"# Note {i}\n\nThe kettle log entry number {i} about tea.\n")
     plexor_config({"folder-search": {"folders": [str(corpus)], "watch": False}})
     tasks = TasksClient(max_poll=0.005)
     async with plexor.client(installed=INSTALLED, mode="2026-07-28", extensions=[tasks]) as client:
