@@ -100,7 +100,20 @@ async def discover_metadata(issuer: str) -> dict[str, Any]:
     raise TokenRefused("issuer_unreachable", "cannot read the authorization server's metadata: " + "; ".join(errors))
 
 
-class JwtVerifier:
+class _Verifier:
+    """The SDK's ``TokenVerifier`` protocol over ``check`` (which says why a token is refused)."""
+
+    async def check(self, token: str) -> AccessToken:
+        raise NotImplementedError
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            return await self.check(token)
+        except TokenRefused:
+            return None
+
+
+class JwtVerifier(_Verifier):
     """The SDK's ``TokenVerifier`` for JWT access tokens (RFC 9068) of one issuer and resource."""
 
     def __init__(self, config: AuthConfig) -> None:
@@ -114,12 +127,6 @@ class JwtVerifier:
         self._lock: asyncio.Lock | None = None
         self.cache = _Cache()
         self.jwks_uri = config.jwks_uri
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        try:
-            return await self.check(token)
-        except TokenRefused:
-            return None
 
     async def check(self, token: str) -> AccessToken:
         found = self.cache.get(token, self.config.leeway)
@@ -197,7 +204,7 @@ class JwtVerifier:
             self.fetched = time.monotonic()
 
 
-class IntrospectionVerifier:
+class IntrospectionVerifier(_Verifier):
     """RFC 7662: ask the authorization server about each (opaque) token, caching answers up to 60 s."""
 
     def __init__(self, config: AuthConfig) -> None:
@@ -205,12 +212,6 @@ class IntrospectionVerifier:
         self.config = config
         self.cache = _Cache()
         self.checked: dict[str, float] = {}
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        try:
-            return await self.check(token)
-        except TokenRefused:
-            return None
 
     async def check(self, token: str) -> AccessToken:
         found = self.cache.get(token, 0.0)
