@@ -100,29 +100,6 @@ def _corpus(root: Path) -> Path:
     return root
 
 
-def test_keyword_query_is_narrowed_to_rare_words_only_on_a_large_index(tmp_path):
-    svc = _service(tmp_path, _corpus(tmp_path / "c"), "none")
-    try:
-        st = next(iter(svc.folders.values()))
-        engine: SearchEngine = st.engine
-        with st.store.reader() as conn:
-            # Under the budget (the whole index is smaller): the plain OR-query.
-            assert engine.keyword_query(conn, ["river", "okapi"]) == fts_or("river okapi")
-            engine.row_budget = 10  # now 41 chunks > 10: narrowed
-            assert engine.keyword_query(conn, ["river", "okapi", "nowhere"]) == \
-                '("okapi") AND ("okapi" OR "river")'
-            assert engine.keyword_query(conn, ["okapi"]) == '"okapi"'
-            assert engine.keyword_query(conn, ["nowhere"]) is None
-        hits = engine.rank("river okapi", [])
-        # Only chunks with the rare word are scored; the one that also says "river" twice ranks first.
-        assert len(hits) == 5
-        assert hits[0].chunk_id == _chunk_of(st, "zoo.txt")
-        assert all(h.semantic is None for h in hits)
-        assert len(engine.rank("  ", [])) == 0
-    finally:
-        svc.stop()
-
-
 def _chunk_of(st, path: str) -> int:
     with st.store.reader() as conn:
         return conn.execute("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path = ?",

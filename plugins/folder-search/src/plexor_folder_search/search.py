@@ -4,15 +4,10 @@ Keyword scores are divided by the best keyword score among the candidates; seman
 min-max scaled over the candidates; the fused score is ``(1 - w) * keyword + w * semantic``, ``w`` tuned on
 SciFact's *train* judgements (``bench/folder_search.py --tune``); with no model the ranking is keyword-only.
 
-Latency: the keyword query runs on a worker thread while this thread embeds
-the query and scans the vectors (SQLite and numpy both release the GIL), and
-the fusion is done on numpy arrays. FTS5 computes BM25 for *every* row that
-matches the query before it can sort, so on a large index a query whose words
-together match more than ``keyword_row_budget`` chunks is narrowed: its rarest
-words (by document frequency) choose the rows to score, and all its words still
-score them (the choosing words then count twice). Below the budget - which
-covers every index of up to that many chunks - the OR-query is run as it is.
-Each side contributes its best 1,000 chunks.
+Latency: the keyword query (:mod:`~plexor_folder_search.keywords`, which keeps
+it fast on large indexes) runs on a worker thread while this thread embeds the
+query and scans the vectors (SQLite and numpy both release the GIL), and the
+fusion is done on numpy arrays. Each side contributes its best 1,000 chunks.
 """
 
 from __future__ import annotations
@@ -26,16 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from plexor_folder_search.diversity import DIVERSIFY_TOP, REPEAT_FACTOR, diversify
+from plexor_folder_search.keywords import KEYWORD_ROW_BUDGET, STOPWORDS, KeywordSide, fts_or, query_words, quote
+
+_WORD = re.compile(r"\w+", re.UNICODE)
 
 __all__ = ["Hit", "Ranking", "SearchEngine", "fts_or", "fts_phrase", "make_snippet", "normalise", "query_words"]
 
 DEFAULT_WEIGHT = 0.4
-KEYWORD_ROW_BUDGET = 20_000
-_WORD = re.compile(r"\w+", re.UNICODE)
-STOPWORDS = frozenset(
-    "a an and are as at be by for from has have in is it its of on or that the to was were will with this these "
-    "those which what when where who how not no but if then than so such into about".split()
-)
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
@@ -99,28 +91,10 @@ def normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _quote(token: str) -> str:
-    return '"' + token.replace('"', '""') + '"'
-
-
-def query_words(text: str, limit: int = 64) -> list[str]:
-    """The distinct words of ``text`` for the keyword side, stop words left out (unless there is nothing else)."""
-    words = _WORD.findall(text.lower())
-    # Stop words match nearly every chunk and make BM25 score them all; they add almost nothing to the ranking.
-    content = [w for w in words if w not in STOPWORDS]
-    return list(dict.fromkeys(content or words))[:limit]
-
-
-def fts_or(text: str, limit: int = 64) -> str | None:
-    """An FTS5 OR-query of the distinct words of ``text`` (None when it has no words)."""
-    seen = query_words(text, limit)
-    return " OR ".join(_quote(t) for t in seen) if seen else None
-
-
 def fts_phrase(term: str) -> str | None:
     """An FTS5 phrase for ``term`` (None when it has no word characters)."""
     words = _WORD.findall(term.lower())
-    return _quote(" ".join(words)) if words else None
+    return quote(" ".join(words)) if words else None
 
 
 def concept_words(text: str) -> list[str]:
@@ -145,12 +119,9 @@ class SearchEngine:
         self.weight = weight
         self.kw_k = keyword_candidates
         self.sem_k = semantic_candidates
-        self.row_budget = keyword_row_budget
+        self.keywords = KeywordSide(store, keyword_row_budget)
         self.repeat_factor = REPEAT_FACTOR  # a document's repeated passages among the best (diversity.py); 1.0: off
         self._stats_lock = threading.Lock()
-        self._stats_gen: int | None = None
-        self._rows = 0
-        self._df: dict[str, int] = {}
         self._qvec: collections.OrderedDict[str, Any] = collections.OrderedDict()
 
     @property
@@ -158,55 +129,21 @@ class SearchEngine:
         return self.embedder is not None and self.vectors is not None
 
     # ------------------------------------------------------------------ keyword side
+    @property
+    def row_budget(self) -> int:
+        """Above this many chunks in the index, a query's rare words choose the rows to score (keywords.py)."""
+        return self.keywords.row_budget
+
+    @row_budget.setter
+    def row_budget(self, value: int) -> None:
+        self.keywords.row_budget = value
+
     def keyword_query(self, conn: Any, words: list[str]) -> str | None:
-        """The FTS5 expression for ``words``: a plain OR-query, or a narrowed one on a large index (see module doc)."""
-        if not words:
-            return None
-        gen = self.store.generation
-        with self._stats_lock:
-            if self._stats_gen != gen:
-                self._rows = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-                self._df.clear()
-                self._stats_gen = gen
-            rows = self._rows
-        if rows <= self.row_budget:
-            return " OR ".join(_quote(w) for w in words)
-        counted: list[tuple[int, str]] = []
-        for w in words:
-            df = self._df.get(w)
-            if df is None:
-                df = conn.execute("SELECT count(*) FROM chunk_fts WHERE chunk_fts MATCH ?", (_quote(w),)).fetchone()[0]
-                if len(self._df) > 10_000:
-                    self._df.clear()
-                self._df[w] = df
-            if df:
-                counted.append((df, w))
-        if not counted:
-            return None
-        counted.sort()
-        keep: list[str] = []
-        total = 0
-        for df, w in counted:
-            if keep and total + df > self.row_budget:
-                break
-            keep.append(w)
-            total += df
-        chosen = " OR ".join(_quote(w) for w in keep)
-        rest = [w for _df, w in counted[len(keep):]]
-        if not rest:
-            return chosen
-        return f"({chosen}) AND ({chosen} OR {' OR '.join(_quote(w) for w in rest)})"
+        """The FTS5 expression scored exactly for ``words`` (see :mod:`~plexor_folder_search.keywords`)."""
+        return self.keywords.expression(conn, words)
 
     def _keyword(self, concepts: str) -> tuple[Any, Any]:
-        import numpy as np
-
-        with self.store.reader() as conn:
-            expr = self.keyword_query(conn, query_words(concepts))
-            rows = conn.execute(_MATCH, (expr, self.kw_k)).fetchall() if expr else []
-        if not rows:
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
-        arr = np.array(rows, dtype=np.float64)
-        return arr[:, 0].astype(np.int64), arr[:, 1]
+        return self.keywords.search(query_words(concepts), self.kw_k)
 
     def _exact(self, concepts: str | None, exact: list[str]) -> tuple[Any, Any]:
         """Chunks containing every phrase of ``exact`` (case-insensitive), scored by BM25 of phrases + concepts."""

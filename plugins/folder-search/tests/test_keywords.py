@@ -1,0 +1,114 @@
+"""The keyword side on a large index: rare words choose rows, common words bring their impact lists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from plexor import Settings
+from plexor_folder_search.keywords import KeywordSide, fts_or
+from plexor_folder_search.search import SearchEngine
+from plexor_folder_search.service import FolderService
+
+
+def _service(tmp_path: Path, folder: Path) -> FolderService:
+    settings = Settings("folder-search", {
+        "folders": [str(folder)], "model": "none", "max_file_size": 1 << 20, "exclude": [],
+        "chunk_size": 1100, "chunk_overlap": 150, "watch": False, "debounce_ms": 300,
+    }, tmp_path / "data")
+    svc = FolderService(settings)
+    svc.open()
+    svc.index_folder(next(iter(svc.folders.values())))
+    return svc
+
+
+def _corpus(root: Path) -> Path:
+    root.mkdir()
+    for i in range(40):
+        extra = " The okapi grazes quietly." if i % 10 == 0 else ""
+        rivers = " river" * (i % 7)  # the common word, as often as i mod 7 (besides the one every note has)
+        (root / f"note{i:02}.txt").write_text(
+            f"Note {i}: the common river flows past the common bridge near house {i}.{extra}{rivers}\n",
+            encoding="utf-8")
+    (root / "zoo.txt").write_text("The okapi is a forest giraffe; the okapi eats leaves by the river.\n", encoding="utf-8")
+    return root
+
+
+def _ids(st, *paths: str) -> dict[str, int]:
+    with st.store.reader() as conn:
+        return {p: conn.execute("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path = ?",
+                                (p,)).fetchone()[0] for p in paths}
+
+
+def _or_query(st, words: str, limit: int = 1000) -> list[tuple[int, float]]:
+    """The exact answer: FTS5's OR-query over the whole index."""
+    with st.store.reader() as conn:
+        return conn.execute("SELECT rowid, -rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?",
+                            (fts_or(words), limit)).fetchall()
+
+
+def test_rare_words_choose_rows_and_a_common_word_brings_its_best_chunks(tmp_path):
+    svc = _service(tmp_path, _corpus(tmp_path / "c"))
+    try:
+        st = next(iter(svc.folders.values()))
+        engine: SearchEngine = st.engine
+        with st.store.reader() as conn:
+            # Under the budget (the whole index is smaller): the plain OR-query.
+            assert engine.keyword_query(conn, ["river", "okapi"]) == fts_or("river okapi")
+            engine.row_budget = 10  # now 41 chunks > 10: narrowed
+            assert engine.keywords.split(conn, ["river", "okapi", "nowhere"]) == (["okapi"], ["river"])
+            assert engine.keyword_query(conn, ["river", "okapi", "nowhere"]) == \
+                '("okapi") AND ("okapi" OR "river")'
+            assert engine.keyword_query(conn, ["okapi"]) == '"okapi"'
+            assert engine.keyword_query(conn, ["nowhere"]) is None
+            assert engine.keyword_query(conn, ["river"]) is None  # only common words: nothing scanned
+        engine.keywords.top = 8
+        hits = engine.rank("river okapi", [])
+        okapi = {c for c, _s in _or_query(st, "okapi")}
+        assert len(okapi) == 5
+        # The five chunks with the rare word are scored exactly and come first, the one that also says "river"
+        # twice leading; then the river-only chunks from the river's impact list (its best 8).
+        assert hits[0].chunk_id == _ids(st, "zoo.txt")["zoo.txt"]
+        assert {h.chunk_id for h in hits[:5]} == okapi
+        rest = [h.chunk_id for h in hits[5:]]
+        river_best = [c for c, _s in _or_query(st, "river") if c not in okapi][: 8]
+        assert set(rest) <= {c for c, _s in _or_query(st, "river", 8)} and len(rest) >= 1
+        assert set(rest) <= set(river_best) | okapi
+        assert all(h.semantic is None for h in hits)
+        assert len(engine.rank("  ", [])) == 0
+    finally:
+        svc.stop()
+
+
+def test_a_common_words_list_is_the_exact_answer_and_follows_changes(tmp_path):
+    folder = _corpus(tmp_path / "c")
+    svc = _service(tmp_path, folder)
+    try:
+        st = next(iter(svc.folders.values()))
+        side = KeywordSide(st.store, row_budget=10, top=6)
+        ids, scores = side.search(["river"], 1000)
+        exact = _or_query(st, "river", 6)
+        # One common word: its impact list is exactly the best of the OR-query.
+        assert sorted(zip(ids.tolist(), scores.tolist())) == sorted(exact)
+        assert side._impacts["river"].upto == max(c for c, _s in _or_query(st, "river"))
+        # A new file that says "river" most often enters the list; a deleted file's chunk leaves it.
+        (folder / "flood.txt").write_text("river " * 40 + "\n", encoding="utf-8")
+        gone = max(exact, key=lambda r: r[1])[0]
+        with st.store.reader() as conn:
+            gone_path = conn.execute("SELECT f.path FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id = ?",
+                                     (gone,)).fetchone()[0]
+        (folder / gone_path).unlink()
+        svc.index_folder(st)
+        ids2, _ = side.search(["river"], 1000)
+        flood = _ids(st, "flood.txt")["flood.txt"]
+        assert flood in ids2.tolist() and gone not in ids2.tolist()
+        assert side._impacts["river"].upto >= flood
+        # Several common words: a chunk scores the sum of its impacts, and the best of each list is found.
+        side.top = 1000
+        side._impacts.clear()
+        both_ids, both_scores = side.search(["river", "common"], 1000)
+        exact_both = dict(_or_query(st, "river common"))
+        got = dict(zip(both_ids.tolist(), both_scores.tolist()))
+        assert got.keys() == exact_both.keys()  # every chunk is on both complete lists here: exact sums
+        assert all(abs(got[c] - exact_both[c]) < 1e-9 for c in got)
+    finally:
+        svc.stop()
