@@ -56,8 +56,8 @@ def test_rare_words_choose_rows_and_a_common_word_brings_its_best_chunks(tmp_pat
             assert engine.keyword_query(conn, ["river", "okapi"]) == fts_or("river okapi")
             engine.row_budget = 10  # now 41 chunks > 10: narrowed
             assert engine.keywords.split(conn, ["river", "okapi", "nowhere"]) == (["okapi"], ["river"])
-            assert engine.keyword_query(conn, ["river", "okapi", "nowhere"]) == \
-                '("okapi") AND ("okapi" OR "river")'
+            # Only the rare word is run through FTS5: a common word in the query would make BM25 count its rows.
+            assert engine.keyword_query(conn, ["river", "okapi", "nowhere"]) == '"okapi"'
             assert engine.keyword_query(conn, ["okapi"]) == '"okapi"'
             assert engine.keyword_query(conn, ["nowhere"]) is None
             assert engine.keyword_query(conn, ["river"]) is None  # only common words: nothing scanned
@@ -65,8 +65,8 @@ def test_rare_words_choose_rows_and_a_common_word_brings_its_best_chunks(tmp_pat
         hits = engine.rank("river okapi", [])
         okapi = {c for c, _s in _or_query(st, "okapi")}
         assert len(okapi) == 5
-        # The five chunks with the rare word are scored exactly and come first, the one that also says "river"
-        # twice leading; then the river-only chunks from the river's impact list (its best 8).
+        # The five chunks with the rare word come first, the one that says it twice leading; then the
+        # river-only chunks from the river's impact list (its best 8).
         assert hits[0].chunk_id == _ids(st, "zoo.txt")["zoo.txt"]
         assert {h.chunk_id for h in hits[:5]} == okapi
         rest = [h.chunk_id for h in hits[5:]]
@@ -104,11 +104,77 @@ def test_a_common_words_list_is_the_exact_answer_and_follows_changes(tmp_path):
         assert side._impacts["river"].upto >= flood
         # Several common words: a chunk scores the sum of its impacts, and the best of each list is found.
         side.top = 1000
-        side._impacts.clear()
+        side.forget()  # the lists of 6 are kept in the index too
         both_ids, both_scores = side.search(["river", "common"], 1000)
         exact_both = dict(_or_query(st, "river common"))
         got = dict(zip(both_ids.tolist(), both_scores.tolist()))
         assert got.keys() == exact_both.keys()  # every chunk is on both complete lists here: exact sums
         assert all(abs(got[c] - exact_both[c]) < 1e-9 for c in got)
+    finally:
+        svc.stop()
+
+
+def test_keys_are_the_index_tokens_and_duplicates_count_once(tmp_path):
+    svc = _service(tmp_path, _corpus(tmp_path / "c"))
+    try:
+        st = next(iter(svc.folders.values()))
+        side = KeywordSide(st.store, row_budget=10)
+        assert side.key("errors") == "error" and side.key("Running") == "run" and side.key("max_retries") == "max retri"
+        with st.store.reader() as conn:
+            # "rivers" is the same word as "river" to the index: counted and listed once.
+            assert side.split(conn, ["rivers", "okapi", "river"]) == (["okapi"], ["rivers"])
+    finally:
+        svc.stop()
+
+
+def test_prepare_lists_every_common_word_once_and_keeps_them_in_the_index(tmp_path):
+    svc = _service(tmp_path, _corpus(tmp_path / "c"))
+    try:
+        st = next(iter(svc.folders.values()))
+        side = KeywordSide(st.store, row_budget=30, top=5)
+        # Terms in more than 30 of the 41 chunks (stems; "txt" from the file names): all but "hous", which the
+        # stemmer would turn into something else if it were asked for (the first query for "house" lists it).
+        assert side.key("hous") != "hous"
+        assert side.prepare(duty=1.0) == 9
+        with st.store.reader() as conn:
+            stored = dict(conn.execute("SELECT word, length(ids) FROM term_impacts").fetchall())
+        assert set(stored) == {"note", "the", "common", "river", "flow", "past", "bridg", "near", "txt"}
+        assert all(n == 5 * 8 for n in stored.values())
+        # A new engine on the same index reads the lists instead of scoring the words again.
+        fresh = KeywordSide(st.store, row_budget=30, top=5)
+        with st.store.reader() as conn:
+            assert fresh._stored(conn, "river") is not None
+        ids, scores = fresh.search(["rivers"], 1000)
+        assert sorted(zip(ids.tolist(), scores.tolist())) == sorted(_or_query(st, "river", 5))
+        # A small index (within the budget) has no common words.
+        assert KeywordSide(st.store, row_budget=1000).prepare() == 0
+        # Emptying the folder's index forgets the lists with it.
+        st.engine.keywords = fresh
+        svc.clear(st)
+        with st.store.reader() as conn:
+            assert conn.execute("SELECT count(*) FROM term_impacts").fetchone()[0] == 0
+        assert not fresh._impacts
+    finally:
+        svc.stop()
+
+
+def test_a_file_reindexed_at_the_end_of_the_table_is_scored_again(tmp_path):
+    folder = _corpus(tmp_path / "c")
+    svc = _service(tmp_path, folder)
+    try:
+        st = next(iter(svc.folders.values()))
+        side = KeywordSide(st.store, row_budget=10, top=3)
+        (folder / "zz-last.txt").write_text("a river by the road\n", encoding="utf-8")
+        svc.index_folder(st)
+        last = _ids(st, "zz-last.txt")["zz-last.txt"]
+        before, _ = side.search(["river"], 10)
+        assert last not in before.tolist()
+        # Rewritten to say "river" most: its chunk is deleted and inserted again, taking its old id back.
+        (folder / "zz-last.txt").write_text("river " * 50 + "\n", encoding="utf-8")
+        svc.index_folder(st)
+        assert _ids(st, "zz-last.txt")["zz-last.txt"] == last  # SQLite gave the id back
+        after, scores = side.search(["river"], 10)
+        assert after[scores.argmax()] == last
+        assert sorted(zip(after.tolist(), scores.tolist())) == sorted(_or_query(st, "river", 3))
     finally:
         svc.stop()

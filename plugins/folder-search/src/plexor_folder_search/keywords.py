@@ -1,21 +1,23 @@
 """The keyword side of a search: SQLite FTS5's BM25 over the chunks, kept fast on large indexes.
 
-FTS5 computes BM25 for *every* row that matches a query before it can sort, at a few microseconds a row: a
-word found in half a million chunks costs seconds. Below ``row_budget`` chunks in the whole index the query
-is run as it is (an OR of its words), which covers SciFact and every folder of ordinary size. Above it:
+FTS5 computes BM25 for *every* row that matches a query before it can sort, at several microseconds a row,
+and BM25 also counts each word's rows once per query: a word found in half a million chunks costs seconds.
+Below ``row_budget`` chunks in the whole index the query is run as it is (an OR of its words), which covers
+SciFact and every folder of ordinary size. Above it, the query's words are split by document frequency:
 
-* **Rare words choose rows.** The query's rarest words, by document frequency, together matching at most
-  ``row_budget`` chunks, choose the rows FTS5 scores, and every word of the query still scores them:
-  ``(rare) AND (rare OR common)`` (the choosing words thus count twice).
-* **Common words bring their best chunks.** A word in more than ``row_budget`` chunks is never scanned at
-  query time. Its best chunks for that word alone (the ``TOP`` highest single-word BM25 scores: its
-  *impact list*) are computed once, kept, and brought up to date cheaply: chunks added since are scored
-  alone (``rowid > last``), and chunks that are gone drop out. A chunk that only common words reach scores
-  the sum of its impacts on the lists it is on. That is an approximation of the OR-query (a chunk with a
-  middling score for several common words may be missed), measured in BENCH.md against the exact query.
+* **Rare words choose and score rows.** The rarest words, together found in at most ``row_budget`` chunks,
+  are run as an OR-query: every chunk containing one of them is scored exactly for them.
+* **Common words bring their impact lists.** A word in more chunks is never scanned at query time. Its best
+  chunks for that word alone (the ``top`` highest single-word BM25 scores: its *impact list*) are computed
+  once, kept in the index (table ``term_impacts``) and brought up to date cheaply: chunks added since are
+  scored alone (``rowid > upto``), and chunks that are gone drop out. BM25 is a sum over the query's words,
+  so a chunk's score is its rare-word score plus its impact on each common word's list it is on. That is an
+  approximation of the OR-query - a chunk's common words count only where it is among their best ``top``
+  chunks - measured in BENCH.md against the exact query.
 
-Document frequencies are counted once per word and recounted when the index has grown or shrunk by more
-than a twentieth.
+An impact list costs a full scoring of the word once (seconds for the commonest words of a million-chunk
+index), so after a large folder is indexed :meth:`KeywordSide.prepare` computes the lists of all its common
+words in the background, at most half a core, before any query needs them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import collections
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +34,14 @@ __all__ = ["KEYWORD_ROW_BUDGET", "STOPWORDS", "KeywordSide", "fts_or", "query_wo
 
 KEYWORD_ROW_BUDGET = 20_000
 TOP = 1000  # chunks kept per common word
+RECHECK = 2000  # rows before a list's last one that are scored again when it is brought up to date
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
     "a an and are as at be by for from has have in is it its of on or that the to was were will with this these "
     "those which what when where who how not no but if then than so such into about".split()
 )
+#: The chunk index's tokenizer (store.py's schema): a word's key is what FTS5 makes of it (its stem).
+TOKENIZE = "porter unicode61 remove_diacritics 2"
 _MATCH = "SELECT rowid, -rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?"
 
 
@@ -64,6 +70,7 @@ class _Impacts:
     upto: int
     ids: Any  # int64, best first
     scores: Any  # float64
+    generation: int = -1  # the store's generation it was made at (read from the index: unknown)
 
 
 class KeywordSide:
@@ -79,6 +86,32 @@ class KeywordSide:
         self._df: dict[str, tuple[int, int]] = {}  # word -> (chunks containing it, index rows when counted)
         self._impacts: collections.OrderedDict[str, _Impacts] = collections.OrderedDict()
         self._word_locks: dict[str, threading.Lock] = {}
+        self._keys: dict[str, str] = {}
+        self._tok: Any = None
+        self._tok_lock = threading.Lock()
+
+    def key(self, word: str) -> str:
+        """What the index holds for ``word``: its tokens as FTS5's tokenizer makes them ("errors" -> "error")."""
+        with self._lock:
+            known = self._keys.get(word)
+        if known is not None:
+            return known
+        import sqlite3
+
+        with self._tok_lock:
+            if self._tok is None:
+                self._tok = sqlite3.connect(":memory:", check_same_thread=False)
+                self._tok.execute(f"CREATE VIRTUAL TABLE tok USING fts5(x, tokenize='{TOKENIZE}')")
+                self._tok.execute("CREATE VIRTUAL TABLE tokv USING fts5vocab(tok, instance)")
+            self._tok.execute("INSERT INTO tok(rowid, x) VALUES (1, ?)", (word,))
+            terms = [r[0] for r in self._tok.execute("SELECT term FROM tokv WHERE doc = 1 ORDER BY offset")]
+            self._tok.execute("DELETE FROM tok")
+        key = " ".join(terms)
+        with self._lock:
+            if len(self._keys) > 50_000:
+                self._keys.clear()
+            self._keys[word] = key
+        return key
 
     # ------------------------------------------------------------------ statistics
     def rows(self, conn: Any) -> int:
@@ -92,15 +125,16 @@ class KeywordSide:
         return int(rows)
 
     def df(self, conn: Any, word: str, rows: int) -> int:
+        key = self.key(word)
         with self._lock:
-            known = self._df.get(word)
+            known = self._df.get(key)
         if known is not None and abs(known[1] - rows) * 20 <= max(rows, 1):
             return known[0]
         n = int(conn.execute("SELECT count(*) FROM chunk_fts WHERE chunk_fts MATCH ?", (quote(word),)).fetchone()[0])
         with self._lock:
             if len(self._df) > 20_000:
                 self._df.clear()
-            self._df[word] = (n, rows)
+            self._df[key] = (n, rows)
         return n
 
     # ------------------------------------------------------------------ the query
@@ -112,7 +146,8 @@ class KeywordSide:
         rows = self.rows(conn)
         if rows <= self.row_budget:
             return list(words), []
-        counted = sorted((d, w) for w in words if (d := self.df(conn, w, rows)))
+        distinct = list({self.key(w): w for w in reversed(words)}.values())[::-1]  # "error" and "errors" once
+        counted = sorted((d, w) for w in distinct if (d := self.df(conn, w, rows)))
         rare: list[str] = []
         total = 0
         for d, w in counted:
@@ -123,16 +158,9 @@ class KeywordSide:
         return rare, [w for _d, w in counted[len(rare):]]
 
     def expression(self, conn: Any, words: list[str]) -> str | None:
-        """The FTS5 expression FTS5 scores exactly for ``words`` (None when no rare word chooses rows)."""
-        if not words:
-            return None
-        rare, common = self.split(conn, words)
-        if not rare:
-            return None
-        chosen = " OR ".join(quote(w) for w in rare)
-        if not common:
-            return chosen
-        return f"({chosen}) AND ({chosen} OR {' OR '.join(quote(w) for w in common)})"
+        """The FTS5 query run for ``words``: an OR of its rare words (None when none is found anywhere)."""
+        rare, _common = self.split(conn, words) if words else ([], [])
+        return " OR ".join(quote(w) for w in rare) if rare else None
 
     def search(self, words: list[str], k: int) -> tuple[Any, Any]:
         """The best ``k`` chunks for ``words``: ``(ids, scores)`` as numpy arrays, in no particular order."""
@@ -149,9 +177,9 @@ class KeywordSide:
                     for cid, s in zip(imp.ids.tolist(), imp.scores.tolist(), strict=True):
                         scored[cid] = scored.get(cid, 0.0) + s
             if rare:
-                expr = self.expression(conn, words)
+                expr = " OR ".join(quote(w) for w in rare)
                 for cid, s in conn.execute(_MATCH, (expr, k)).fetchall():
-                    scored[cid] = float(s)  # exact: every word of the query scored it
+                    scored[cid] = scored.get(cid, 0.0) + float(s)
         if not scored:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
         ids = np.fromiter(scored.keys(), dtype=np.int64, count=len(scored))
@@ -166,43 +194,107 @@ class KeywordSide:
         """``word``'s best chunks, computed once and brought up to date with the chunks added since."""
         import numpy as np
 
+        key = self.key(word)
         with self._lock:
-            lock = self._word_locks.setdefault(word, threading.Lock())
+            lock = self._word_locks.setdefault(key, threading.Lock())
         with lock:  # two queries with the same new common word compute its list once
             with self._lock:
-                imp = self._impacts.get(word)
+                imp = self._impacts.get(key)
                 if imp is not None:
-                    self._impacts.move_to_end(word)
-            last = int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
-            if imp is not None and imp.upto == last:
-                return imp
+                    self._impacts.move_to_end(key)
             if imp is None:
+                imp = self._stored(conn, key)
+            generation = self.store.generation
+            if imp is not None and imp.generation == generation:
+                self._remember(key, imp)
+                return imp
+            last = int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
+            scratch = imp is None or last < imp.upto - RECHECK
+            if scratch:
                 rows = conn.execute(_MATCH, (quote(word), self.top)).fetchall()
                 ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
                 scores = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
             else:
-                # Chunks added since (a changed file's chunks are new rows), scored alone; chunks gone drop out.
+                assert imp is not None
+                # Chunks added since (a changed file's chunks are new rows) are scored alone, and so are the last
+                # RECHECK rows before them: SQLite gives a new row the id after the highest one left, so a file
+                # re-indexed at the end of the table gets its old ids back. Chunks that are gone drop out.
+                since = max(0, imp.upto - RECHECK)
                 new = conn.execute(
                     "SELECT rowid, -rank FROM chunk_fts WHERE chunk_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?",
-                    (quote(word), imp.upto, self.top)).fetchall()
+                    (quote(word), since, self.top)).fetchall()
+                old = imp.ids <= since
                 alive = {r[0] for r in conn.execute("SELECT id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-                                                    (json.dumps(imp.ids.tolist()),))}
-                keep = np.fromiter((c in alive for c in imp.ids.tolist()), dtype=bool, count=len(imp.ids))
+                                                    (json.dumps(imp.ids[old].tolist()),))}
+                keep = old & np.fromiter((c in alive for c in imp.ids.tolist()), dtype=bool, count=len(imp.ids))
                 ids = np.concatenate([imp.ids[keep], np.fromiter((r[0] for r in new), dtype=np.int64, count=len(new))])
                 scores = np.concatenate([imp.scores[keep],
                                          np.fromiter((r[1] for r in new), dtype=np.float64, count=len(new))])
                 order = np.argsort(-scores, kind="stable")[: self.top]
                 ids, scores = ids[order], scores[order]
-            imp = _Impacts(last, ids, scores)
-            with self._lock:
-                self._impacts[word] = imp
-                while len(self._impacts) > 4096:
-                    self._impacts.popitem(last=False)
+            imp = _Impacts(last, ids, scores, generation)
+            self._remember(key, imp)
+            if scratch:  # kept in the index, so that a restart need not score the word again (never waits on a writer)
+                self.store.side_write(
+                    "INSERT OR REPLACE INTO term_impacts(word, upto, ids, scores) VALUES (?, ?, ?, ?)",
+                    (key, last, ids.astype("<i8").tobytes(), scores.astype("<f8").tobytes()), wait=0.05)
             return imp
 
-    def warm(self, words: list[str]) -> None:
-        """Compute the impact lists of those of ``words`` that are common (a background warm-up)."""
+    def forget(self) -> None:
+        """Drop every impact list (the index was emptied: its chunk ids start again)."""
+        with self._lock:
+            self._impacts.clear()
+            self._df.clear()
+        self.store.side_write("DELETE FROM term_impacts")
+
+    def _remember(self, word: str, imp: _Impacts) -> None:
+        with self._lock:
+            self._impacts[word] = imp
+            self._impacts.move_to_end(word)
+            while len(self._impacts) > 4096:
+                self._impacts.popitem(last=False)
+
+    def _stored(self, conn: Any, word: str) -> _Impacts | None:
+        import numpy as np
+
+        row = conn.execute("SELECT upto, ids, scores FROM term_impacts WHERE word = ?", (word,)).fetchone()
+        if row is None:
+            return None
+        return _Impacts(int(row[0]), np.frombuffer(row[1], dtype="<i8").astype(np.int64),
+                        np.frombuffer(row[2], dtype="<f8").astype(np.float64))
+
+    def prepare(self, stop: threading.Event | None = None, duty: float = 0.5) -> int:
+        """Compute (or bring up to date) the impact list of every common word; returns how many were done.
+
+        Meant for a background thread once a large folder is indexed: the words come from FTS5's vocabulary,
+        commonest first, and after each one the thread rests so that it uses at most ``duty`` of a core.
+        Their document frequencies are remembered too, so queries need not count them.
+        """
         with self.store.reader() as conn:
-            _rare, common = self.split(conn, words)
-            for w in common:
-                self._impacts_of(conn, w)
+            rows = self.rows(conn)
+            if rows <= self.row_budget:
+                return 0
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_vocab USING fts5vocab(main, chunk_fts, row)")
+            common = conn.execute("SELECT term, doc FROM temp.chunk_vocab WHERE doc > ? ORDER BY doc DESC",
+                                  (self.row_budget,)).fetchall()
+        # A vocabulary term is an already-stemmed token; one that stems again to something else cannot be asked
+        # for as it is, and is left to the first query that uses a word with that stem.
+        common = [(t, d) for t, d in common if self.key(t) == t]
+        with self._lock:
+            for word, doc in common:
+                self._df[word] = (int(doc), rows)
+        done = 0
+        for word, _doc in common:
+            if stop is not None and stop.is_set():
+                break
+            started = time.perf_counter()
+            with self.store.reader() as conn:
+                self._impacts_of(conn, word)
+            done += 1
+            if duty < 1.0:
+                rest = (time.perf_counter() - started) * (1.0 - duty) / duty
+                if stop is not None:
+                    stop.wait(rest)
+                else:
+                    time.sleep(rest)
+        return done

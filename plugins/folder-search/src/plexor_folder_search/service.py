@@ -234,6 +234,7 @@ class FolderService(FolderQueries):
             if self.config.rescan_interval > 0 and not self._stop.is_set():
                 self._rescanner = Rescanner(self, self.config.rescan_interval)
                 self._rescanner.start()
+            threading.Thread(target=self._prepare_keywords, name="folder-search-keywords", daemon=True).start()
         except Exception as exc:  # noqa: BLE001
             self.log.error("warmup_failed", error=f"{type(exc).__name__}: {exc}")
         finally:
@@ -243,6 +244,20 @@ class FolderService(FolderQueries):
                 except Exception:  # noqa: BLE001
                     pass
 
+    def _prepare_keywords(self) -> None:
+        """A large index's common words get their impact lists (keywords.py) before queries need them."""
+        for st in list(self.folders.values()):
+            if st.engine is None or st.state != "ready" or self._stop.is_set():
+                continue
+            try:
+                done = st.engine.keywords.prepare(self._stop)
+                if done:
+                    self.log.info("keywords_prepared", folder=st.name, words=done)
+            except Exception as exc:  # noqa: BLE001 - queries then compute the lists they need themselves
+                if not self._stop.is_set():  # (at shutdown the index closes under it)
+                    self.log.warning("keywords_prepare_failed", folder=st.name,
+                                     error=f"{type(exc).__name__}: {exc}")
+
     def clear(self, st: FolderState) -> None:
         """Forget everything indexed for ``st`` (a forced full re-index follows)."""
         if st.store is None or st.indexer is None:
@@ -251,6 +266,8 @@ class FolderService(FolderQueries):
             conn.execute("INSERT INTO chunk_fts(chunk_fts) VALUES('delete-all')")
             for table in ("documents", "chunks", "files", "skipped"):
                 conn.execute(f"DELETE FROM {table}")
+        if st.engine is not None:
+            st.engine.keywords.forget()
         if st.vectors is not None:
             st.vectors.clear()
 

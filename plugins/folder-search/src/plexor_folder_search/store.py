@@ -96,6 +96,10 @@ class IndexStore:
         self._pool_lock = threading.Lock()
         self.generation = 0  # bumped on every committed write; result caches key on it
         self._migrate()
+        # The keyword side's impact lists (keywords.py): a cache kept beside the index, rebuilt when missing, so
+        # it needs no schema version (an older plugin reading this index ignores it).
+        self._writer.execute("CREATE TABLE IF NOT EXISTS term_impacts (word TEXT PRIMARY KEY, upto INTEGER NOT NULL, "
+                             "ids BLOB NOT NULL, scores BLOB NOT NULL)")
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False, isolation_level=None)
@@ -155,6 +159,19 @@ class IndexStore:
                 conn.execute("ROLLBACK")
                 raise
             self.generation += 1
+
+    def side_write(self, sql: str, args: tuple[Any, ...] = (), wait: float = -1) -> bool:
+        """One statement that changes no search result (a cache kept in the index): result caches stay valid.
+
+        With ``wait`` >= 0, gives up (returns False) when the writer is busy that long, e.g. with an indexing batch.
+        """
+        if not self.write_lock.acquire(timeout=wait):
+            return False
+        try:
+            self._writer.execute(sql, args)
+        finally:
+            self.write_lock.release()
+        return True
 
     def close(self) -> None:
         with self._pool_lock:
