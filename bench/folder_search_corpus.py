@@ -44,6 +44,9 @@ ROOTS = [
     "/usr/lib/google-cloud-sdk",  # Python source and docs
     "/usr/lib/python3", "/usr/lib/python3.11", "/usr/share/doc", "/usr/include", "/usr/local/lib",
     "/work/venv/lib", "/usr/lib/node_modules", "/root/.cargo",
+    # Debian's linux-source-6.1 package (the kernel's C source and its Documentation/ tree, 1.5 GB), unpacked:
+    #   apt-get install linux-source-6.1 && tar xf /usr/src/linux-source-6.1.tar.xz -C /var/tmp/corpus
+    "/var/tmp/corpus/linux-source-6.1",
 ]
 KINDS = {"text", "code", "markdown", "rst", "html"}
 MAX_BYTES = 2 * 1024 * 1024
