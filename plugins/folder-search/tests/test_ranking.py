@@ -117,7 +117,7 @@ def test_fusion_matches_the_formula(tmp_path):
             kw = dict(conn.execute("SELECT rowid, -rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank",
                                    (fts_or(query),)).fetchall())
         ids, mat = st.vectors.snapshot()
-        q = svc.embedder.embed([query])[0]
+        q = svc.embedder.embed_query(query)  # the query vector leaves out stop words (embed.py)
         cos = dict(zip(ids.tolist(), (mat @ q).tolist(), strict=True))
         lo, hi = min(cos.values()), max(cos.values())
         best = max(kw.values())

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from plexor_folder_search.batches import Batches, Work, embed_text
+from plexor_folder_search.batches import EMBED_TEXT_VERSION, Batches, Work, embed_text
 from plexor_folder_search.embed import Embedder
 from plexor_folder_search.extract import Limits
 from plexor_folder_search.ignore import IgnoreRules
@@ -319,11 +319,11 @@ class Indexer:
         while total and not (stop is not None and stop.is_set()):
             with self.store.reader() as conn:
                 rows = conn.execute(
-                    "SELECT c.id, f.path, c.heading, c.body FROM chunks c JOIN files f ON f.id = c.file_id "
+                    "SELECT c.id, f.path, c.heading, c.body, f.title, c.seq FROM chunks c JOIN files f ON f.id = c.file_id "
                     "WHERE c.vector IS NULL LIMIT 2048").fetchall()
             if not rows:
                 break
-            vecs = self.embedder.embed([embed_text(r[1], r[2], r[3]) for r in rows])
+            vecs = self.embedder.embed([embed_text(*r[1:]) for r in rows])
             with self.store.writing() as conn:
                 conn.executemany("UPDATE chunks SET vector=? WHERE id=?",
                                  [(vecs[i].tobytes(), r[0]) for i, r in enumerate(rows)])
@@ -334,6 +334,46 @@ class Indexer:
                 progress(done, total, f"embedded {done} of {total} chunks")
         return done
 
+    def refresh_vectors(self, progress: ProgressFn | None = None, stop: threading.Event | None = None) -> int:
+        """Re-embed the chunks whose vectors were made from an older embedding text (``EMBED_TEXT_VERSION``).
 
+        The old vectors keep serving searches until every chunk has its new one; the vector index is then reloaded
+        from the store, so a search never ranks old vectors beside new ones. Interrupted, it resumes where it stopped
+        (meta ``embed_text_upto``). Returns how many chunks were re-embedded.
+        """
+        embedder = self.embedder
+        if embedder is None or self.store.get_meta("embed_text") == str(EMBED_TEXT_VERSION):
+            return 0
+        with self.lock:  # no scan or update writes meanwhile: the reload at the end sees every chunk as written
+            return self._refresh_vectors(embedder, str(EMBED_TEXT_VERSION), progress, stop)
 
-
+    def _refresh_vectors(self, embedder: Embedder, version: str, progress: ProgressFn | None,
+                         stop: threading.Event | None) -> int:
+        last = int(self.store.get_meta("embed_text_upto") or 0)
+        with self.store.reader() as conn:
+            total = conn.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL AND id > ?", (last,)).fetchone()[0]
+        done = 0
+        while total:
+            if stop is not None and stop.is_set():
+                return done
+            with self.store.reader() as conn:
+                rows = conn.execute(
+                    "SELECT c.id, f.path, c.heading, c.body, f.title, c.seq FROM chunks c JOIN files f ON f.id = c.file_id "
+                    "WHERE c.vector IS NOT NULL AND c.id > ? ORDER BY c.id LIMIT 2048", (last,)).fetchall()
+            if not rows:
+                break
+            vecs = embedder.embed([embed_text(*r[1:]) for r in rows])
+            last = int(rows[-1][0])
+            with self.store.writing() as conn:
+                conn.executemany("UPDATE chunks SET vector=? WHERE id=?",
+                                 [(vecs[i].tobytes(), r[0]) for i, r in enumerate(rows)])
+                self.store.set_meta(conn, "embed_text_upto", str(last))
+            done += len(rows)
+            if progress:
+                progress(done, total, f"re-embedded {done} of {total} chunks (the embedding text changed)")
+        with self.store.writing() as conn:
+            self.store.set_meta(conn, "embed_text", version)
+            conn.execute("DELETE FROM meta WHERE key='embed_text_upto'")
+        if done and self.vectors is not None:
+            self.vectors.load_store(self.store)
+        return done

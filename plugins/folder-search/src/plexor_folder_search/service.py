@@ -287,6 +287,7 @@ class FolderService(FolderQueries):
                 if progress:
                     progress(done, total, message)
 
+            st.indexer.refresh_vectors(cb, self._stop)  # vectors made from an older embedding text (batches.py)
             report = st.indexer.scan(cb, self._stop)
             st.message = "embedding chunks"
             embedded = st.indexer.embed_missing(cb, self._stop)  # all of them after a change of this folder's model
