@@ -2,8 +2,11 @@
 
 1. Opens the index as the plugin does (``FolderService.open_as_is``): the vectors are streamed into the IVF
    index of 8-bit codes; the time and the resident memory after it are reported.
-2. Query latency p50/p99, uncached, single client: hybrid ``search_content`` and BM25 alone, interleaved; and
-   FTS5 alone on queries of common terms (the keyword side's worst case).
+2. The keyword side's impact lists (keywords.py): the time to prepare every common word's list (once per
+   index; skipped when the index already holds them), then query latency p50/p99, uncached, single client:
+   hybrid ``search_content`` and BM25 alone, interleaved; the keyword side on queries of common terms against
+   FTS5's exact OR-query of the same words (the anchor: what the keyword side did before); and how much of
+   the exact OR-query's top 10 the keyword side finds, over the first ``--overlap`` queries.
 3. Recall@10 of the vector side against an exact float32 scan of the same vectors (read after the memory
    figure is taken).
 4. ``--scifact-forced DIR``: SciFact test nDCG@10 with the IVF index forced on (every size), against the
@@ -32,6 +35,7 @@ from folder_search import SCIFACT, load_qrels, ndcg10, rss_mb  # noqa: E402
 from folder_search_ann import queries  # noqa: E402
 
 from plexor import Settings  # noqa: E402
+from plexor_folder_search.keywords import fts_or, query_words  # noqa: E402
 from plexor_folder_search.service import FolderService  # noqa: E402
 from plexor_folder_search.vectors import VectorIndex  # noqa: E402
 
@@ -44,7 +48,15 @@ def pct(times: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(len(s) * p))] * 1000
 
 
-def scale(out: Path, n_queries: int) -> dict[str, object]:
+EXACT = "SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?"
+
+
+def _count(st: object, sql: str) -> int:
+    with st.store.reader() as conn:  # type: ignore[attr-defined]
+        return int(conn.execute(sql).fetchone()[0])
+
+
+def scale(out: Path, n_queries: int, overlap: int) -> dict[str, object]:
     root = out / "root"
     t = time.perf_counter()
     svc = FolderService(Settings("folder-search", {"folders": [str(root)], "watch": False}, out / "data"))
@@ -57,6 +69,11 @@ def scale(out: Path, n_queries: int) -> dict[str, object]:
         res["files"] = conn.execute("SELECT count(*) FROM files").fetchone()[0]
     res["index_file_gb"] = round(st.store.size_bytes() / 1e9, 2)
     qs = queries()[:n_queries]
+    side = st.engine.keywords
+    t = time.perf_counter()
+    prepared = side.prepare(duty=1.0)
+    res["keywords_prepare"] = {"words": prepared, "seconds": round(time.perf_counter() - t, 1),
+                               "lists_in_index": _count(st, "SELECT count(*) FROM term_impacts")}
     ann = st.vectors.ann
     fractions = (0.25, 0.5) if ann is not None else (None,)
     for fraction in fractions:
@@ -76,12 +93,31 @@ def scale(out: Path, n_queries: int) -> dict[str, object]:
         res["hybrid_ms" + key] = {"p50": round(pct(hybrid, 0.5), 1), "p99": round(pct(hybrid, 0.99), 1)}
         res["bm25_ms" + key] = {"p50": round(pct(bm25, 0.5), 1), "p99": round(pct(bm25, 0.99), 1)}
         print(json.dumps(res), file=sys.stderr, flush=True)
-    fts = []
-    for q in COMMON:
-        t = time.perf_counter()
-        st.engine._keyword(q)
-        fts.append((q, round((time.perf_counter() - t) * 1000, 1)))
-    res["fts5_common_terms_ms"] = dict(fts)
+    fts = {}
+    with st.store.reader() as conn:
+        for q in COMMON:
+            t = time.perf_counter()
+            st.engine._keyword(q)
+            ours = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            conn.execute(EXACT, (fts_or(q), 1000)).fetchall()
+            fts[q] = {"keyword_side_ms": round(ours, 1), "exact_or_query_ms": round((time.perf_counter() - t) * 1000, 1)}
+    res["common_terms"] = fts
+    overlaps = []
+    with st.store.reader() as conn:
+        for q in qs[:overlap]:
+            words = query_words(q)
+            if not words:
+                continue
+            exact = [r[0] for r in conn.execute(EXACT, (fts_or(q), 10)).fetchall()]
+            if not exact:
+                continue
+            ids, scores = side.search(words, 1000)
+            top = set(ids[np.argsort(-scores, kind="stable")[:10]].tolist())
+            overlaps.append(len(top & set(exact)) / len(exact))
+    res["keyword_top10_overlap_with_exact"] = {"queries": len(overlaps),
+                                               "mean": round(statistics.mean(overlaps), 3) if overlaps else None,
+                                               "all_10": sum(o == 1.0 for o in overlaps)}
     res["rss_after_queries_mb"] = round(rss_mb())
     # Recall of the vector side: the IVF index's 10 nearest against an exact scan of the stored float32 vectors.
     emb = st.engine.embedder
@@ -168,12 +204,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("/tmp/fs-scale"))
     ap.add_argument("--queries", type=int, default=220)
+    ap.add_argument("--overlap", type=int, default=60, help="queries compared with the exact OR-query (seconds each)")
     ap.add_argument("--scifact-forced", type=Path, default=None, help="PLEXOR_HOME of folder_search_tool.py's run")
     ap.add_argument("--skip-scale", action="store_true")
     args = ap.parse_args()
     res: dict[str, object] = {}
     if not args.skip_scale:
-        res["scale"] = scale(args.out, args.queries)
+        res["scale"] = scale(args.out, args.queries, args.overlap)
         print(json.dumps(res["scale"]), file=sys.stderr, flush=True)
     if args.scifact_forced:
         res["scifact_forced"] = scifact_forced(args.scifact_forced)

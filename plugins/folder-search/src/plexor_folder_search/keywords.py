@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import re
 import threading
 import time
@@ -34,6 +35,7 @@ __all__ = ["KEYWORD_ROW_BUDGET", "STOPWORDS", "KeywordSide", "fts_or", "query_wo
 
 KEYWORD_ROW_BUDGET = 20_000
 TOP = 1000  # chunks kept per common word
+RARE_ROWS = 4000  # rows the rare words choose, best first, when the query also has common words
 RECHECK = 2000  # rows before a list's last one that are scored again when it is brought up to date
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
@@ -80,6 +82,7 @@ class KeywordSide:
         self.store = store
         self.row_budget = row_budget
         self.top = top
+        self.rare_rows = RARE_ROWS
         self._lock = threading.Lock()
         self._rows_gen: int | None = None
         self._rows = 0
@@ -137,6 +140,12 @@ class KeywordSide:
             self._df[key] = (n, rows)
         return n
 
+    def _idf(self, conn: Any, word: str) -> float:
+        """FTS5's BM25 weight of ``word`` (its inverse document frequency, as FTS5 computes it)."""
+        rows = self.rows(conn)
+        hits = self.df(conn, word, rows)
+        return max(1e-6, math.log((rows - hits + 0.5) / (hits + 0.5)))
+
     # ------------------------------------------------------------------ the query
     def split(self, conn: Any, words: list[str]) -> tuple[list[str], list[str]]:
         """``(rare, common)``: the words that choose rows (together within the budget) and the others.
@@ -170,20 +179,37 @@ class KeywordSide:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
         with self.store.reader() as conn:
             rare, common = self.split(conn, words)
-            scored: dict[int, float] = {}
-            if common:
-                for w in common:
-                    imp = self._impacts_of(conn, w)
-                    for cid, s in zip(imp.ids.tolist(), imp.scores.tolist(), strict=True):
-                        scored[cid] = scored.get(cid, 0.0) + s
+            parts_ids: list[Any] = []
+            parts_scores: list[Any] = []
+            chosen = np.empty(0, dtype=np.int64)
+            expr = " OR ".join(quote(w) for w in rare)
             if rare:
-                expr = " OR ".join(quote(w) for w in rare)
-                for cid, s in conn.execute(_MATCH, (expr, k)).fetchall():
-                    scored[cid] = scored.get(cid, 0.0) + float(s)
-        if not scored:
+                # More rows than asked for: common words can lift a row that the rare words alone rank lower.
+                rows = conn.execute(_MATCH, (expr, self.rare_rows if common else k)).fetchall()
+                if rows:
+                    arr = np.array(rows, dtype=np.float64)
+                    chosen = arr[:, 0].astype(np.int64)
+                    parts_ids.append(chosen)
+                    parts_scores.append(arr[:, 1])
+            for w in common:
+                imp = self._impacts_of(conn, w)
+                parts_ids.append(imp.ids)
+                parts_scores.append(imp.scores)
+                if len(chosen):
+                    # The chosen rows that also hold this common word but are not on its list: the word's weight
+                    # for one occurrence in a passage of average length (FTS5 finds which rows hold it by seeking,
+                    # without the full count that scoring it would cost).
+                    held = np.fromiter((r[0] for r in conn.execute(
+                        "SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ?", (f"{quote(w)} AND ({expr})",))),
+                        dtype=np.int64)
+                    held = held[np.isin(held, chosen) & ~np.isin(held, imp.ids)]
+                    parts_ids.append(held)
+                    parts_scores.append(np.full(len(held), self._idf(conn, w)))
+        if not parts_ids:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
-        ids = np.fromiter(scored.keys(), dtype=np.int64, count=len(scored))
-        scores = np.fromiter(scored.values(), dtype=np.float64, count=len(scored))
+        all_ids = np.concatenate(parts_ids)
+        ids, inverse = np.unique(all_ids, return_inverse=True)
+        scores = np.bincount(inverse, weights=np.concatenate(parts_scores), minlength=len(ids))
         if len(ids) > k:
             keep = np.argpartition(-scores, k - 1)[:k]
             ids, scores = ids[keep], scores[keep]
