@@ -149,3 +149,18 @@ def corpus(tmp_path: Path) -> Path:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def indexed_service(tmp_path: Path, folder: Path, model: str = "none") -> Any:
+    """A FolderService over ``folder`` (no watching), opened and indexed once, for tests of the ranking parts."""
+    from plexor import Settings
+    from plexor_folder_search.service import FolderService
+
+    settings = Settings("folder-search", {
+        "folders": [str(folder)], "model": model, "fusion_weight": 0.4, "max_file_size": 1 << 20, "exclude": [],
+        "chunk_size": 1100, "chunk_overlap": 150, "watch": False, "debounce_ms": 300,
+    }, tmp_path / "data")
+    svc = FolderService(settings)
+    svc.open()
+    svc.index_folder(next(iter(svc.folders.values())))
+    return svc

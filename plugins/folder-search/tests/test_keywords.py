@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from plexor import Settings
+from conftest import indexed_service
+
 from plexor_folder_search.keywords import KeywordSide, fts_or
 from plexor_folder_search.search import SearchEngine
 from plexor_folder_search.service import FolderService
 
 
 def _service(tmp_path: Path, folder: Path) -> FolderService:
-    settings = Settings("folder-search", {
-        "folders": [str(folder)], "model": "none", "max_file_size": 1 << 20, "exclude": [],
-        "chunk_size": 1100, "chunk_overlap": 150, "watch": False, "debounce_ms": 300,
-    }, tmp_path / "data")
-    svc = FolderService(settings)
-    svc.open()
-    svc.index_folder(next(iter(svc.folders.values())))
+    svc: FolderService = indexed_service(tmp_path, folder)
     return svc
 
 
@@ -88,7 +83,7 @@ def test_a_common_words_list_is_the_exact_answer_and_follows_changes(tmp_path):
         ids, scores = side.search(["river"], 1000)
         exact = _or_query(st, "river", 6)
         # One common word: its impact list is exactly the best of the OR-query.
-        assert sorted(zip(ids.tolist(), scores.tolist())) == sorted(exact)
+        assert sorted(zip(ids.tolist(), scores.tolist(), strict=True)) == sorted(exact)
         assert side._impacts["river"].upto == max(c for c, _s in _or_query(st, "river"))
         # A new file that says "river" most often enters the list; a deleted file's chunk leaves it.
         (folder / "flood.txt").write_text("river " * 40 + "\n", encoding="utf-8")
@@ -107,7 +102,7 @@ def test_a_common_words_list_is_the_exact_answer_and_follows_changes(tmp_path):
         side.forget()  # the lists of 6 are kept in the index too
         both_ids, both_scores = side.search(["river", "common"], 1000)
         exact_both = dict(_or_query(st, "river common"))
-        got = dict(zip(both_ids.tolist(), both_scores.tolist()))
+        got = dict(zip(both_ids.tolist(), both_scores.tolist(), strict=True))
         assert got.keys() == exact_both.keys()  # every chunk is on both complete lists here: exact sums
         assert all(abs(got[c] - exact_both[c]) < 1e-9 for c in got)
     finally:
@@ -145,7 +140,7 @@ def test_prepare_lists_every_common_word_once_and_keeps_them_in_the_index(tmp_pa
         with st.store.reader() as conn:
             assert fresh._stored(conn, "river") is not None
         ids, scores = fresh.search(["rivers"], 1000)
-        assert sorted(zip(ids.tolist(), scores.tolist())) == sorted(_or_query(st, "river", 5))
+        assert sorted(zip(ids.tolist(), scores.tolist(), strict=True)) == sorted(_or_query(st, "river", 5))
         # A small index (within the budget) has no common words.
         assert KeywordSide(st.store, row_budget=1000).prepare() == 0
         # Emptying the folder's index forgets the lists with it.
@@ -175,6 +170,6 @@ def test_a_file_reindexed_at_the_end_of_the_table_is_scored_again(tmp_path):
         assert _ids(st, "zz-last.txt")["zz-last.txt"] == last  # SQLite gave the id back
         after, scores = side.search(["river"], 10)
         assert after[scores.argmax()] == last
-        assert sorted(zip(after.tolist(), scores.tolist())) == sorted(_or_query(st, "river", 3))
+        assert sorted(zip(after.tolist(), scores.tolist(), strict=True)) == sorted(_or_query(st, "river", 3))
     finally:
         svc.stop()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import indexed_service
 
-from plexor import Settings
 from plexor_folder_search.search import Ranking, SearchEngine, fts_or
 from plexor_folder_search.service import FolderService
 from plexor_folder_search.store import VectorIndex
@@ -80,13 +80,7 @@ def test_ranking_makes_hits_only_for_what_is_read():
 
 
 def _service(tmp_path: Path, folder: Path, model: str) -> FolderService:
-    settings = Settings("folder-search", {
-        "folders": [str(folder)], "model": model, "fusion_weight": 0.4, "max_file_size": 1 << 20, "exclude": [],
-        "chunk_size": 1100, "chunk_overlap": 150, "watch": False, "debounce_ms": 300,
-    }, tmp_path / "data")
-    svc = FolderService(settings)
-    svc.open()
-    svc.index_folder(next(iter(svc.folders.values())))
+    svc: FolderService = indexed_service(tmp_path, folder, model)
     return svc
 
 
