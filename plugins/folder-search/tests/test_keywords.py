@@ -173,3 +173,23 @@ def test_a_file_reindexed_at_the_end_of_the_table_is_scored_again(tmp_path):
         assert sorted(zip(after.tolist(), scores.tolist(), strict=True)) == sorted(_or_query(st, "river", 3))
     finally:
         svc.stop()
+
+
+def test_the_service_prepares_a_large_folders_common_words_after_indexing(tmp_path):
+    svc = _service(tmp_path, _corpus(tmp_path / "c"))
+    try:
+        st = next(iter(svc.folders.values()))
+        svc._prepare_keywords()  # 41 chunks: within the default budget, nothing to prepare
+        assert _count(st, "SELECT count(*) FROM term_impacts") == 0
+        st.engine.row_budget = 30
+        svc._prepare_keywords()  # what the warm-up thread runs once every folder is indexed
+        assert _count(st, "SELECT count(*) FROM term_impacts") == 9
+        hits = st.engine.rank("river", [])
+        assert len(hits) == 41 and hits[0].keyword == 1.0  # its impact list holds all 41 of its chunks
+    finally:
+        svc.stop()
+
+
+def _count(st, sql: str) -> int:
+    with st.store.reader() as conn:
+        return conn.execute(sql).fetchone()[0]
