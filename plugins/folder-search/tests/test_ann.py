@@ -1,4 +1,5 @@
-"""The IVF index of 8-bit codes that large folders use (ann.py), on its own and inside the real plugin.
+"""The compressed vector index that large folders use (ann.py: 4-bit codes scanned, 8-bit codes to rescore), on its
+own and inside the real plugin.
 
 The plugin switches to it from ``VectorIndex.ANN_MIN_ROWS`` vectors; the tests lower that threshold so that a
 small folder takes the same path a folder of millions of chunks does.
@@ -14,7 +15,7 @@ import pytest
 from plexor import Settings
 from plexor_folder_search.ann import IvfIndex, ivf_shape
 from plexor_folder_search.service import FolderService
-from plexor_folder_search.vectors import VectorIndex
+from plexor_folder_search.vectors import MODE_ANN, VectorIndex
 
 pytest.importorskip("faiss")
 
@@ -35,7 +36,7 @@ def test_ivf_recall_updates_and_similarities_of_other_chunks(monkeypatch):
     ids = np.arange(100, 6100, dtype=np.int64)
     vi = VectorIndex(48)
     vi.load(ids, mat)
-    assert vi.mode == "ivf-sq8" and len(vi) == 6000 and vi.matrix.shape == (0, 48)
+    assert vi.mode == MODE_ANN and len(vi) == 6000 and vi.matrix.shape == (0, 48)
     queries = _clustered(50, 48, 2)
     hits = 0
     for q in queries:
@@ -72,16 +73,41 @@ def test_a_matrix_that_grows_past_the_threshold_moves_into_the_ivf_index(monkeyp
     vi.load(np.arange(2000, dtype=np.int64), mat[:2000])
     assert vi.mode == "exact"
     vi.add(range(2000, 4000), mat[2000:])
-    assert len(vi) == 4000 and vi.mode == "ivf-sq8"
+    assert len(vi) == 4000 and vi.mode == MODE_ANN
     assert vi.search(mat[3500], 1).ids.tolist() == [3500]
 
 
-def test_ivf_shape_grows_with_the_index():
-    assert ivf_shape(10) == (16, 8)
-    nlist, nprobe = ivf_shape(3_000_000)
-    assert 1500 <= nlist <= 2000 and 8 <= nprobe < nlist
-    with pytest.raises(ValueError):
-        IvfIndex(8, 4, 2).add(np.arange(3, dtype=np.int64), np.zeros((2, 8), dtype=np.float32))
+def test_ivf_shape_probes_every_list_and_bad_input_is_refused():
+    assert ivf_shape(10) == (1, 1)
+    assert ivf_shape(3_000_000) == (60, 60)  # every list probed: a query's nearest chunks are spread over all
+    assert ivf_shape(10**9) == (64, 64)
+    index = IvfIndex(8, 1)
+    with pytest.raises(ValueError, match="needs at least"):
+        index.train(np.zeros((10, 8), dtype=np.float32))
+    index.train(_clustered(500, 8, 4))
+    with pytest.raises(ValueError, match="3 ids need 3 vectors"):
+        index.add(np.arange(3, dtype=np.int64), np.zeros((2, 8), dtype=np.float32))
+    with pytest.raises(ValueError, match="same chunk id twice"):
+        index.add(np.array([1, 1], dtype=np.int64), np.zeros((2, 8), dtype=np.float32))
+
+
+def test_both_code_sets_follow_additions_removals_and_replacements():
+    mat = _clustered(3000, 32, 6)
+    ids = np.arange(0, 6000, 2, dtype=np.int64)
+    index = IvfIndex(32, 2)
+    index.train(mat)
+    index.add(ids, mat)
+    q = mat[10]
+    found, sims = index.search(q, 3000)  # more than the scan's candidates: every vector, best first
+    assert sorted(found.tolist()) == ids.tolist() and np.all(np.diff(sims) <= 0)
+    assert found[0] == 20 and sims[0] > 0.98
+    index.remove(np.array([20, 22, 7], dtype=np.int64))  # 7 was never there
+    index.add(np.array([24], dtype=np.int64), -q.reshape(1, 32))  # replaced: now pointing away from q
+    assert len(index) == 2998 and index.scan.ntotal == 2998 and index.ids.tolist() == sorted(set(ids.tolist()) - {20, 22})
+    found, sims = index.search(q, 3000)
+    assert len(found) == 2998 and found[-1] == 24 and sims[-1] < -0.98
+    assert 20 not in found.tolist() and 22 not in found.tolist()
+    assert index.nbytes() >= 2998 * (16 + 32)
 
 
 # ---------------------------------------------------------------- through the plugin
@@ -135,7 +161,7 @@ def test_plugin_keeps_the_ivf_index_in_step_with_the_indexer(tmp_path, monkeypat
     svc = _service(tmp_path, folder)
     try:
         st = next(iter(svc.folders.values()))
-        assert st.vectors.mode == "ivf-sq8"
+        assert st.vectors.mode == MODE_ANN
         assert st.vectors.ann.ids.tolist() == _db_vector_ids(st)
         assert "doc000.txt" in _semantic_paths(svc, "lava flows from an erupting volcano")
         # Change one file, delete one, add one; the indexer updates the chunks (new ids) and the IVF index follows.
@@ -158,7 +184,7 @@ def test_plugin_keeps_the_ivf_index_in_step_with_the_indexer(tmp_path, monkeypat
     svc.open_as_is()
     try:
         st = next(iter(svc.folders.values()))
-        assert st.vectors.mode == "ivf-sq8"
+        assert st.vectors.mode == MODE_ANN
         assert st.vectors.ann.ids.tolist() == _db_vector_ids(st)
         assert "new.txt" in _semantic_paths(svc, "cellist sonata rehearsal")[:3]
     finally:

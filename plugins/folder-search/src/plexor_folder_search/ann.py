@@ -1,43 +1,55 @@
-"""An inverted-file index of 8-bit quantised vectors (faiss ``IndexIVFScalarQuantizer``) for large folders.
+"""The vector index of large folders: a fast scan of 4-bit codes picks candidates, 8-bit codes rescore them.
 
-Chosen by measurement against exact numpy scans, faiss HNSW and usearch (see BENCH.md): at millions of chunks
-it keeps one byte per dimension (a quarter of float32), builds in minutes on one core and answers a query by
-scanning only the ``nprobe`` lists nearest to it. Chunks are added and removed in place (a hash table maps
-chunk ids to their codes), so the indexer's updates are seen by the next search without a rebuild.
+Chosen by measurement on 3 million chunks of real text (BENCH.md, "Large folders: the vector index"). wordllama's
+short-query vectors sit far from the averaged chunk vectors and the nearest chunks of a query are spread over
+the whole collection, so probing a subset of inverted lists loses them (a quarter of the lists found 87% of the
+true 10 nearest, half of them 93%). Scanning every vector is affordable with codes small enough: each vector is
+kept twice,
 
-faiss is imported when an index is built, never when this module loads.
+* as a product-quantised code of 4 bits per pair of dimensions (faiss ``IndexIVFPQFastScan``: a few lists, all of
+  them probed; the lists only make the codes encode the residual from a nearby centroid), scanned with SIMD
+  lookups to pick the ``CANDIDATES`` best (at least four times the number asked for);
+* as an 8-bit scalar-quantised code (faiss ``IndexIVFScalarQuantizer`` with one list and a hash-table id map),
+  which rescores those candidates almost exactly (cosine error ≈ 0.002).
+
+Chunks are added, removed and replaced in place in both, so the indexer's updates are seen by the next search
+without a rebuild. faiss is imported when an index is built, never when this module loads.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
-__all__ = ["IvfIndex", "ivf_shape"]
+__all__ = ["IvfIndex", "ivf_shape", "pq_subquantizers"]
+
+#: Vectors per inverted list, about: the lists only give the 4-bit codes a nearby centroid to encode from.
+LIST_SIZE = 50_000
+MAX_LISTS = 64
 
 
-PROBE_FRACTION = 0.25
+def ivf_shape(n: int) -> tuple[int, int]:
+    """``(nlist, nprobe)`` for ``n`` vectors: one list per ``LIST_SIZE`` vectors (at most 64), all of them probed."""
+    nlist = int(min(MAX_LISTS, max(1, n // LIST_SIZE)))
+    return nlist, nlist
 
 
-def ivf_shape(n: int, probe_fraction: float = PROBE_FRACTION) -> tuple[int, int]:
-    """``(nlist, nprobe)`` for ``n`` vectors: about ``sqrt(n)`` lists, a quarter of them probed.
-
-    Queries are short and chunks are averages of many tokens, so a query's nearest chunks are spread over many
-    lists: on this machine's text, probing 5% of the lists found 70% of the true 10 nearest, 25% found 89%,
-    50% found 96% (BENCH.md).
-    """
-    nlist = int(min(8192, max(16, round(math.sqrt(max(n, 1))))))
-    nprobe = int(min(nlist, max(8, round(nlist * probe_fraction))))
-    return nlist, nprobe
+def pq_subquantizers(dim: int) -> int:
+    """Sub-vectors of the 4-bit code: one per pair of dimensions (``dim / 2``; ``dim`` itself if ``dim`` is odd)."""
+    if dim <= 0:
+        raise ValueError(f"vector dimension must be positive, got {dim}")
+    return dim // 2 if dim % 2 == 0 else dim
 
 
 class IvfIndex:
-    """Vectors by chunk id in a faiss IVF-SQ8 index; inner-product search (the vectors are L2-normalised)."""
+    """Vectors by chunk id: 4-bit fast-scan codes to find candidates, 8-bit codes to rescore them (inner product)."""
 
-    TRAIN_PER_LIST = 48  # k-means sample: this many vectors per list (faiss warns below 39)
+    TRAIN_PER_LIST = 1024  # training sample: this many vectors per list, and at least TRAIN_MIN
+    TRAIN_MIN = 65_536
+    #: Candidates taken from the 4-bit scan: at least this many, and at least 4 × the number asked for.
+    CANDIDATES = 2000
 
-    def __init__(self, dim: int, nlist: int, nprobe: int) -> None:
+    def __init__(self, dim: int, nlist: int, nprobe: int | None = None) -> None:
         import faiss as faiss_module
         import numpy as np
 
@@ -47,28 +59,43 @@ class IvfIndex:
         faiss.omp_set_num_threads(1)
         self._faiss: Any = faiss
         self._np = np
-        self.dim, self.nlist, self.nprobe = dim, nlist, nprobe
-        self._quantizer = faiss.IndexFlatIP(dim)
-        self.index = faiss.IndexIVFScalarQuantizer(self._quantizer, dim, nlist, faiss.ScalarQuantizer.QT_8bit,
+        self.dim, self.nlist = dim, nlist
+        self.nprobe = nlist if nprobe is None else nprobe
+        m = pq_subquantizers(dim)
+        self._coarse = faiss.IndexFlatIP(dim)
+        self.scan = faiss.IndexIVFPQFastScan(self._coarse, dim, nlist, m, 4, faiss.METRIC_INNER_PRODUCT)
+        self.scan.cp.niter = 10
+        self._one = faiss.IndexFlatIP(dim)
+        self.codes = faiss.IndexIVFScalarQuantizer(self._one, dim, 1, faiss.ScalarQuantizer.QT_8bit,
                                                    faiss.METRIC_INNER_PRODUCT)
-        self.index.cp.niter = 10
         # Each dimension's 8-bit range is the training sample's, widened by a tenth on either side, so that
         # vectors added later (new documents) are rarely clipped.
-        self.index.sq.rangestat = faiss.ScalarQuantizer.RS_minmax
-        self.index.sq.rangestat_arg = 0.1
-        self.index.nprobe = nprobe
+        self.codes.sq.rangestat = faiss.ScalarQuantizer.RS_minmax
+        self.codes.sq.rangestat_arg = 0.1
         self.ids = np.empty(0, dtype=np.int64)  # sorted: which chunks have a vector here
         self._lock = threading.Lock()
 
     @property
     def trained(self) -> bool:
-        return bool(self.index.is_trained)
+        return bool(self.scan.is_trained and self.codes.is_trained)
 
     def train(self, sample: Any) -> None:
         np = self._np
+        sample = np.ascontiguousarray(sample, dtype=np.float32).reshape(-1, self.dim)
+        if len(sample) < max(self.nlist * 39, 64):
+            raise ValueError(f"training the vector index needs at least {max(self.nlist * 39, 64)} vectors for "
+                             f"{self.nlist} lists, got {len(sample)}; keep small indexes exact (VectorIndex)")
         with self._lock:
-            self.index.train(np.ascontiguousarray(sample, dtype=np.float32))
-            self.index.set_direct_map_type(self._faiss.DirectMap.Hashtable)
+            self.scan.train(sample)
+            self.codes.train(sample)
+            self.codes.set_direct_map_type(self._faiss.DirectMap.Hashtable)
+
+    def _drop(self, ids: Any) -> None:
+        """Remove ``ids`` (all present) from both code sets; the lock is held."""
+        faiss = self._faiss
+        self.codes.remove_ids(faiss.IDSelectorArray(len(ids), faiss.swig_ptr(ids)))
+        # The fast-scan lists have no id map: removal scans them, testing each id against a hash set.
+        self.scan.remove_ids(faiss.IDSelectorBatch(len(ids), faiss.swig_ptr(ids)))
 
     def add(self, ids: Any, vectors: Any) -> None:
         """Add (or replace) the vectors of ``ids``."""
@@ -76,40 +103,51 @@ class IvfIndex:
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         if not len(ids):
             return
-        vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids), self.dim)
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vecs.size != len(ids) * self.dim:
+            raise ValueError(f"{len(ids)} ids need {len(ids)} vectors of {self.dim} dimensions, got shape {vecs.shape}")
+        vecs = vecs.reshape(len(ids), self.dim)
+        if len(np.unique(ids)) != len(ids):
+            raise ValueError("the same chunk id twice in one add(); pass each chunk once")
         with self._lock:
-            present = ids[np.isin(ids, self.ids, assume_unique=False)]
+            present = np.ascontiguousarray(ids[np.isin(ids, self.ids)])
             if len(present):
-                self.index.remove_ids(self._faiss.IDSelectorArray(len(present), self._faiss.swig_ptr(present)))
-            self.index.add_with_ids(vecs, ids)
+                self._drop(present)
+            self.scan.add_with_ids(vecs, ids)
+            self.codes.add_with_ids(vecs, ids)
             self.ids = np.union1d(self.ids, ids)
 
     def remove(self, ids: Any) -> None:
         np = self._np
         ids = np.asarray(ids, dtype=np.int64)
         with self._lock:
-            ids = np.ascontiguousarray(ids[np.isin(ids, self.ids)])
+            ids = np.ascontiguousarray(np.unique(ids[np.isin(ids, self.ids)]))
             if not len(ids):
                 return
-            self.index.remove_ids(self._faiss.IDSelectorArray(len(ids), self._faiss.swig_ptr(ids)))
+            self._drop(ids)
             self.ids = np.setdiff1d(self.ids, ids, assume_unique=True)
 
     def __len__(self) -> int:
-        return int(self.index.ntotal)
+        return int(self.codes.ntotal)
 
     def search(self, query: Any, k: int) -> tuple[Any, Any]:
-        """The ``k`` nearest chunk ids and their (quantised) inner products, best first."""
+        """The ``k`` nearest chunk ids and their (8-bit) inner products, best first."""
         np = self._np
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, self.dim)
         with self._lock:
-            k = min(k, int(self.index.ntotal))
+            n = int(self.codes.ntotal)
+            k = min(k, n)
             if k <= 0:
                 return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-            # Probe enough lists to hold about 4 k vectors, however small the lists are.
-            probe = min(self.nlist, max(self.nprobe, math.ceil(4 * k * self.nlist / max(1, int(self.index.ntotal)))))
-            sims, ids = self.index.search(q, k, params=self._faiss.SearchParametersIVF(nprobe=probe))
-        keep = ids[0] >= 0
-        return ids[0][keep], sims[0][keep]
+            wanted = min(n, max(self.CANDIDATES, 4 * k))
+            _d, found = self.scan.search(q, wanted, params=self._faiss.SearchParametersIVF(nprobe=self.nprobe))
+            cand = found[0][found[0] >= 0]
+            sims = self.codes.reconstruct_batch(cand) @ q[0]
+        if k < len(cand):
+            top = np.argpartition(-sims, k - 1)[:k]
+            cand, sims = cand[top], sims[top]
+        order = np.argsort(-sims, kind="stable")
+        return cand[order], sims[order]
 
     def similarities(self, chunk_ids: Any, query: Any) -> tuple[Any, Any]:
         """``(ids, sims)`` for those of ``chunk_ids`` that have a vector here (vectors decoded from their codes)."""
@@ -119,10 +157,16 @@ class IvfIndex:
             want = np.ascontiguousarray(want[np.isin(want, self.ids)])
             if not len(want):
                 return want, np.empty(0, dtype=np.float32)
-            vecs = self.index.reconstruct_batch(want)
+            vecs = self.codes.reconstruct_batch(want)
         return want, vecs @ np.asarray(query, dtype=np.float32)
 
+    def reconstruct(self, ids: Any) -> Any:
+        """The vectors of ``ids`` (all present) decoded from their 8-bit codes."""
+        np = self._np
+        with self._lock:
+            return self.codes.reconstruct_batch(np.ascontiguousarray(ids, dtype=np.int64))
+
     def nbytes(self) -> int:
-        """Memory held: the codes and ids in the lists, the centroids, the id map."""
-        per_vector = int(self.index.code_size) + 8 + 16
-        return int(self.index.ntotal) * per_vector + self.nlist * self.dim * 4 + int(self.ids.nbytes)
+        """Memory held: both codes of each vector with its id, the hash-table id map, the centroids, ``ids``."""
+        per_vector = int(self.scan.code_size) + int(self.codes.code_size) + 2 * 8 + 16
+        return int(self.codes.ntotal) * per_vector + (self.nlist + 1) * self.dim * 4 + int(self.ids.nbytes)

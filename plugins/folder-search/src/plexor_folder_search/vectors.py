@@ -1,9 +1,10 @@
 """Chunk vectors in memory: one contiguous numpy matrix, searched with one matrix-vector product.
 
 On a large index of Matryoshka vectors the search is coarse-to-fine; from
-``ANN_MIN_ROWS`` vectors on, they move into an inverted-file index of 8-bit
-codes (:mod:`plexor_folder_search.ann`). numpy is imported when an index is
-created, never when this module loads.
+``ANN_MIN_ROWS`` vectors on, they move into a compressed index (4-bit codes
+scanned for candidates, 8-bit codes to rescore them:
+:mod:`plexor_folder_search.ann`). numpy is imported when an index is created,
+never when this module loads.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["VectorHits", "VectorIndex", "single_threaded_blas"]
+__all__ = ["MODE_ANN", "VectorHits", "VectorIndex", "single_threaded_blas"]
+
+#: :attr:`VectorIndex.mode` of a large index: a scan of 4-bit codes, its candidates rescored from 8-bit codes.
+MODE_ANN = "pq4-scan+sq8"
 
 
 class VectorIndex:
@@ -27,10 +31,10 @@ class VectorIndex:
     """
 
     COARSE_MIN_ROWS = 20_000
-    #: From this many vectors on they are kept in an IVF index of 8-bit codes (:class:`~.ann.IvfIndex`) instead of
-    #: a float32 matrix: a quarter of the memory, and a query scans a few lists instead of every row.
+    #: From this many vectors on they are kept as 4-bit and 8-bit codes (:class:`~.ann.IvfIndex`) instead of a
+    #: float32 matrix: about a third of the memory, and a query scans 4-bit codes instead of float32 rows.
     ANN_MIN_ROWS = 250_000
-    ANN_MIN_ABSOLUTE = 256  # however low ANN_MIN_ROWS is set, k-means needs some vectors per list
+    ANN_MIN_ABSOLUTE = 256  # however low ANN_MIN_ROWS is set, the codes' k-means needs some vectors to train on
     LOAD_BATCH = 50_000
 
     def __init__(self, dim: int, coarse_dims: int | None = None) -> None:
@@ -46,27 +50,27 @@ class VectorIndex:
         self._pending_ids: list[Any] = []
         self._pending_vecs: list[Any] = []
         self._lock = threading.Lock()
-        self.ann: Any = None  # an IvfIndex once the index is large
+        self.ann: Any = None  # an ann.IvfIndex once the index is large
 
     def __len__(self) -> int:
         with self._lock:
-            self._compact()  # may move the vectors into the IVF index
+            self._compact()  # may move the vectors into the compressed index
             return len(self.ann) if self.ann is not None else len(self.ids)
 
     @property
     def mode(self) -> str:
-        """``ivf-sq8``, ``coarse-to-fine`` or ``exact``: how :meth:`search` finds the nearest vectors."""
+        """``pq4-scan+sq8``, ``coarse-to-fine`` or ``exact``: how :meth:`search` finds the nearest vectors."""
         with self._lock:
             self._compact()
             if self.ann is not None:
-                return "ivf-sq8"
+                return MODE_ANN
             return "coarse-to-fine" if self._prefix is not None else "exact"
 
     def load_store(self, store: Any) -> None:
         """Load the stored vectors of ``store`` (an :class:`~.store.IndexStore`) of this dimension.
 
-        A large index is streamed into the IVF index batch by batch, so that its float32 vectors are never all
-        in memory at once.
+        A large index is streamed into the compressed index batch by batch, so that its float32 vectors are never
+        all in memory at once.
         """
         np = self._np
         size = self.dim * 4
@@ -80,14 +84,15 @@ class VectorIndex:
 
         nlist, nprobe = ivf_shape(n)
         ann = IvfIndex(self.dim, nlist, nprobe)
-        step = max(1, n // (nlist * ann.TRAIN_PER_LIST))
+        want = max(ann.TRAIN_MIN, nlist * ann.TRAIN_PER_LIST)
+        step = max(1, n // want)
         with store.reader() as conn:
             rows = conn.execute(
                 "SELECT vector FROM chunks WHERE vector IS NOT NULL AND length(vector)=? AND id % ? = 0",
                 (size, step)).fetchall()
-            if len(rows) < nlist * 4:  # ids spaced so that few are multiples of step: take the first ones instead
+            if len(rows) < min(n, want) // 2:  # ids spaced so that few are multiples of step: the first ones instead
                 rows = conn.execute("SELECT vector FROM chunks WHERE vector IS NOT NULL AND length(vector)=? LIMIT ?",
-                                    (size, nlist * ann.TRAIN_PER_LIST)).fetchall()
+                                    (size, want)).fetchall()
         ann.train(np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(len(rows), self.dim))
         del rows
         last = -1
@@ -115,13 +120,13 @@ class VectorIndex:
         self._pending_vecs.clear()
 
     def _to_ann(self) -> None:
-        """Move the float32 matrix into an IVF index (the matrix has reached ``ANN_MIN_ROWS`` rows)."""
+        """Move the float32 matrix into the compressed index (the matrix has reached ``ANN_MIN_ROWS`` rows)."""
         from plexor_folder_search.ann import IvfIndex, ivf_shape
 
         n = len(self.ids)
         nlist, nprobe = ivf_shape(n)
         ann = IvfIndex(self.dim, nlist, nprobe)
-        step = max(1, n // (nlist * ann.TRAIN_PER_LIST))
+        step = max(1, n // max(ann.TRAIN_MIN, nlist * ann.TRAIN_PER_LIST))
         ann.train(self.matrix[::step])
         for i in range(0, n, self.LOAD_BATCH):
             ann.add(self.ids[i : i + self.LOAD_BATCH], self.matrix[i : i + self.LOAD_BATCH])
@@ -207,12 +212,12 @@ class VectorIndex:
         self._prefix = pre
 
     def snapshot(self) -> tuple[Any, Any]:
-        """The current (ids, matrix), consistent with each other (in IVF mode, the vectors decoded from their codes)."""
+        """The current (ids, matrix), consistent with each other (compressed: the vectors decoded from 8-bit codes)."""
         with self._lock:
             self._compact()
             if self.ann is not None:
                 ids = self.ann.ids.copy()
-                return ids, self.ann.index.reconstruct_batch(ids)
+                return ids, self.ann.reconstruct(ids)
             return self.ids, self.matrix
 
     def search(self, query: Any, k: int) -> VectorHits:
@@ -222,7 +227,7 @@ class VectorIndex:
         """
         np = self._np
         with self._lock:
-            self._compact()  # may move the vectors into the IVF index
+            self._compact()  # may move the vectors into the compressed index
             ann = self.ann
             ids, mat, pre = self.ids, self.matrix, self._prefix
         q = np.asarray(query, dtype=np.float32)
