@@ -90,6 +90,15 @@ class IvfIndex:
             self.codes.train(sample)
             self.codes.set_direct_map_type(self._faiss.DirectMap.Hashtable)
 
+    def _present(self, ids: Any) -> Any:
+        """Which of ``ids`` have a vector here: a boolean mask (binary search in the sorted ``self.ids``, O(m log n);
+        ``numpy.isin`` would sort all n ids on every call)."""
+        np = self._np
+        if not len(self.ids):
+            return np.zeros(len(ids), dtype=bool)
+        at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return self.ids[at] == ids
+
     def _drop(self, ids: Any) -> None:
         """Remove ``ids`` (all present) from both code sets; the lock is held."""
         faiss = self._faiss
@@ -110,22 +119,24 @@ class IvfIndex:
         if len(np.unique(ids)) != len(ids):
             raise ValueError("the same chunk id twice in one add(); pass each chunk once")
         with self._lock:
-            present = np.ascontiguousarray(ids[np.isin(ids, self.ids)])
-            if len(present):
-                self._drop(present)
+            mask = self._present(ids)
+            if mask.any():
+                self._drop(np.ascontiguousarray(ids[mask]))
             self.scan.add_with_ids(vecs, ids)
             self.codes.add_with_ids(vecs, ids)
-            self.ids = np.union1d(self.ids, ids)
+            new = np.sort(ids[~mask])
+            self.ids = np.insert(self.ids, np.searchsorted(self.ids, new), new)
 
     def remove(self, ids: Any) -> None:
         np = self._np
         ids = np.asarray(ids, dtype=np.int64)
         with self._lock:
-            ids = np.ascontiguousarray(np.unique(ids[np.isin(ids, self.ids)]))
+            ids = np.unique(ids)
+            ids = np.ascontiguousarray(ids[self._present(ids)])
             if not len(ids):
                 return
             self._drop(ids)
-            self.ids = np.setdiff1d(self.ids, ids, assume_unique=True)
+            self.ids = np.delete(self.ids, np.searchsorted(self.ids, ids))
 
     def __len__(self) -> int:
         return int(self.codes.ntotal)
@@ -154,7 +165,7 @@ class IvfIndex:
         np = self._np
         want = np.unique(np.asarray(chunk_ids, dtype=np.int64))
         with self._lock:
-            want = np.ascontiguousarray(want[np.isin(want, self.ids)])
+            want = np.ascontiguousarray(want[self._present(want)])
             if not len(want):
                 return want, np.empty(0, dtype=np.float32)
             vecs = self.codes.reconstruct_batch(want)
