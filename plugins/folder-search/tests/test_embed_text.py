@@ -77,11 +77,17 @@ def test_an_index_embedded_from_an_older_text_is_re_embedded(tmp_path: Path) -> 
     st: Any = next(iter(svc.folders.values()))
     emb = st.indexer.embedder
     rows = _rows(st)
-    # Make it look like an index written before the title was embedded: old vectors, no version recorded.
+    # Make it look like an index written before the title was embedded: old vectors, keyword fields without the
+    # title, no version recorded.
     with st.store.writing() as conn:
-        for cid, _seq, body, _meta, _blob in rows:
+        for cid, _seq, body, meta, _blob in rows:
             conn.execute("UPDATE chunks SET vector=? WHERE id=?", (emb.embed([body])[0].tobytes(), cid))
+            conn.execute("INSERT INTO chunk_fts(chunk_fts, rowid, body, meta) VALUES('delete', ?, ?, ?)",
+                         (cid, body, meta))
+            conn.execute("UPDATE chunks SET meta='guide txt' WHERE id=?", (cid,))
+            conn.execute("INSERT INTO chunk_fts(rowid, body, meta) VALUES(?, ?, 'guide txt')", (cid, body))
         conn.execute("DELETE FROM meta WHERE key='embed_text'")
+    assert set(st.engine.rank("okapi", [], weight=0.0).ids.tolist()) == {rows[0][0]}
     svc.stop()
 
     svc = _service(tmp_path)  # opened again: the scan re-embeds what the older text made
@@ -95,6 +101,11 @@ def test_an_index_embedded_from_an_older_text_is_re_embedded(tmp_path: Path) -> 
             # The vectors searched are the new ones, each once.
             near = st.vectors.search(want, 3)
             assert near.ids[0] == cid and near.sims[0] > 0.999 and cid not in near.ids[1:].tolist()
+        # The title is a keyword field of every passage again, in the full-text index too.
+        assert all(TITLE in meta for _c, _s, _b, meta, _v in _rows(st))
+        with st.store.writing() as conn:  # raises if the full-text index disagrees with the chunks
+            conn.execute("INSERT INTO chunk_fts(chunk_fts, rank) VALUES('integrity-check', 1)")
+        assert {r[0] for r in rows} <= set(st.engine.rank("okapi", [], weight=0.0).ids.tolist())
         # Up to date: nothing more to do.
         assert st.indexer.refresh_vectors() == 0
     finally:

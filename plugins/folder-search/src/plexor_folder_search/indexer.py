@@ -24,7 +24,7 @@ from plexor_folder_search.embed import Embedder
 from plexor_folder_search.extract import Limits
 from plexor_folder_search.ignore import IgnoreRules
 from plexor_folder_search.safefs import ReadRefused, display_path, name_problem, read_inside, special_kind
-from plexor_folder_search.store import IndexStore
+from plexor_folder_search.store import IndexStore, meta_text
 from plexor_folder_search.vectors import VectorIndex
 from plexor_folder_search.walk import Skip, Walker, symlink_reason
 
@@ -358,15 +358,25 @@ class Indexer:
                 return done
             with self.store.reader() as conn:
                 rows = conn.execute(
-                    "SELECT c.id, f.path, c.heading, c.body, f.title, c.seq FROM chunks c JOIN files f ON f.id = c.file_id "
-                    "WHERE c.vector IS NOT NULL AND c.id > ? ORDER BY c.id LIMIT 2048", (last,)).fetchall()
+                    "SELECT c.id, f.path, c.heading, c.body, f.title, c.seq, c.meta FROM chunks c "
+                    "JOIN files f ON f.id = c.file_id WHERE c.vector IS NOT NULL AND c.id > ? ORDER BY c.id LIMIT 2048",
+                    (last,)).fetchall()
             if not rows:
                 break
-            vecs = embedder.embed([embed_text(*r[1:]) for r in rows])
+            vecs = embedder.embed([embed_text(*r[1:6]) for r in rows])
             last = int(rows[-1][0])
+            # The same version gave every passage the title as a keyword field: older rows get it here too.
+            metas = [(r[0], r[3], r[6], meta_text(r[1], r[2], r[4])) for r in rows]
+            stale = [m for m in metas if m[3] != m[2]]
             with self.store.writing() as conn:
                 conn.executemany("UPDATE chunks SET vector=? WHERE id=?",
                                  [(vecs[i].tobytes(), r[0]) for i, r in enumerate(rows)])
+                if stale:
+                    conn.executemany("INSERT INTO chunk_fts(chunk_fts, rowid, body, meta) VALUES('delete', ?, ?, ?)",
+                                     [(cid, body, old) for cid, body, old, _new in stale])
+                    conn.executemany("UPDATE chunks SET meta=? WHERE id=?", [(new, cid) for cid, _b, _o, new in stale])
+                    conn.executemany("INSERT INTO chunk_fts(rowid, body, meta) VALUES(?, ?, ?)",
+                                     [(cid, body, new) for cid, body, _old, new in stale])
                 self.store.set_meta(conn, "embed_text_upto", str(last))
             done += len(rows)
             if progress:

@@ -24,7 +24,7 @@ from typing import Any
 
 from plexor_folder_search.vectors import VectorIndex
 
-__all__ = ["SCHEMA_VERSION", "IndexStore", "SchemaError", "VectorIndex"]
+__all__ = ["SCHEMA_VERSION", "IndexStore", "SchemaError", "VectorIndex", "meta_text"]
 
 SCHEMA_VERSION = 1
 
@@ -237,7 +237,7 @@ class IndexStore:
         conn.execute("INSERT INTO documents(file_id, text) VALUES(?, ?)", (fid, zlib.compress(text.encode("utf-8"), 1)))
         ids: list[int] = []
         for i, ch in enumerate(chunks):
-            meta = _meta_text(path, ch.heading, title)
+            meta = meta_text(path, ch.heading, title)
             blob = vectors[i].tobytes() if vectors is not None else None
             c = conn.execute(
                 "INSERT INTO chunks(file_id, seq, start_line, end_line, start_char, end_char, heading, meta, body, vector)"
@@ -258,7 +258,7 @@ class IndexStore:
         conn.executemany("INSERT INTO chunk_fts(chunk_fts, rowid, body, meta) VALUES('delete', ?, ?, ?)",
                          [(r[0], r[1], r[2]) for r in rows])
         for cid, _body, _meta, heading in rows:
-            conn.execute("UPDATE chunks SET meta=? WHERE id=?", (_meta_text(new_path, heading, title), cid))
+            conn.execute("UPDATE chunks SET meta=? WHERE id=?", (meta_text(new_path, heading, title), cid))
         conn.execute("UPDATE files SET path=?, mtime_ns=?, indexed_at=? WHERE id=?", (new_path, mtime_ns, time.time(), file_id))
         conn.execute("INSERT INTO chunk_fts(rowid, body, meta) SELECT id, body, meta FROM chunks WHERE file_id=?", (file_id,))
 
@@ -297,12 +297,12 @@ class IndexStore:
         return total
 
 
-def _meta_text(path: str, heading: str, title: str | None = None) -> str:
+def meta_text(path: str, heading: str, title: str | None = None) -> str:
     # File name words help keyword search ("config loader" finds config_loader.py). The document's title is there
     # for every passage, as a title field: +0.005 nDCG@10 on SciFact's train judgements (BENCH.md).
     name = path.replace("/", " ").replace("_", " ").replace("-", " ").replace(".", " ")
     extra = title if title and title not in heading else ""
-    return f"{name} {heading} {extra}".strip()
+    return " ".join(part for part in (name.strip(), heading, extra) if part)
 
 
 def _split_sql(script: str) -> list[str]:
