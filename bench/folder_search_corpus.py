@@ -30,7 +30,7 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")  # the tokenizer's thread pool: 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from plexor import Settings  # noqa: E402
-from plexor_folder_search.batches import embed_text  # noqa: E402
+from plexor_folder_search.batches import EMBED_TEXT_VERSION, embed_text  # noqa: E402
 from plexor_folder_search.chunking import chunk_text, language_of  # noqa: E402
 from plexor_folder_search.documents import ExtractError, Unsupported  # noqa: E402
 from plexor_folder_search.embed import load_embedder  # noqa: E402
@@ -87,6 +87,7 @@ def main() -> None:
     assert emb is not None
     with store.writing() as conn:
         store.set_meta(conn, "embedder", emb.name)
+        store.set_meta(conn, "embed_text", str(EMBED_TEXT_VERSION))  # as the indexer writes it (batches.py)
     seen: set[bytes] = set()
     n_chunks = n_files = n_bytes = dup = 0
     per_root: dict[str, int] = {}
@@ -97,7 +98,8 @@ def main() -> None:
         nonlocal n_chunks
         if not batch:
             return
-        texts = [embed_text(rel, ch.heading, ch.text) for rel, _p, _ex, chs in batch for ch in chs]  # type: ignore[attr-defined]
+        texts = [embed_text(rel, ch.heading, ch.text, ex.title, ch.seq)  # type: ignore[attr-defined]
+                 for rel, _p, ex, chs in batch for ch in chs]
         vecs = emb.embed(texts)
         row = 0
         with store.writing() as conn:
