@@ -70,6 +70,16 @@ def load_vectors(index: Path, cache: Path, dim: int = 256) -> tuple[np.ndarray, 
     return np.load(ids_file), np.load(vec_file)
 
 
+def queries() -> list[str]:
+    """220 real query texts: the stdlib bench queries and every fifth SciFact question (bench/folder_search_scale.py)."""
+    out = list(QUERIES)
+    with open(SCIFACT / "queries.jsonl") as fh:
+        for i, line in enumerate(fh):
+            if i % 5 == 0:
+                out.append(json.loads(line)["text"])
+    return out[:220]
+
+
 def query_vectors(cache: Path) -> np.ndarray:
     file = cache / "queries.npy"
     if not file.exists():
