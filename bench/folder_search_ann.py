@@ -10,7 +10,7 @@ IVF-SQ8 with a quarter and a half of ~sqrt(n) lists probed (the plugin's previou
 fewer lists probed or with 4 dimensions per sub-vector.
 
 Run: nice -n 10 python bench/folder_search_ann.py --index /var/tmp/fs-scale/data/indexes/<name>.sqlite3
-     [--cache /var/tmp/ann] [--skip-others]
+     [--cache /var/tmp/ann] [--skip-others] [--rows N]
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ def main() -> None:
     ap.add_argument("--index", type=Path, required=True)
     ap.add_argument("--cache", type=Path, default=Path("/var/tmp/ann"))
     ap.add_argument("--skip-others", action="store_true", help="only the anchor and the plugin's index")
+    ap.add_argument("--rows", type=int, default=None, help="only the first N vectors")
     args = ap.parse_args()
     import faiss as faiss_module
     from threadpoolctl import threadpool_limits
@@ -115,6 +116,8 @@ def main() -> None:
 
     qs = query_vectors(args.cache)
     ids, mat = load_vectors(args.index, args.cache)
+    if args.rows:
+        ids, mat = ids[: args.rows], np.ascontiguousarray(mat[: args.rows])
     n = len(ids)
     pos_of_id = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
     pos_of_id[ids] = np.arange(n)
