@@ -96,6 +96,8 @@ def test_both_code_sets_follow_additions_removals_and_replacements():
     ids = np.arange(0, 6000, 2, dtype=np.int64)
     index = IvfIndex(32, 2)
     index.train(mat)
+    index.reserve(3000)  # room made for the codes: nothing added yet
+    assert len(index) == 0 and index.search(mat[0], 5)[0].tolist() == []
     index.add(ids, mat)
     q = mat[10]
     found, sims = index.search(q, 3000)  # more than the scan's candidates: every vector, best first

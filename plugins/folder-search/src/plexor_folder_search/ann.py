@@ -90,6 +90,17 @@ class IvfIndex:
             self.codes.train(sample)
             self.codes.set_direct_map_type(self._faiss.DirectMap.Hashtable)
 
+    def reserve(self, n: int) -> None:
+        """Make room for ``n`` 8-bit codes at once (before adding them in batches): the one array that holds them
+        then never grows by doubling, which would copy it and leave the old copy in the heap (3M vectors: peak
+        RSS 1.6 GB while building)."""
+        lists = self._faiss.downcast_InvertedLists(self.codes.invlists)
+        with self._lock:
+            have = int(lists.list_size(0))
+            if n > have:
+                lists.resize(0, n)  # std::vector: capacity n, kept when the size goes back
+                lists.resize(0, have)
+
     def _present(self, ids: Any) -> Any:
         """Which of ``ids`` have a vector here: a boolean mask (binary search in the sorted ``self.ids``, O(m log n);
         ``numpy.isin`` would sort all n ids on every call)."""

@@ -95,6 +95,7 @@ class VectorIndex:
                                     (size, want)).fetchall()
         ann.train(np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(len(rows), self.dim))
         del rows
+        ann.reserve(n)
         last = -1
         while True:
             with store.reader() as conn:
@@ -129,6 +130,7 @@ class VectorIndex:
         ann = IvfIndex(self.dim, nlist, nprobe)
         step = max(1, n // max(ann.TRAIN_MIN, nlist * ann.TRAIN_PER_LIST))
         ann.train(self.matrix[::step])
+        ann.reserve(n)
         for i in range(0, n, self.LOAD_BATCH):
             ann.add(self.ids[i : i + self.LOAD_BATCH], self.matrix[i : i + self.LOAD_BATCH])
         self._reset_exact()
