@@ -405,9 +405,11 @@ class FolderService(FolderQueries):
         self.wait_open()
         folders = []
         total_docs = total_chunks = total_bytes = 0
+        states: list[str] = []  # each folder's state as its entry shows it (the warm-up thread moves them on)
         for st in self.folders.values():
             info: dict[str, Any] = {"name": st.name, "path": str(st.spec.root), "source": st.spec.source,
                                     **st.progress()}
+            states.append(info["state"])
             if st.store is not None and st.state != "error":
                 with st.store.reader() as conn:
                     docs = conn.execute("SELECT count(*) FROM files").fetchone()[0]
@@ -436,8 +438,7 @@ class FolderService(FolderQueries):
             "plugin": "folder-search", "version": __version__, "model": model,
             "search": {"mode": "hybrid" if self.embedder is not None else "keyword-only", "fusion_weight": self.weight,
                        "keyword": "SQLite FTS5 BM25 (porter)"},
-            "state": "ready" if all(s.state in ("ready", "error", "unavailable") for s in self.folders.values())
-            else "indexing",
+            "state": "ready" if all(s in ("ready", "error", "unavailable") for s in states) else "indexing",
             "watching": self._watcher is not None,
             "folders": folders,
             "totals": {"folders": len(folders), "documents": total_docs, "chunks": total_chunks, "index_bytes": total_bytes},
