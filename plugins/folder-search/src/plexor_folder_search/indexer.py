@@ -372,11 +372,7 @@ class Indexer:
                 conn.executemany("UPDATE chunks SET vector=? WHERE id=?",
                                  [(vecs[i].tobytes(), r[0]) for i, r in enumerate(rows)])
                 if stale:
-                    conn.executemany("INSERT INTO chunk_fts(chunk_fts, rowid, body, meta) VALUES('delete', ?, ?, ?)",
-                                     [(cid, body, old) for cid, body, old, _new in stale])
-                    conn.executemany("UPDATE chunks SET meta=? WHERE id=?", [(new, cid) for cid, _b, _o, new in stale])
-                    conn.executemany("INSERT INTO chunk_fts(rowid, body, meta) VALUES(?, ?, ?)",
-                                     [(cid, body, new) for cid, body, _old, new in stale])
+                    self.store.rewrite_meta(conn, stale)
                 self.store.set_meta(conn, "embed_text_upto", str(last))
             done += len(rows)
             if progress:

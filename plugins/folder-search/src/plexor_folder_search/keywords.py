@@ -31,7 +31,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KEYWORD_ROW_BUDGET", "STOPWORDS", "KeywordSide", "fts_or", "query_words", "quote"]
+from plexor_folder_search.store import FTS_TOKENIZE
+
+__all__ = ["KEYWORD_ROW_BUDGET", "MATCH_SQL", "STOPWORDS", "KeywordSide", "fts_or", "query_words", "quote"]
 
 KEYWORD_ROW_BUDGET = 20_000
 TOP = 1000  # chunks kept per common word
@@ -42,9 +44,7 @@ STOPWORDS = frozenset(
     "a an and are as at be by for from has have in is it its of on or that the to was were will with this these "
     "those which what when where who how not no but if then than so such into about".split()
 )
-#: The chunk index's tokenizer (store.py's schema): a word's key is what FTS5 makes of it (its stem).
-TOKENIZE = "porter unicode61 remove_diacritics 2"
-_MATCH = "SELECT rowid, -rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?"
+MATCH_SQL = "SELECT rowid, -rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?"
 
 
 def quote(token: str) -> str:
@@ -104,7 +104,7 @@ class KeywordSide:
         with self._tok_lock:
             if self._tok is None:
                 self._tok = sqlite3.connect(":memory:", check_same_thread=False)
-                self._tok.execute(f"CREATE VIRTUAL TABLE tok USING fts5(x, tokenize='{TOKENIZE}')")
+                self._tok.execute(f"CREATE VIRTUAL TABLE tok USING fts5(x, tokenize='{FTS_TOKENIZE}')")
                 self._tok.execute("CREATE VIRTUAL TABLE tokv USING fts5vocab(tok, instance)")
             self._tok.execute("INSERT INTO tok(rowid, x) VALUES (1, ?)", (word,))
             terms = [r[0] for r in self._tok.execute("SELECT term FROM tokv WHERE doc = 1 ORDER BY offset")]
@@ -185,7 +185,7 @@ class KeywordSide:
             expr = " OR ".join(quote(w) for w in rare)
             if rare:
                 # More rows than asked for: common words can lift a row that the rare words alone rank lower.
-                rows = conn.execute(_MATCH, (expr, self.rare_rows if common else k)).fetchall()
+                rows = conn.execute(MATCH_SQL, (expr, self.rare_rows if common else k)).fetchall()
                 if rows:
                     arr = np.array(rows, dtype=np.float64)
                     chosen = arr[:, 0].astype(np.int64)
@@ -237,7 +237,7 @@ class KeywordSide:
             last = int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
             scratch = imp is None or last < imp.upto - RECHECK
             if scratch:
-                rows = conn.execute(_MATCH, (quote(word), self.top)).fetchall()
+                rows = conn.execute(MATCH_SQL, (quote(word), self.top)).fetchall()
                 ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
                 scores = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
             else:

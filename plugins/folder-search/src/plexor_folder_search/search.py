@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from plexor_folder_search.diversity import DIVERSIFY_TOP, REPEAT_FACTOR, diversify
-from plexor_folder_search.keywords import KEYWORD_ROW_BUDGET, STOPWORDS, KeywordSide, fts_or, query_words, quote
+from plexor_folder_search.keywords import (
+    KEYWORD_ROW_BUDGET,
+    MATCH_SQL,
+    STOPWORDS,
+    KeywordSide,
+    fts_or,
+    query_words,
+    quote,
+)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -101,9 +109,6 @@ def concept_words(text: str) -> list[str]:
     return [t for t in dict.fromkeys(_WORD.findall(text.lower())) if len(t) > 2 and t not in STOPWORDS]
 
 
-_MATCH = "SELECT rowid, -rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?"
-
-
 class SearchEngine:
     """Ranks one folder's chunks for a query."""
 
@@ -172,12 +177,12 @@ class SearchEngine:
                 # "(phrases) AND (concept words)" is the phrases' score plus the concept words' score.
                 if phrases:
                     query, limit = f"({' AND '.join(phrases)}) AND ({expr})", 20000
-                    extra = conn.execute(_MATCH, (query, limit)).fetchall()
+                    extra = conn.execute(MATCH_SQL, (query, limit)).fetchall()
                     for cid, score in extra:
                         if cid in kw:
                             kw[cid] = float(score)
                 else:
-                    extra = conn.execute(_MATCH, (expr, max(self.kw_k * 5, 5000))).fetchall()
+                    extra = conn.execute(MATCH_SQL, (expr, max(self.kw_k * 5, 5000))).fetchall()
                     for cid, score in extra:
                         if cid in kw:
                             kw[cid] += float(score)

@@ -24,11 +24,14 @@ from typing import Any
 
 from plexor_folder_search.vectors import VectorIndex
 
-__all__ = ["SCHEMA_VERSION", "IndexStore", "SchemaError", "VectorIndex", "meta_text"]
+__all__ = ["FTS_TOKENIZE", "SCHEMA_VERSION", "IndexStore", "SchemaError", "VectorIndex", "meta_text"]
 
 SCHEMA_VERSION = 1
 
-_SCHEMA_V1 = """
+#: The chunks' full-text tokenizer (keywords.py asks it what a query word becomes).
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+_SCHEMA_V1 = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,
@@ -59,7 +62,7 @@ CREATE TABLE chunks (
 );
 CREATE INDEX chunks_file ON chunks(file_id, seq);
 CREATE VIRTUAL TABLE chunk_fts USING fts5(
-    body, meta, content='chunks', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+    body, meta, content='chunks', content_rowid='id', tokenize='{FTS_TOKENIZE}'
 );
 INSERT INTO chunk_fts(chunk_fts, rank) VALUES('rank', 'bm25(1.0, 0.3)');
 CREATE TABLE documents (
@@ -255,12 +258,16 @@ class IndexStore:
         """A moved file keeps its chunks and vectors; only its path (and the path words in FTS) change."""
         rows = conn.execute("SELECT id, body, meta, heading FROM chunks WHERE file_id=?", (file_id,)).fetchall()
         title = conn.execute("SELECT title FROM files WHERE id=?", (file_id,)).fetchone()[0]
-        conn.executemany("INSERT INTO chunk_fts(chunk_fts, rowid, body, meta) VALUES('delete', ?, ?, ?)",
-                         [(r[0], r[1], r[2]) for r in rows])
-        for cid, _body, _meta, heading in rows:
-            conn.execute("UPDATE chunks SET meta=? WHERE id=?", (meta_text(new_path, heading, title), cid))
+        self.rewrite_meta(conn, [(cid, body, meta, meta_text(new_path, heading, title)) for cid, body, meta, heading in rows])
         conn.execute("UPDATE files SET path=?, mtime_ns=?, indexed_at=? WHERE id=?", (new_path, mtime_ns, time.time(), file_id))
-        conn.execute("INSERT INTO chunk_fts(rowid, body, meta) SELECT id, body, meta FROM chunks WHERE file_id=?", (file_id,))
+
+    def rewrite_meta(self, conn: sqlite3.Connection, rows: list[tuple[int, str, str, str]]) -> None:
+        """New keyword fields for chunks, ``(chunk id, body, old meta, new meta)``; the full-text index follows."""
+        conn.executemany("INSERT INTO chunk_fts(chunk_fts, rowid, body, meta) VALUES('delete', ?, ?, ?)",
+                         [(cid, body, old) for cid, body, old, _new in rows])
+        conn.executemany("UPDATE chunks SET meta=? WHERE id=?", [(new, cid) for cid, _body, _old, new in rows])
+        conn.executemany("INSERT INTO chunk_fts(rowid, body, meta) VALUES(?, ?, ?)",
+                         [(cid, body, new) for cid, body, _old, new in rows])
 
     def set_skipped(self, conn: sqlite3.Connection, path: str, reason: str, detail: str | None,
                     size: int | None = None, mtime_ns: int | None = None) -> None:
