@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from conftest import indexed_service
 
@@ -181,3 +182,35 @@ def test_the_service_prepares_a_large_folders_common_words_after_indexing(indexe
 def _count(st, sql: str) -> int:
     with st.store.reader() as conn:
         return conn.execute(sql).fetchone()[0]
+
+
+@pytest.mark.anyio
+async def test_through_mcp_a_large_folder_answers_common_words_from_prepared_lists(plexor, plexor_config, tmp_path,
+                                                                                   monkeypatch):
+    import sqlite3
+
+    from conftest import call, wait_ready
+
+    monkeypatch.setattr("plexor_folder_search.search.KEYWORD_ROW_BUDGET", 30)  # 41 chunks: a "large" folder
+    folder = _corpus(tmp_path / "c")
+    plexor_config({"folder-search": {"folders": [str(folder)], "model": "none", "watch": False}})
+    async with plexor.client(installed=["folder-search"]) as client:
+        info = await wait_ready(client)
+        index = info["folders"][0]["index_path"]
+        # The warm-up prepares every common word's list in the background (9 of them here).
+        for _ in range(200):
+            with sqlite3.connect(f"file:{index}?mode=ro", uri=True) as conn:
+                if conn.execute("SELECT count(*) FROM term_impacts").fetchone()[0] == 9:
+                    break
+            await anyio.sleep(0.05)
+        else:
+            raise AssertionError("the common words' lists were not prepared")
+        found = await call(client, "folders_search_content", semantic_concepts="river okapi", limit=10)
+        # The rare word's chunks first, the one that says it twice leading; the river-only ones after them.
+        assert found["results"][0]["path"] == "zoo.txt" and found["total"] == 41
+        assert {r["path"] for r in found["results"][:5]} == {"zoo.txt", "note00.txt", "note10.txt", "note20.txt",
+                                                             "note30.txt"}
+        only_common = await call(client, "folders_search_content", semantic_concepts="rivers", limit=5)
+        # A query of one common word: its list, best first (the notes that say "river" seven times).
+        assert only_common["total"] == 41
+        assert only_common["results"][0]["path"] in {f"note{i:02}.txt" for i in (6, 13, 20, 27, 34)}

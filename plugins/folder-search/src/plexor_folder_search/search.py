@@ -114,7 +114,7 @@ class SearchEngine:
 
     def __init__(self, store: Any, vectors: Any, embedder: Any, weight: float = DEFAULT_WEIGHT,
                  keyword_candidates: int = 1000, semantic_candidates: int = 1000,
-                 keyword_row_budget: int = KEYWORD_ROW_BUDGET, min_similarity: float | None = None) -> None:
+                 keyword_row_budget: int | None = None, min_similarity: float | None = None) -> None:
         self.store = store
         self.vectors = vectors
         self.embedder = embedder
@@ -124,7 +124,7 @@ class SearchEngine:
         self.weight = weight
         self.kw_k = keyword_candidates
         self.sem_k = semantic_candidates
-        self.keywords = KeywordSide(store, keyword_row_budget)
+        self.keywords = KeywordSide(store, KEYWORD_ROW_BUDGET if keyword_row_budget is None else keyword_row_budget)
         self.repeat_factor = REPEAT_FACTOR  # a document's repeated passages among the best (diversity.py); 1.0: off
         self._stats_lock = threading.Lock()
         self._qvec: collections.OrderedDict[str, Any] = collections.OrderedDict()
