@@ -1,0 +1,147 @@
+"""The kernel's size and shape figures that issue 24 sets targets for, measured from the source tree.
+
+    python bench/kernel_size.py [--json]
+
+Reports: lines of the kernel proper (``kernel/plexor`` without the feature packages that are to become
+built-in plugins), modules over 400 lines and functions over 60 lines (kernel and shipped plugins),
+``Any`` in the kernel (every ``Any`` name in annotations and code), and the kernel's import cycles
+counting every import (module level, inside functions and under ``TYPE_CHECKING``), as strongly
+connected components of the import graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL = ROOT / "kernel" / "plexor"
+FEATURES = ("tasks", "auth", "telemetry", "state")  # issue 24: built-in plugins, not the kernel proper
+MODULE_LINES, FUNCTION_LINES = 400, 60
+
+
+def _modules(base: Path, package: str) -> dict[str, Path]:
+    found = {}
+    for path in sorted(base.rglob("*.py")):
+        parts = [package, *path.relative_to(base).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Every module ``module`` imports, wherever the import statement is."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            name = (f"{base}.{node.module}" if node.module else base) if node.level else (node.module or "")
+            out.add(name)
+            out.update(f"{name}.{alias.name}" for alias in node.names)
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def _long_functions(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}", node.end_lineno - node.lineno + 1)
+            for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno is not None and node.end_lineno - node.lineno + 1 > FUNCTION_LINES]
+
+
+def _any_count(path: Path) -> int:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == "Any") + sum(
+        1 for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "Any")
+
+
+def measure() -> dict[str, object]:
+    kernel = _modules(KERNEL, "plexor")
+    proper = {m: p for m, p in kernel.items() if m.split(".")[1:2] == [] or m.split(".")[1] not in FEATURES}
+    plugins = {str(p.relative_to(ROOT)): p for p in sorted((ROOT / "plugins").glob("*/src/**/*.py"))}
+    lines = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+             for p in [*kernel.values(), *plugins.values()]}
+    graph = {m: {i for i in _imports(p, m) if i in kernel and i != m} for m, p in kernel.items()}
+    cycles = _cycles(graph)
+    return {
+        "kernel_lines": sum(lines[str(p.relative_to(ROOT))] for p in kernel.values()),
+        "kernel_modules": len(kernel),
+        "kernel_proper_lines": sum(lines[str(p.relative_to(ROOT))] for p in proper.values()),
+        "modules_over_400": sorted((f, n) for f, n in lines.items() if n > MODULE_LINES),
+        "functions_over_60": sorted(fn for p in [*kernel.values(), *plugins.values()] for fn in _long_functions(p)),
+        "kernel_any": sum(_any_count(p) for p in kernel.values()),
+        "kernel_cycles": cycles,
+        "kernel_modules_in_cycles": sum(len(c) for c in cycles),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    figures = measure()
+    if parser.parse_args().json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"kernel: {figures['kernel_lines']} lines in {figures['kernel_modules']} modules; "
+          f"kernel proper (without {', '.join(FEATURES)}): {figures['kernel_proper_lines']} lines")
+    print(f"Any in the kernel: {figures['kernel_any']}")
+    print(f"kernel modules in import cycles (every import kind): {figures['kernel_modules_in_cycles']}")
+    for cycle in figures["kernel_cycles"]:  # type: ignore[attr-defined]
+        print("  cycle: " + " ".join(cycle))
+    print(f"modules over {MODULE_LINES} lines:")
+    for name, n in figures["modules_over_400"]:  # type: ignore[attr-defined]
+        print(f"  {n:5d} {name}")
+    print(f"functions over {FUNCTION_LINES} lines:")
+    for name, n in figures["functions_over_60"]:  # type: ignore[attr-defined]
+        print(f"  {n:5d} {name}")
+
+
+if __name__ == "__main__":
+    main()
