@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 import textwrap
 import types
@@ -55,3 +57,41 @@ def install_fake_dist(site: Path, dist: str, entry_name: str, module: str, sourc
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8")
     (info / "entry_points.txt").write_text(f"[plexor]\n{entry_name} = {module}\n", encoding="utf-8")
+
+
+# Each test runs once in `tox`: the kernel env (PLEXOR_SUITE=kernel: the kernel and the template plugin)
+# runs every test not marked `all_plugins`; the `all` env (PLEXOR_SUITE=all: every package installed)
+# runs only the tests marked `all_plugins` and the folders below, which need every plugin. Without
+# PLEXOR_SUITE (a plain `pytest tests`), everything runs.
+SUITE = os.environ.get("PLEXOR_SUITE", "")
+ALL_PLUGIN_FOLDERS = ("integration", "interop")
+_PLUGIN_MISSING = re.compile(r"(plexor[-_](arbor|keyboard|folder[-_]search|edgelake)|the (arbor|keyboard|folder-search|"
+                             r"edgelake) plugin)[^.]*not installed", re.IGNORECASE)
+
+
+def _needs_all(item: pytest.Item) -> bool:
+    parts = Path(str(item.fspath)).parts
+    return item.get_closest_marker("all_plugins") is not None or any(
+        parts[i] == "tests" and parts[i + 1] in ALL_PLUGIN_FOLDERS for i in range(len(parts) - 1))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if SUITE not in ("kernel", "all"):
+        return
+    keep = [item for item in items if _needs_all(item) == (SUITE == "all")]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    report: pytest.TestReport = yield
+    # A test that skips in the kernel env because a shipped plugin is missing would then run nowhere:
+    # it must be marked `all_plugins` so the `all` env runs it.
+    if SUITE == "kernel" and report.skipped and isinstance(report.longrepr, tuple) \
+            and _PLUGIN_MISSING.search(str(report.longrepr[2])):
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} skipped in the kernel env ({report.longrepr[2]}): mark it "
+                           "`@pytest.mark.all_plugins` so that the `all` env runs it")
+    return report

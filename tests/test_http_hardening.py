@@ -277,8 +277,9 @@ def test_keep_alive_round_trips_do_not_wait_for_delayed_acks(tmp_path):
             assert resp.status == 200 and b'"id":1' in resp.read().replace(b" ", b"")
             times.append(time.perf_counter() - started)
         conn.close()
-        # Nagle's algorithm meeting delayed ACK holds the body of every reply ~40 ms without TCP_NODELAY.
-        assert statistics.median(times[5:]) < 0.005, [round(t * 1000, 1) for t in times]
+        # Nagle's algorithm meeting delayed ACK holds the body of every reply ~40 ms without TCP_NODELAY;
+        # half of that tells the two apart however busy the machine (a loaded 2-core box measured 5.4 ms).
+        assert statistics.median(times[5:]) < 0.020, [round(t * 1000, 1) for t in times]
 
 
 def _partial(port, data=b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"):

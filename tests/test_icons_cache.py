@@ -84,6 +84,7 @@ async def test_cache_hints_follow_declarations_most_cautious_first(plexor):
     assert (tools.ttl_ms, tools.cache_scope) == (0, "private")
 
 
+@pytest.mark.all_plugins
 async def test_the_keyboard_catalog_is_static_and_public(plexor):
     pytest.importorskip("plexor_keyboard", reason="plexor-keyboard is not installed (the `all` env runs this)")
     async with plexor.client(installed=["keyboard"], env={"PLEXOR_PLUGINS": "keyboard"}, mode="auto",
@@ -131,6 +132,7 @@ SHIPPED_ICONS = {"keyboard": "plexor_keyboard", "folder-search": "plexor_folder_
                  "arbor": "plexor_arbor"}
 
 
+@pytest.mark.all_plugins
 @pytest.mark.parametrize("plugin", sorted(SHIPPED_ICONS))
 def test_every_shipped_plugin_declares_an_embedded_svg_icon(plugin):
     import base64
@@ -144,6 +146,7 @@ def test_every_shipped_plugin_declares_an_embedded_svg_icon(plugin):
     assert svg.startswith("<svg ") and svg.endswith("</svg>") and 'viewBox="0 0 24 24"' in svg
 
 
+@pytest.mark.all_plugins
 async def test_arbor_tools_carry_its_icon(plexor):
     pytest.importorskip("plexor_arbor", reason="plexor-arbor is not installed (the `all` env runs this)")
     from plexor_arbor.plugin import PLEXOR_ICON

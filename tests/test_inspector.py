@@ -38,7 +38,8 @@ TIMEOUT = 60
 
 
 def needs(plugin: str):
-    return pytest.mark.skipif(not installed(plugin), reason=f"the {plugin} plugin is not installed (tox -e all installs it)")
+    skip = pytest.mark.skipif(not installed(plugin), reason=f"the {plugin} plugin is not installed (tox -e all installs it)")
+    return lambda test: pytest.mark.all_plugins(skip(test))
 
 
 @dataclass

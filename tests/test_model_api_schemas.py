@@ -26,7 +26,7 @@ import pytest
 
 from plexor import JSONObject
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.all_plugins]  # the converters and every plugin: the `all` env
 
 SHIPPED = {"example", "arbor", "keyboard", "folder-search", "edgelake"}
 

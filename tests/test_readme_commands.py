@@ -334,6 +334,7 @@ def _run(block: Block, session: Session) -> None:
 RUNNABLE = [b for b in SHELL_BLOCKS if decision(b)[0] != "not-run"]
 
 
+@pytest.mark.all_plugins  # PLEXOR_DOCS_COMMANDS=1 is set in the `all` env
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda b: b.name)
 def test_documented_commands_run_from_a_fresh_clone(block: Block, session: Session):
     _run(block, session)
