@@ -26,6 +26,17 @@ from plexor.transports import is_loopback
 pytestmark = pytest.mark.anyio
 
 
+def _wait_health(served, condition, timeout: float = 30.0) -> None:
+    """Poll ``/healthz`` (200 or 503) until ``condition(kernel)`` holds: an event to wait for, not a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        kernel = httpx.get(f"{served.base}/healthz", timeout=5).json()["kernel"]
+        if condition(kernel):
+            return
+        assert time.monotonic() < deadline, f"/healthz never showed the awaited state: {kernel}"
+        time.sleep(0.02)
+
+
 def _post(served, body, headers=None, **kw):
     return httpx.post(served.url, content=body if isinstance(body, (bytes, str)) else json.dumps(body),
                       headers={**MCP_HEADERS, **(headers or {})}, timeout=30, **kw)
@@ -175,7 +186,7 @@ def test_sigterm_lets_the_in_flight_http_call_finish(tmp_path):
 
         t = threading.Thread(target=call)
         t.start()
-        time.sleep(0.7)
+        _wait_health(served, lambda kernel: kernel["inflight"] >= 1)  # the call is running
         served.proc.send_signal(signal.SIGTERM)
         t.join(30)
         assert result.get("status") == 200, result
@@ -200,9 +211,9 @@ def test_a_call_arriving_while_draining_is_refused_with_guidance(tmp_path):
         first: list = []
         t = threading.Thread(target=call, args=(2, first))
         t.start()
-        time.sleep(0.5)
+        _wait_health(served, lambda kernel: kernel["inflight"] >= 1)  # the first call is running
         served.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
+        _wait_health(served, lambda kernel: kernel["state"] != "ready")  # SIGTERM heard: draining
         late: list = []
         call(0.01, late)
         t.join(30)
