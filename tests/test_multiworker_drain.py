@@ -29,7 +29,10 @@ def test_healthz_is_503_while_draining_and_the_call_in_flight_is_answered(tmp_pa
         call = threading.Thread(target=lambda: answer.append(
             httpx.post(f"{served.url}", json=body, headers=headers, timeout=30)))
         call.start()
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{served.base}/healthz").json()["kernel"]["inflight"] < 1:  # wait for the call to run
+            assert time.monotonic() < deadline, "the call never started"
+            time.sleep(0.02)
         served.proc.send_signal(signal.SIGTERM)
         statuses = []
         deadline = time.monotonic() + 1.5
