@@ -6,14 +6,11 @@ tokens signed with PyJWT; :class:`plexor.auth.tokens.JwtVerifier` is the kernel'
 
 from __future__ import annotations
 
-import http.server
-import json
-import threading
 import time
 
 import jwt
 import pytest
-from auth.support import free_port, rsa_jwk
+from auth.support import Issuer, free_port, rsa_jwk
 
 from plexor.auth import auth_config
 from plexor.auth.tokens import JwtVerifier, TokenRefused
@@ -27,48 +24,11 @@ def anyio_backend():
     return "asyncio"
 
 
-class Issuer:
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.keys: list[dict] = []
-        self.fetches = 0
-        issuer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                docs = {"/.well-known/oauth-authorization-server": {"issuer": issuer.url, "jwks_uri": f"{issuer.url}/jwks"},
-                        "/jwks": {"keys": issuer.keys}}
-                if self.path == "/jwks":
-                    issuer.fetches += 1
-                body = json.dumps(docs.get(self.path, {})).encode()
-                self.send_response(200 if self.path in docs else 404)
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def publish(self, kid: str):
-        key, private = rsa_jwk(kid)
-        self.keys.append({k: v for k, v in private.items() if k in ("kty", "n", "e", "kid", "use", "alg")})
-        return key
-
-    def token(self, key, kid: str, **claims) -> str:
-        now = int(time.time())
-        body = {"iss": self.url, "aud": RESOURCE, "sub": "s", "scope": "a:read", "exp": now + 60, **claims}
-        return jwt.encode(body, key, algorithm="RS256", headers={"kid": kid})
-
-
 @pytest.fixture
 def issuer():
-    found = Issuer()
+    found = Issuer(RESOURCE)
     yield found
-    found.server.shutdown()
+    found.stop()
 
 
 async def test_a_rotated_key_is_fetched_once_and_an_unknown_one_refused(issuer, monkeypatch):

@@ -377,16 +377,28 @@ def test_a_task_belongs_to_the_oauth_user_across_tokens_else_to_the_local_user()
 
     from starlette.requests import Request
 
+    from plexor.auth.guard import principal_of
     from plexor.tasks.protocol import _owner
 
-    def ctx(authorization: str | None, subject: str | None = None) -> Any:
+    issuer = "https://issuer.example"
+
+    def ctx(authorization: str | None, subject: str | None = None, client: str | None = "app", *,
+            iss: str = issuer) -> Any:
         scope: dict[str, Any] = {"type": "http", "headers": [(b"authorization", authorization.encode())] if authorization else []}
-        if subject is not None:
-            scope["plexor.access"] = SimpleNamespace(subject=subject, issuer="https://issuer.example")
+        if authorization and subject is not False:
+            token = authorization.split()[-1].encode()
+            scope["plexor.access"] = SimpleNamespace(principal=principal_of(iss, subject, client, token))
         return SimpleNamespace(request=Request(scope))
+
+    def static(authorization: str) -> Any:  # the guard leaves a static token's principal "" (the local user)
+        return SimpleNamespace(request=Request({"type": "http", "headers": [(b"authorization", authorization.encode())]}))
 
     assert _owner(SimpleNamespace(request=None)) == ""  # stdio: the local user
     assert _owner(ctx("Bearer one", "alice")) == _owner(ctx("Bearer two", "alice"))  # a refreshed token
     assert _owner(ctx("Bearer one", "alice")) != _owner(ctx("Bearer one", "bob"))
-    assert _owner(ctx("Bearer one")) == _owner(ctx("Bearer two")) == ""  # a static token (the daemon's): the local user
-    assert _owner(ctx("Bearer one", "static-token")) == ""
+    assert _owner(ctx("Bearer one", "alice")) != _owner(ctx("Bearer one", "alice", iss="https://other.example"))
+    assert _owner(ctx("Bearer one", "alice")) != _owner(ctx("Bearer one", "alice", "another-app"))
+    assert _owner(static("Bearer one")) == _owner(static("Bearer two")) == ""  # a static token (the daemon's)
+    assert _owner(ctx("Bearer one", "static-token")) not in ("", _owner(ctx("Bearer one", "alice")))  # no token names it
+    no_subject = {_owner(ctx("Bearer one", None)), _owner(ctx("Bearer two", None)), _owner(ctx("Bearer two", ""))}
+    assert len(no_subject) == 2 and "" not in no_subject  # a token without a subject shares with nobody

@@ -52,7 +52,13 @@ REQUEST_STATE_TTL = 3600.0
 
 
 class PlexorServer(Server[Any]):
-    """The SDK server, advertising list-changed notifications by default."""
+    """The SDK server, advertising list-changed notifications by default; its layers in ``path``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from plexor.serving.layers import RequestPath
+
+        self.path = RequestPath(self.middleware)  # every module adds its layer by name (plexor.serving.layers)
 
     @property
     def server_info_stamp(self) -> dict[str, Any]:
@@ -496,12 +502,12 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             ),
         )
     h.server = server
-    server.middleware.append(h.guidance_middleware)
+    server.path.add("session", h.guidance_middleware)
     from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
     # Inside the guidance middleware, so a refused requestState gets its advice appended.
     security = RequestStateSecurity(keys=state_keys(kernel), ttl=REQUEST_STATE_TTL)
-    server.middleware.append(RequestStateBoundary(security, default_audience="plexor"))
+    server.path.add("request-state", RequestStateBoundary(security, default_audience="plexor"))
     from plexor.tasks import install_tasks
 
     install_tasks(server, kernel)  # tasks/* in both eras, task-augmented tools/call (plexor.tasks)

@@ -77,6 +77,60 @@ def rsa_jwk(kid: str) -> tuple[Any, dict[str, Any]]:
     return key, jwk
 
 
+class Issuer:
+    """A bare authorization server: its metadata and a JWKS over HTTP (a stdlib server in a thread).
+
+    The test publishes keys and signs tokens with PyJWT itself (:meth:`token`); ``stop`` ends it.
+    """
+
+    def __init__(self, resource: str) -> None:
+        import http.server
+        import threading
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.resource = resource
+        self.keys: list[dict[str, Any]] = []
+        self.fetches = 0
+        issuer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                docs = {"/.well-known/oauth-authorization-server": {"issuer": issuer.url, "jwks_uri": f"{issuer.url}/jwks"},
+                        "/jwks": {"keys": issuer.keys}}
+                if self.path == "/jwks":
+                    issuer.fetches += 1
+                body = json.dumps(docs.get(self.path, {})).encode()
+                self.send_response(200 if self.path in docs else 404)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def publish(self, kid: str) -> Any:
+        key, private = rsa_jwk(kid)
+        self.keys.append({k: v for k, v in private.items() if k in ("kty", "n", "e", "kid", "use", "alg")})
+        return key
+
+    def token(self, key: Any, kid: str, drop: tuple[str, ...] = (), **claims: Any) -> str:
+        import jwt
+
+        now = int(time.time())
+        body = {"iss": self.url, "aud": self.resource, "sub": "s", "scope": "a:read", "exp": now + 60, **claims}
+        for name in drop:
+            body.pop(name, None)
+        return jwt.encode(body, key, algorithm="RS256", headers={"kid": kid})
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 @dataclass
 class AuthServer:
     issuer: str

@@ -57,7 +57,7 @@ def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: 
         raise ConfigError(f"--profile {profile} is not a configured profile",
                           f"Use one of: {', '.join(sorted(profiles)) or 'none'} (the [plexor.profiles] of {kernel.paths.config_file}).")
     policy = ScopePolicy(kernel, config.scopes)
-    server.middleware.append(access_middleware(policy))
+    server.path.add("authorization", access_middleware(policy))  # before tasks (plexor.serving.layers)
     verifier = make_verifier(config) if config.enabled else None
     guard = AccessGuard(app, policy, config, profiles, verifier=verifier, static_token=token if config.enabled else None,
                         max_body=max_body, default_profile=profile)

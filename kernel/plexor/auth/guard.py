@@ -29,6 +29,7 @@ from typing import Any
 
 from plexor.auth.audit import audit
 from plexor.auth.config import AuthConfig, Profile
+from plexor.auth.decide import DECIDED, Target, decide, targets
 from plexor.auth.scopes import Access, ScopePolicy, granted_scopes
 from plexor.auth.search import FIND_TOOLS, find_tools, find_tools_wire
 from plexor.auth.tokens import IntrospectionVerifier, JwtVerifier, TokenRefused
@@ -38,7 +39,6 @@ __all__ = ["ACCESS_KEY", "PROFILE_HEADER", "AccessGuard", "access_middleware"]
 ACCESS_KEY = "plexor.access"  # where the Access of a request is kept in its ASGI scope
 PROFILE_HEADER = b"plexor-profile"
 KNOWN_TOKENS = 4096
-_CALLS = frozenset({"tools/call", "resources/read", "resources/subscribe", "prompts/get", "completion/complete"})
 
 
 def _quoted(text: str) -> str:
@@ -160,7 +160,7 @@ class AccessGuard:
             await self._unauthorized(send, None, "no bearer token")
             return False
         if self.static_token is not None and hmac.compare_digest(token, self.static_token):
-            access.subject = "static-token"
+            access.subject = "static-token"  # for the audit only: its principal stays "" (the local user)
             return None
         known = self._known.get(token)
         if known is not None and (known.expires_at is None or known.expires_at + self.config.leeway >= time.time()):
@@ -174,7 +174,7 @@ class AccessGuard:
             audit("deny", reason=refused.reason, detail=refused.description, **where)
             await self._unauthorized(send, refused.reason, refused.description)
             return False
-        known = _Known(found, AuthenticatedUser(found))
+        known = _Known(found, AuthenticatedUser(found), token)
         self._known[token] = known
         while len(self._known) > KNOWN_TOKENS:
             self._known.popitem(last=False)
@@ -214,23 +214,16 @@ class AccessGuard:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
-        for method, target, needed, plugin in self._calls(body):
-            missing = access.missing(needed)
-            fields = {**access.who(), "method": method, "target": target, "plugin": plugin,
-                      "scopes_needed": list(needed) or None}
-            if missing:
-                audit("deny", reason="insufficient_scope", scopes_missing=list(missing), **fields)
-                scope_text = " ".join(needed)
-                await _answer(send, 403, {
-                    "error": "insufficient_scope",
-                    "error_description": f"{method} {target} needs the scope(s) {scope_text}",
-                    "guidance": f"Ask the authorization server for a token with the scope(s) {scope_text} (step up), "
-                                "then send the request again."}, [(b"www-authenticate", (
-                                    f'Bearer error="insufficient_scope", scope="{scope_text}", '
-                                    f'resource_metadata="{self.metadata_url}", '
-                                    f'error_description="{_quoted(method + " " + target)} needs more scope"').encode())])
+        for target in self._calls(body):
+            decision = decide(access, target)
+            fields = {**access.who(), "method": target.method, "target": target.name, "plugin": target.plugin,
+                      "scopes_needed": list(target.needed) or None}
+            if decision.reason == "insufficient_scope":
+                audit("deny", reason="insufficient_scope", scopes_missing=list(decision.missing), **fields)
+                await self._forbidden(send, target)
                 return None
-            audit("allow", **fields)
+            if decision.allowed:  # a profile's refusal is the SDK layer's to answer (and audit)
+                audit("allow", **fields)
         sent = False
 
         async def replay() -> Any:
@@ -242,52 +235,37 @@ class AccessGuard:
 
         return replay
 
-    def _calls(self, body: bytes) -> list[tuple[str, str, tuple[str, ...], str | None]]:
-        """(method, target, scopes needed, plugin) of each call in a JSON-RPC body (a batch too); junk gives none."""
+    async def _forbidden(self, send: Any, target: Target) -> None:
+        scope_text = " ".join(target.needed)
+        what = f"{target.method} {target.name}"
+        await _answer(send, 403, {
+            "error": "insufficient_scope", "error_description": f"{what} needs the scope(s) {scope_text}",
+            "guidance": f"Ask the authorization server for a token with the scope(s) {scope_text} (step up), "
+                        "then send the request again."}, [(b"www-authenticate", (
+                            f'Bearer error="insufficient_scope", scope="{scope_text}", '
+                            f'resource_metadata="{self.metadata_url}", '
+                            f'error_description="{_quoted(what)} needs more scope"').encode())])
+
+    def _calls(self, body: bytes) -> list[Target]:
+        """What each request of a JSON-RPC body (a batch too) reaches; junk gives none (the SDK answers it)."""
         try:
             parsed = json.loads(body)
         except ValueError:
-            return []  # the SDK answers it
-        out = []
+            return []
+        out: list[Target] = []
         for message in parsed if isinstance(parsed, list) else [parsed]:
-            if not isinstance(message, dict) or message.get("method") not in _CALLS:
-                continue
-            method, params = message["method"], message.get("params")
-            if not isinstance(params, dict):
-                continue
-            found = self._needs(method, params)
-            if found is not None:
-                out.append((method, *found))
+            if isinstance(message, dict) and message.get("method") in DECIDED:
+                out.extend(targets(self.policy, str(message["method"]), message.get("params")))
         return out
-
-    def _needs(self, method: str, params: dict[str, Any]) -> tuple[str, tuple[str, ...], str | None] | None:
-        if method == "tools/call":
-            spec = self.policy.resolve_tool(str(params.get("name")))
-            return None if spec is None else (spec.name, self.policy.tool(spec), spec.plugin)
-        if method == "prompts/get":
-            prompt = self.policy.kernel.registry.prompts.get(str(params.get("name")))
-            return None if prompt is None else (prompt.name, self.policy.plugin_scopes(prompt.plugin), prompt.plugin)
-        if method == "completion/complete":
-            raw = params.get("ref")
-            ref: dict[str, Any] = raw if isinstance(raw, dict) else {}
-            if ref.get("type") == "ref/prompt":
-                prompt = self.policy.kernel.registry.prompts.get(str(ref.get("name")))
-                plugin = prompt.plugin if prompt else None
-            else:
-                plugin = self.policy.plugin_of_uri(str(ref.get("uri", "")))
-            return None if plugin is None else (f"{ref.get('type')} {ref.get('name') or ref.get('uri')}",
-                                                self.policy.plugin_scopes(plugin), plugin)
-        uri = str(params.get("uri", ""))
-        plugin = self.policy.plugin_of_uri(uri)
-        return None if plugin is None else (uri, self.policy.plugin_scopes(plugin), plugin)
 
 
 class _Known:
     """What a verified token gives each of its requests, worked out once (the token's user, scopes, who)."""
 
-    __slots__ = ("claims", "client", "credentials", "expires_at", "issuer", "scopes", "subject", "token_id", "user")
+    __slots__ = ("claims", "client", "credentials", "expires_at", "issuer", "principal", "scopes", "subject", "token_id",
+                 "user")
 
-    def __init__(self, found: Any, user: Any) -> None:
+    def __init__(self, found: Any, user: Any, token: bytes) -> None:
         from starlette.authentication import AuthCredentials
 
         self.user = user
@@ -297,11 +275,29 @@ class _Known:
         self.credentials = AuthCredentials(sorted(self.scopes))
         self.subject, self.client = found.subject, found.client_id or None
         self.issuer, self.token_id = str(self.claims.get("iss") or "") or None, self.claims.get("jti")
+        self.principal = principal_of(self.issuer, self.subject, self.client, token)
 
     def fill(self, access: Access) -> None:
         access.scopes, access.subject, access.client = self.scopes, self.subject, self.client
+        access.principal = self.principal
         access.issuer, access.token_id, access.claims = self.issuer, self.token_id, self.claims
         access.credentials = self.credentials
+
+
+def principal_of(issuer: str | None, subject: str | None, client: str | None, token: bytes) -> str:
+    """Who a verified token speaks for, as an owner of tasks: never "" (the static token's, the local user's).
+
+    The issuer, subject and client together, each length-prefixed so no two triples read alike; the
+    same person through the same client keeps it across token refreshes. A token without a subject
+    names nobody another token could also name: it owns only what it made itself.
+    """
+    import hashlib
+
+    if not subject:
+        return "token:" + hashlib.sha256(b"token\0" + token).hexdigest()[:32]
+    parts = [issuer or "", subject, client or ""]
+    joined = "".join(f"{len(p)}:{p}" for p in parts)
+    return "oauth:" + hashlib.sha256(joined.encode()).hexdigest()[:32]
 
 
 def _access_of(ctx: Any) -> Access | None:
@@ -315,10 +311,50 @@ def _field(result: Any, key: str) -> Any:
     return result.get(key) if isinstance(result, dict) else None
 
 
-def access_middleware(policy: ScopePolicy) -> Callable[..., Any]:
-    """SDK middleware: lists filtered by the request's Access, and calls outside it refused."""
+def _refusal(target: Target, reason: str, missing: tuple[str, ...], access: Access) -> Any:
+    """What the SDK layer answers a request the decision refused: a tool's error result, else invalid params."""
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
+
+    if target.method == "tools/call":
+        text = (f"{target.name} needs the scope(s) {' '.join(missing)}, which this token lacks. Get a token with them."
+                if missing else
+                f"{target.name} is not in this connection's profile {access.profile.name if access.profile else ''!r}. "
+                "Use one of the tools listed by tools/list, or connect with a profile that has it.")
+        return types.CallToolResult.model_validate({  # as the SDK shapes a handler's result, in either era
+            "content": [{"type": "text", "text": text}], "isError": True,
+            "structuredContent": {"error": {"message": text, "kind": reason}}})
+    raise MCPError(types.INVALID_PARAMS, f"{target.name} is not available to this connection (its token's scopes or "
+                   f"its profile do not include it): {target.method} refused", {"reason": reason, "target": target.name})
+
+
+def _filter(policy: ScopePolicy, access: Access, method: str, result: Any) -> Any:
+    """A list's page with only what ``access`` may use."""
+    if method == "tools/list" and isinstance(_field(result, "tools"), list):
+        tools = policy.kernel.registry.tools
+        result["tools"] = [t for t in result["tools"] if t.get("name") not in tools or access.tool_visible(tools[t["name"]])]
+        if access.profile is not None and access.profile.search and not result.get("nextCursor"):
+            result["tools"].append(find_tools_wire())
+    elif method == "resources/list" and isinstance(_field(result, "resources"), list):
+        result["resources"] = [r for r in result["resources"]
+                               if access.plugin_visible(policy.plugin_of_uri(str(r.get("uri", ""))))]
+    elif method == "resources/templates/list" and isinstance(_field(result, "resourceTemplates"), list):
+        result["resourceTemplates"] = [t for t in result["resourceTemplates"]
+                                       if access.plugin_visible(policy.plugin_of_uri(str(t.get("uriTemplate", ""))))]
+    elif method == "prompts/list" and isinstance(_field(result, "prompts"), list):
+        prompts = policy.kernel.registry.prompts
+        result["prompts"] = [p for p in result["prompts"]
+                             if p.get("name") not in prompts or access.plugin_visible(prompts[p["name"]].plugin)]
+    return result
+
+
+def access_middleware(policy: ScopePolicy) -> Callable[..., Any]:
+    """SDK middleware (the ``authorization`` layer): the one decision for every request, and every list filtered.
+
+    It runs before the ``tasks`` layer (``plexor.serving.layers``), so a tool call refused here
+    never becomes a task, in either era.
+    """
+    import mcp_types as types
 
     async def middleware(ctx: Any, call_next: Any) -> Any:
         access = _access_of(ctx)
@@ -326,52 +362,17 @@ def access_middleware(policy: ScopePolicy) -> Callable[..., Any]:
             return await call_next(ctx)
         method = ctx.method
         params: dict[str, Any] = dict(ctx.params) if isinstance(ctx.params, dict) else {}
-        searching = access.profile is not None and access.profile.search
-        if method == "tools/call":
-            if searching and params.get("name") == FIND_TOOLS:
-                args = params.get("arguments")
-                audit("allow", method=method, target=FIND_TOOLS, **access.who())
-                return types.CallToolResult.model_validate(find_tools(access, policy, args if isinstance(args, dict) else {}))
-            spec = policy.resolve_tool(str(params.get("name")))
-            if spec is not None and not access.tool_callable(spec):
-                missing = access.missing(policy.tool(spec))
-                reason = "insufficient_scope" if missing else "not_in_profile"
-                audit("deny", reason=reason, method=method, target=spec.name, plugin=spec.plugin, **access.who())
-                text = (f"{spec.name} needs the scope(s) {' '.join(missing)}, which this token lacks. Get a token with them."
-                        if missing else
-                        f"{spec.name} is not in this connection's profile {access.profile.name if access.profile else ''!r}. "
-                        "Use one of the tools listed by tools/list, or connect with a profile that has it.")
-                return types.CallToolResult.model_validate({  # as the SDK shapes a handler's result, in either era
-                    "content": [{"type": "text", "text": text}], "isError": True,
-                    "structuredContent": {"error": {"message": text, "kind": reason}}})
-        elif method in ("resources/read", "prompts/get"):
-            if method == "prompts/get":
-                prompt = policy.kernel.registry.prompts.get(str(params.get("name")))
-                plugin = prompt.plugin if prompt else None
-            else:
-                plugin = policy.plugin_of_uri(str(params.get("uri", "")))
-            if not access.plugin_visible(plugin):
-                audit("deny", reason="not_visible", method=method, target=params.get("uri") or params.get("name"),
-                      plugin=plugin, **access.who())
-                raise MCPError(types.INVALID_PARAMS, f"{params.get('uri') or params.get('name')} is not available to this "
-                               "connection (its token's scopes or its profile do not include it)")
-        result = await call_next(ctx)
-        if method == "tools/list" and isinstance(_field(result, "tools"), list):
-            tools = policy.kernel.registry.tools
-            result["tools"] = [t for t in result["tools"]
-                               if t.get("name") not in tools or access.tool_visible(tools[t["name"]])]
-            if searching and not result.get("nextCursor"):
-                result["tools"].append(find_tools_wire())
-        elif method == "resources/list" and isinstance(_field(result, "resources"), list):
-            result["resources"] = [r for r in result["resources"]
-                                   if access.plugin_visible(policy.plugin_of_uri(str(r.get("uri", ""))))]
-        elif method == "resources/templates/list" and isinstance(_field(result, "resourceTemplates"), list):
-            result["resourceTemplates"] = [t for t in result["resourceTemplates"]
-                                           if access.plugin_visible(policy.plugin_of_uri(str(t.get("uriTemplate", ""))))]
-        elif method == "prompts/list" and isinstance(_field(result, "prompts"), list):
-            prompts = policy.kernel.registry.prompts
-            result["prompts"] = [p for p in result["prompts"]
-                                 if p.get("name") not in prompts or access.plugin_visible(prompts[p["name"]].plugin)]
-        return result
+        if method == "tools/call" and access.profile is not None and access.profile.search \
+                and params.get("name") == FIND_TOOLS:
+            args = params.get("arguments")
+            audit("allow", method=method, target=FIND_TOOLS, **access.who())
+            return types.CallToolResult.model_validate(find_tools(access, policy, args if isinstance(args, dict) else {}))
+        for target in targets(policy, method, params):
+            decision = decide(access, target)
+            if not decision.allowed:
+                reason = decision.reason or "not_visible"
+                audit("deny", reason=reason, method=method, target=target.name, plugin=target.plugin, **access.who())
+                return _refusal(target, reason, decision.missing, access)
+        return _filter(policy, access, method, await call_next(ctx))
 
     return middleware

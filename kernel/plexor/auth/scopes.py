@@ -62,8 +62,8 @@ class ScopePolicy:
             return None
 
     def plugin_of_uri(self, uri: str) -> str | None:
-        m = _SCHEME.match(uri)
-        return self.kernel.registry.schemes.get(m.group(1).lower()) if m else None
+        """The plugin serving ``uri``, as the kernel resolves it when reading (``Kernel.resource_plugin``)."""
+        return self.kernel.resource_plugin(uri) if _SCHEME.match(uri) else None
 
     def plugin_scopes(self, plugin: str | None) -> tuple[str, ...]:
         return () if plugin is None else (f"{plugin}:read",)
@@ -89,6 +89,7 @@ class Access:
     scopes: frozenset[str] | None = None
     profile: Profile | None = None
     subject: str | None = None
+    principal: str = ""  # who owns what this caller makes (tasks): "" is the local user (see plexor.auth.guard)
     client: str | None = None
     issuer: str | None = None
     token_id: str | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import traceback
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from plexor.context import Context
@@ -120,13 +121,29 @@ class Pipeline(KernelBase):
         return default_guidance(exc, context)
 
     # -- tools ----------------------------------------------------------------------
+    def find_tool(self, name: str) -> ToolSpec | None:
+        """The tool ``name`` names, in any form a client may send (:func:`find_named`), or None."""
+        found: ToolSpec | None = find_named(self.registry.tools, name, self.separator, lambda s: s.namespace)
+        return found
+
+    def find_prompt(self, name: str) -> Any:
+        """The prompt (``PromptSpec``) ``name`` names, in the same forms as a tool, or None."""
+        records = self.records
+        return find_named(self.registry.prompts, name, self.separator,
+                          lambda s: records[s.plugin].namespace if s.plugin in records else "")
+
+    def resource_plugin(self, uri: str) -> str | None:
+        """The plugin that serves ``uri`` (its resource or template, else its scheme's owner), or None."""
+        try:
+            spec, _ = self._find_resource(uri)
+        except PlexorError:
+            scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
+            return self.registry.schemes.get(scheme)
+        plugin: str = spec.plugin
+        return plugin
+
     def resolve_tool(self, name: str) -> ToolSpec:
-        spec = self.registry.tools.get(name)
-        if spec is None and "." in name:
-            spec = self.registry.tools.get(name.replace(".", self.separator, 1))
-        if spec is None:  # the method alone (`tree_render`), when exactly one plugin has it
-            found = [s for s in self.registry.tools.values() if s.name == f"{s.namespace}{self.separator}{name}"]
-            spec = found[0] if len(found) == 1 else None
+        spec = self.find_tool(name)
         if spec is None:
             from plexor.core.records import State
 
@@ -247,7 +264,7 @@ class Pipeline(KernelBase):
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, *, session: Any = None,
                          request_id: Any = None, exchange: Any = None) -> tuple[str, list[dict[str, Any]]]:
         """Render a prompt: ``(description, [{"role", "text"}])``."""
-        spec = self.registry.prompts.get(name) or self.registry.prompts.get(name.replace(".", self.separator, 1))
+        spec = self.find_prompt(name)
         if spec is None:
             from plexor.core.guidance import suggest
 
@@ -312,3 +329,19 @@ def _escapes(exc: BaseException, exchange: Any) -> bool:
     if type(exc).__name__ == "InputRequired":
         return True
     return isinstance(exc, AskError) and exchange is not None and exchange.modern
+
+
+def find_named(table: dict[str, Any], name: str, separator: str, namespace: Callable[[Any], str]) -> Any:
+    """The one name resolution of tools and prompts, used by the kernel and by authorization alike.
+
+    ``name`` is the full name (``tree_render``), the dotted form (``tree.render``), or the bare
+    method (``render``) when exactly one plugin has it. Authorization decides on what this
+    returns, so a form the kernel accepts can never escape a check made on another form.
+    """
+    spec = table.get(name)
+    if spec is None and "." in name:
+        spec = table.get(name.replace(".", separator, 1))
+    if spec is None:  # the method alone, when exactly one plugin has it
+        found = [s for s in table.values() if s.name == f"{namespace(s)}{separator}{name}"]
+        spec = found[0] if len(found) == 1 else None
+    return spec

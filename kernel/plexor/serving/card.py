@@ -5,7 +5,8 @@ title, description, version, icons), where to connect (``remotes``: this server'
 and transport, with the protocol versions it speaks there; ``packages``: how to run it locally
 over stdio), plus two fields Plexor adds because clients ask for them before connecting:
 ``capabilities`` and ``tools`` (name, title, description, annotations and icons of every tool
-the server lists; input schemas stay with ``tools/list``). The URL of a remote is built from the
+the caller's ``tools/list`` shows: with OAuth or a profile, only what the caller may use; input
+schemas stay with ``tools/list``). The URL of a remote is built from the
 request's own address, which the Host/Origin guard has already checked.
 """
 
@@ -19,8 +20,13 @@ SCHEMA = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.j
 ERAS = ["2025-11-25", "2026-07-28"]
 
 
-def server_card(kernel: Any, server: Any, base_url: str, *, transport: str = "http", stateless: bool = False) -> dict[str, Any]:
-    """The card of ``server`` (serving ``kernel``) as reached at ``base_url`` (``http://host:port/``)."""
+def server_card(kernel: Any, server: Any, base_url: str, *, transport: str = "http", stateless: bool = False,
+                access: Any = None) -> dict[str, Any]:
+    """The card of ``server`` (serving ``kernel``) as reached at ``base_url`` (``http://host:port/``).
+
+    ``access`` is the caller's (``plexor.auth.scopes.Access``, from the guard): the card then lists only
+    the tools its ``tools/list`` shows, never more.
+    """
     from plexor import __version__
 
     base = base_url.rstrip("/")
@@ -29,7 +35,10 @@ def server_card(kernel: Any, server: Any, base_url: str, *, transport: str = "ht
     else:
         remotes = [{"type": "streamable-http", "url": f"{base}/mcp", "supportedProtocolVersions": ERAS}]
     tools = []
+    restricted = access is not None and access.restricted
     for spec in kernel.list_tools():
+        if restricted and not access.tool_visible(spec):
+            continue
         entry: dict[str, Any] = {"name": spec.name, "description": spec.description}
         if spec.title:
             entry["title"] = spec.title
@@ -40,6 +49,11 @@ def server_card(kernel: Any, server: Any, base_url: str, *, transport: str = "ht
         if icons:
             entry["icons"] = icons
         tools.append(entry)
+    if restricted and access.profile is not None and access.profile.search:
+        from plexor.auth.search import find_tools_wire
+
+        found = find_tools_wire()
+        tools.append({k: found[k] for k in ("name", "description", "annotations") if k in found})
     card: dict[str, Any] = {
         "$schema": SCHEMA,
         "name": "io.github.plexor/plexor",

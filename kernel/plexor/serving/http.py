@@ -174,7 +174,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     if kernel.state == State.CREATED:
         kernel.load()
     server = build_server(kernel)
-    server.middleware.append(_timeout_middleware(opts.request_timeout))
+    server.path.add("timeout", _timeout_middleware(opts.request_timeout))
     from plexor.telemetry import http_routes
 
     observing = http_routes(kernel, server)  # /metrics and the HTTP traceparent, when PLEXOR_OTEL is on
@@ -214,7 +214,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         from plexor.serving.card import server_card
 
         return JSONResponse(server_card(kernel, server, str(request.base_url), transport=opts.transport,
-                                        stateless=opts.stateless))
+                                        stateless=opts.stateless, access=request.scope.get("plexor.access")))
 
     if opts.transport == "sse":
         from mcp.server.sse import SseServerTransport

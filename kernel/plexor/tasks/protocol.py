@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -69,16 +68,15 @@ def _missing_capability(what: str) -> MCPError:
 
 
 def _owner(ctx: Any) -> str:
-    """Whose task: the OAuth user (issuer and subject, the same across token refreshes) that made it; another
-    user cannot see it. Without OAuth (stdio, no token, a static token such as the daemon's) there is one
-    principal, the local user: any caller that may call the server may follow its tasks by id."""
+    """Whose task: the caller's principal, set by ``plexor.auth``'s guard from the verified token (issuer, subject
+    and client; a token without a subject owns only its own tasks); another caller cannot see it. Without OAuth
+    (stdio, no token, a static token such as the daemon's) there is one principal, the local user (""): any
+    caller that may call the server may follow its tasks by id. No token can name the local user."""
     request = getattr(ctx, "request", None)
     scope = getattr(request, "scope", None)
     access = scope.get("plexor.access") if isinstance(scope, dict) else None  # set by plexor.auth's guard
-    subject = getattr(access, "subject", None)
-    if not subject or subject == "static-token":
-        return ""
-    return hashlib.sha256(f"oauth:{getattr(access, 'issuer', None) or ''}:{subject}".encode()).hexdigest()[:32]
+    principal = getattr(access, "principal", "")
+    return principal if isinstance(principal, str) else ""
 
 
 def task_fields(row: TaskRow, modern: bool) -> dict[str, Any]:
@@ -449,7 +447,7 @@ def install_tasks(server: Any, kernel: Kernel) -> TaskProtocol:
         return caps
 
     server.get_capabilities = get_capabilities
-    server.middleware.append(proto.middleware)
+    server.path.add("tasks", proto.middleware)  # after authorization (plexor.serving.layers)
     _settle_on_drain(kernel)
     return proto
 

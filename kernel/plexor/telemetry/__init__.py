@@ -118,7 +118,7 @@ def http_routes(kernel: KernelBase, server: Any) -> list[Any]:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    server.middleware.insert(0, _http_trace_context)
+    server.path.add("trace", _http_trace_context)
 
     async def metrics(request: HttpRequest) -> Response:
         body, content_type = telemetry.prometheus_text()

@@ -4,7 +4,8 @@ Loaded from ``tests/auth/site`` on ``PYTHONPATH`` (a path-based entry point), ne
 ``[ledger] record = PATH`` names the file; a refused call must leave no line there.
 Scopes: ``ledger_balance`` is read-only (``ledger:read``), ``ledger_post`` writes
 (``ledger:write``), ``ledger_purge`` declares ``ledger:admin`` explicitly; the resource and the
-prompt need ``ledger:read``.
+prompt need ``ledger:read``. ``ledger_post`` may run as a task (``task="optional"``) and tells
+subscribers that ``ledger://entries`` changed (``resources/updated``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from plexor import hookimpl
 
 PLEXOR_NAMESPACE = "ledger"
 _record: dict[str, Path] = {}
+_handle: dict[str, Any] = {}
 
 
 def _note(what: str, **args: Any) -> None:
@@ -36,8 +38,13 @@ def plexor_register_tools(register: Any, settings: Any) -> None:
     if settings.get("record"):
         _record["path"] = Path(settings.get("record"))
     register(balance, annotations={"readOnlyHint": True})
-    register(post)
+    register(post, task="optional")
     register(purge, scopes=["ledger:admin"])
+
+
+@hookimpl
+def plexor_startup(plugin: Any) -> None:
+    _handle["plugin"] = plugin
 
 
 @hookimpl
@@ -59,6 +66,8 @@ def balance(account: str = "main") -> dict[str, Any]:
 def post(amount: int) -> dict[str, Any]:
     """Post an entry."""
     _note("post", amount=amount)
+    if "plugin" in _handle:
+        _handle["plugin"].resource_updated("ledger://entries")
     return {"posted": amount}
 
 

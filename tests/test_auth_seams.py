@@ -1,0 +1,243 @@
+"""The authorization boundary holds for every kind of request, in both eras: the ways around it, closed.
+
+One real ``plexor serve --transport http`` as an OAuth resource server, real tokens (PyJWT, signed
+with a key whose JWKS the test serves: ``auth.support.Issuer``) and the SDK's own client, over
+Streamable HTTP. The ``ledger`` test plugin records every call it receives, so a refusal is also
+checked where it matters: nothing reached the plugin.
+
+1. a connection's tool profile binds a tool call asked for as a task, as it binds a plain call;
+2. a prompt is one thing under every name the kernel accepts (full, dotted, bare);
+3. every URI of a ``subscriptions/listen`` stream is authorized, as ``resources/subscribe`` is;
+4. a task's owner is the caller's principal: no token without a subject, nor one whose subject
+   reads like the static token's, shares tasks with anyone else;
+5. the server card lists only what the caller may use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from auth.support import Issuer, free_port, served_plexor
+
+pytestmark = pytest.mark.anyio
+
+PROFILES = {"reader": {"tools": ["ledger_balance", "plexor_*"]}, "health": {"tools": ["plexor_health"]}}
+ERAS = ["2025-11-25", "2026-07-28"]
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("seams")
+    port = free_port()
+    issuer = Issuer(f"http://127.0.0.1:{port}/mcp")
+    key = issuer.publish("k1")
+    try:
+        auth = {"issuer": issuer.url, "resource": issuer.resource, "leeway": 0}
+        with served_plexor(tmp / "home", port, auth=auth, profiles=PROFILES) as px:
+            yield issuer, key, px
+    finally:
+        issuer.stop()
+
+
+def token(stack: Any, scope: str, **claims: Any) -> str:
+    issuer, key, _ = stack
+    return issuer.token(key, "k1", scope=scope, **({"sub": "alice", "client_id": "app"} | claims))
+
+
+@contextlib.asynccontextmanager
+async def client(url: str, bearer: str, era: str, **headers: str) -> Any:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from plexor.tasks.client import TasksClient
+
+    mode = "legacy" if era == "2025-11-25" else era
+    extensions = [TasksClient()] if era != "2025-11-25" else []
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}", **headers}, timeout=30) as http, \
+            Client(streamable_http_client(url, http_client=http), mode=mode, extensions=extensions) as c:
+        yield c
+
+
+async def raw(c: Any, method: str, params: dict[str, Any], *, era: str) -> dict[str, Any]:
+    """A request as sent on the wire (the typed API has no task-augmented call); in 2026-07-28 with the
+    tasks extension declared in the request's ``_meta``, as a tasks-aware client sends it."""
+    from plexor.tasks.client import task_request
+
+    if era == "2025-11-25":  # the SDK's 2025-11-25 session checks results by method: it refuses a task's
+        answer: dict[str, Any] = await c.session._dispatcher.send_raw_request(method, params, {})
+        return answer
+    params = {**params, "_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}}
+    return await task_request(c.session, method, params)
+
+
+def posts(px: Any) -> list[dict[str, Any]]:
+    return [c for c in px.calls() if c["call"] == "post"]
+
+
+# -- 1. a profile binds a task-augmented call -------------------------------------------------------
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_tool_outside_the_profile_cannot_run_as_a_task(stack, era):
+    _, _, px = stack
+    before = len(posts(px))
+    async with client(px.url + "/reader", px.static, era) as c:
+        plain = await c.call_tool("ledger_post", {"amount": 3})
+        assert plain.is_error and "not in this connection's profile 'reader'" in plain.content[0].text
+        task = {"task": {"ttl": 60_000}} if era == "2025-11-25" else {}
+        answer = await raw(c, "tools/call", {"name": "ledger_post", "arguments": {"amount": 4}, **task}, era=era)
+        assert "task" not in answer and answer.get("resultType") != "task", answer  # no task was made
+        assert answer["isError"] is True and "not in this connection's profile" in answer["content"][0]["text"]
+        dotted = await raw(c, "tools/call", {"name": "ledger.post", "arguments": {"amount": 5}, **task}, era=era)
+        assert dotted["isError"] is True
+    assert len(posts(px)) == before  # nothing reached the plugin
+    denied = [a for a in px.audit() if a.get("reason") == "not_in_profile" and a.get("target") == "ledger_post"]
+    assert len(denied) >= 3
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_tool_in_the_profile_still_runs_as_a_task(stack, era):
+    _, _, px = stack
+    async with client(px.url, token(stack, "ledger:write"), era) as c:
+        task = {"task": {"ttl": 60_000}} if era == "2025-11-25" else {}
+        answer = await raw(c, "tools/call", {"name": "ledger_post", "arguments": {"amount": 6}, **task}, era=era)
+        if era == "2025-11-25":
+            answer = await raw(c, "tasks/result", {"taskId": answer["task"]["taskId"]}, era=era)
+        assert answer["structuredContent"] == {"posted": 6}
+
+
+# -- 2. one name resolution -------------------------------------------------------------------------
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_prompt_is_refused_under_every_name_the_kernel_accepts(stack, era):
+    from mcp.shared.exceptions import MCPError
+
+    _, _, px = stack
+    weak = token(stack, "plexor:read")
+    before = [c for c in px.calls() if c["call"] == "summary"]
+    for name in ("ledger_summary", "ledger.summary", "summary"):
+        r = httpx.post(px.url, json={"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {"name": name}},
+                       headers={"Authorization": f"Bearer {weak}", "Accept": "application/json, text/event-stream",
+                                "MCP-Protocol-Version": era, "Content-Type": "application/json"}, timeout=30)
+        assert r.status_code == 403, (name, r.status_code, r.text)
+        assert 'scope="ledger:read"' in r.headers["www-authenticate"] and "ledger_summary" in r.json()["error_description"]
+        async with client(px.url, weak, era) as c:
+            with pytest.raises(MCPError):  # the SDK client's answer to the 403
+                await c.get_prompt(name)
+    async with client(px.url, token(stack, "ledger:read"), era) as c:  # with the scope, every form works
+        for name in ("ledger_summary", "ledger.summary", "summary"):
+            assert "Summarise main" in str((await c.get_prompt(name)).messages[0].content)
+    assert [c for c in px.calls() if c["call"] == "summary"][: len(before)] == before
+    assert len([c for c in px.calls() if c["call"] == "summary"]) == len(before) + 3  # only the allowed ones
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_prompt_outside_the_profile_is_refused_in_every_form(stack, era):
+    from mcp.shared.exceptions import MCPError
+
+    _, _, px = stack
+    async with client(px.url + "/health", px.static, era) as c:
+        for name in ("ledger_summary", "ledger.summary", "summary"):
+            with pytest.raises(MCPError) as refused:
+                await c.get_prompt(name)
+            assert "not available to this connection" in refused.value.error.message
+        with pytest.raises(MCPError):
+            await raw(c, "completion/complete", {"ref": {"type": "ref/prompt", "name": "ledger.summary"},
+                                                 "argument": {"name": "account", "value": "m"}}, era=era)
+
+
+# -- 3. every URI of a listen stream ------------------------------------------------------------------
+async def _listen_and_post(px: Any, c: Any) -> Any:
+    """Listen on ledger://entries, post (as the operator), and return the first event heard (None: nothing)."""
+    async with c.listen(resource_subscriptions=["ledger://entries"]) as sub:
+        async with client(px.url, px.static, "2026-07-28") as operator:
+            assert not (await operator.call_tool("ledger_post", {"amount": 1})).is_error
+        with anyio.fail_after(10):
+            return await sub.__anext__()
+
+
+async def test_a_listen_stream_is_refused_a_resource_the_token_may_not_read(stack):
+    from mcp.shared.exceptions import MCPError
+
+    _, _, px = stack
+    async with client(px.url, token(stack, "ledger:read"), "2026-07-28") as c:  # the control: allowed, and heard
+        event = await _listen_and_post(px, c)
+        assert getattr(event, "uri", None) == "ledger://entries"
+    async with client(px.url, token(stack, "plexor:read"), "2026-07-28") as c:
+        with pytest.raises(MCPError):  # the SDK client's answer to the 403 (audited below)
+            await _listen_and_post(px, c)
+    async with client(px.url, token(stack, "plexor:read"), "2025-11-25") as c:  # the 2025-11-25 counterpart
+        with pytest.raises(MCPError):
+            await c.session.subscribe_resource("ledger://entries")
+    refusals = {a.get("method") for a in px.audit() if a.get("reason") == "insufficient_scope"}
+    assert {"subscriptions/listen", "resources/subscribe"} <= refusals
+
+
+async def test_a_listen_stream_is_refused_a_resource_outside_the_profile(stack):
+    from mcp.shared.exceptions import MCPError
+
+    _, _, px = stack
+    async with client(px.url + "/health", px.static, "2026-07-28") as c:
+        with pytest.raises(MCPError) as refused:
+            await _listen_and_post(px, c)
+        assert "not available to this connection" in refused.value.error.message
+    async with client(px.url + "/health", px.static, "2025-11-25") as c:
+        with pytest.raises(MCPError):
+            await c.session.subscribe_resource("ledger://entries")
+
+
+# -- 4. the owner of a task ---------------------------------------------------------------------------
+@pytest.mark.parametrize("era", ERAS)
+async def test_no_token_shares_tasks_with_the_static_token_or_with_another(stack, era):
+    from mcp.shared.exceptions import MCPError
+
+    _, _, px = stack
+    async with client(px.url, px.static, "2025-11-25") as operator:
+        made = await raw(operator, "tools/call", {"name": "ledger_post", "arguments": {"amount": 7}, "task": {}},
+                         era="2025-11-25")
+        mine = made["task"]["taskId"]
+        assert (await raw(operator, "tasks/get", {"taskId": mine}, era="2025-11-25"))["taskId"] == mine
+    no_sub = token(stack, "ledger:write", drop=("sub",))
+    other_no_sub = token(stack, "ledger:write", drop=("sub",), jti="another")
+    posing = token(stack, "ledger:write", sub="static-token")
+    for bearer in (no_sub, posing):
+        async with client(px.url, bearer, era) as c:
+            for method in ("tasks/get", "tasks/cancel") + (("tasks/result",) if era == "2025-11-25" else ()):
+                with pytest.raises(MCPError) as hidden:
+                    await raw(c, method, {"taskId": mine}, era=era)
+                assert "Task not found" in hidden.value.error.message, (method, hidden.value.error.message)
+            if era == "2025-11-25":
+                assert mine not in [t["taskId"] for t in (await raw(c, "tasks/list", {}, era=era))["tasks"]]
+    async with client(px.url, no_sub, "2025-11-25") as c:  # a token without a subject keeps its own tasks
+        own = (await raw(c, "tools/call", {"name": "ledger_post", "arguments": {"amount": 8}, "task": {}},
+                         era="2025-11-25"))["task"]["taskId"]
+        assert (await raw(c, "tasks/get", {"taskId": own}, era="2025-11-25"))["taskId"] == own
+    for bearer in (other_no_sub, posing, px.static):
+        async with client(px.url, bearer, era) as c:
+            with pytest.raises(MCPError) as hidden:
+                await raw(c, "tasks/get", {"taskId": own}, era=era)
+            assert "Task not found" in hidden.value.error.message
+
+
+# -- 5. the server card -------------------------------------------------------------------------------
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_server_card_lists_only_what_the_caller_may_use(stack, era):
+    _, _, px = stack
+    card_url = px.base + "/.well-known/mcp/server-card.json"
+    for bearer, headers in ((token(stack, "plexor:read"), {}), (px.static, {"Plexor-Profile": "reader"}),
+                            (token(stack, "ledger:read plexor:read", plexor_profile="health"), {})):
+        async with client(px.url, bearer, era, **headers) as c:
+            listed = sorted(t.name for t in (await c.list_tools()).tools)
+        card = httpx.get(card_url, headers={"Authorization": f"Bearer {bearer}", **headers}, timeout=30).json()
+        assert sorted(t["name"] for t in card["tools"]) == listed
+        assert "ledger_post" not in listed
+    full = httpx.get(card_url, headers={"Authorization": f"Bearer {px.static}"}, timeout=30).json()
+    assert {"ledger_post", "ledger_purge", "plexor_health"} <= {t["name"] for t in full["tools"]}  # the operator's
