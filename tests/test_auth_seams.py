@@ -241,3 +241,44 @@ async def test_the_server_card_lists_only_what_the_caller_may_use(stack, era):
         assert "ledger_post" not in listed
     full = httpx.get(card_url, headers={"Authorization": f"Bearer {px.static}"}, timeout=30).json()
     assert {"ledger_post", "ledger_purge", "plexor_health"} <= {t["name"] for t in full["tools"]}  # the operator's
+
+
+# -- the relay of `plexor connect` --------------------------------------------------------------------
+async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
+    import json
+    import os
+    import sys
+
+    from auth.support import SITE
+    from conformance.serving import fixture_env
+    from mcp import Client, StdioServerParameters
+    from mcp.shared.exceptions import MCPError
+
+    from plexor.daemon import read_registry, stop_daemon
+    from plexor.tasks.client import TasksClient
+
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    record = home / "calls.jsonl"
+    (home / "config" / "plexor.toml").write_text(
+        f"[ledger]\nrecord = {json.dumps(str(record))}\n[plexor.profiles.health]\ntools = [\"plexor_health\"]\n")
+    env = fixture_env(home, PLEXOR_PLUGINS="ledger", PYTHONPATH=os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")]))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect", "--profile", "health"], env=env)
+    try:
+        for era in ERAS:  # one daemon behind both
+            mode = "legacy" if era == "2025-11-25" else era
+            async with Client(params, mode=mode, extensions=[] if era == "2025-11-25" else [TasksClient()]) as c:
+                task = {"task": {"ttl": 60_000}} if era == "2025-11-25" else {}
+                answer = await raw(c, "tools/call", {"name": "ledger_post", "arguments": {"amount": 9}, **task}, era=era)
+                assert "task" not in answer and answer["isError"] is True, answer
+                for name in ("ledger_summary", "ledger.summary", "summary"):
+                    with pytest.raises(MCPError) as refused:
+                        await c.get_prompt(name)
+                    assert "not available to this connection" in refused.value.error.message
+                assert not (await c.call_tool("plexor_health", {})).is_error  # the relay works for what is allowed
+    finally:
+        info = read_registry(home / "data" / "daemon.json")
+        if info is not None:
+            with contextlib.suppress(OSError):
+                stop_daemon(info, wait=10)
+    assert not record.exists() or record.read_text() == ""  # nothing reached the plugin
