@@ -282,3 +282,26 @@ async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
             with contextlib.suppress(OSError):
                 stop_daemon(info, wait=10)
     assert not record.exists() or record.read_text() == ""  # nothing reached the plugin
+
+
+# -- the request path ---------------------------------------------------------------------------------
+async def test_the_request_layers_sit_in_their_declared_order_whatever_order_they_are_added(plexor):
+    from plexor.server import build_server
+    from plexor.serving.layers import ORDER
+
+    async with plexor.kernel() as kernel:
+        server = build_server(kernel)  # session, request-state and tasks are added here
+        before = list(server.middleware)
+
+        async def authorization(ctx, call_next):
+            return await call_next(ctx)
+
+        server.path.add("authorization", authorization)  # added last, as plexor.auth does
+        assert server.path.names() == ["sdk", "session", "request-state", "authorization", "tasks"]
+        assert server.middleware == [*before[:-1], authorization, before[-1]]  # the SDK's list, in place
+        from plexor.tasks.protocol import TaskProtocol
+
+        assert isinstance(getattr(server.middleware[-1], "__self__", None), TaskProtocol)  # the tasks layer, still last
+        assert list(ORDER).index("authorization") < list(ORDER).index("tasks")
+        with pytest.raises(ValueError, match="unknown request layer 'audit'"):
+            server.path.add("audit", authorization)

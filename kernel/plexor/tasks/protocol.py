@@ -142,10 +142,7 @@ class TaskProtocol:
 
         params: dict[str, Any] = ctx.params
         name = params.get("name")
-        registry = self.kernel.registry.tools
-        spec = registry.get(name) if isinstance(name, str) else None
-        if spec is None and isinstance(name, str) and "." in name:
-            spec = registry.get(name.replace(".", self.kernel.separator, 1))
+        spec = self.kernel.find_tool(name) if isinstance(name, str) else None  # the kernel's one name resolution
         support = getattr(spec, "task", "forbidden") if spec is not None else "forbidden"
         modern = stateless_era(ctx)
         wants = _declares_tasks(ctx) if modern else isinstance(params.get("task"), dict)
