@@ -3,19 +3,21 @@
 ``AccessGuard`` is ASGI middleware in front of the MCP routes. With OAuth on it validates the
 bearer token (401 with ``WWW-Authenticate: Bearer ... resource_metadata=...`` when it is missing or
 refused), serves the protected resource metadata (RFC 9728), and reads the JSON-RPC body of each
-POST: a ``tools/call``, ``resources/read``, ``prompts/get`` or ``completion/complete`` whose
-scopes the token lacks is answered ``403`` with ``error="insufficient_scope", scope="..."`` before
-the SDK sees it, so nothing of it reaches a plugin and the client can step up.
+POST: a request whose target (:mod:`plexor.auth.decide`: a tool call, plain or as a task, a prompt,
+a resource read or subscription, a completion, every URI of a listen stream) needs scopes the token
+lacks is answered ``403`` with ``error="insufficient_scope", scope="..."`` before the SDK sees it,
+so nothing of it reaches a plugin and the client can step up.
 
 Why the body, and not a signal from the pipeline: the status line must say 403, and on Streamable
 HTTP the SDK may already have sent ``200`` and opened an event stream by the time a handler runs.
 Reading the body first costs one ``json.loads`` of a request that is at most ``--max-body`` bytes.
 
-The connection's :class:`~plexor.auth.scopes.Access` (scopes, profile, who) rides on the ASGI
-scope; :func:`access_middleware`, an SDK middleware, filters ``tools/list``, ``resources/list``,
-``resources/templates/list`` and ``prompts/list`` by it and refuses calls outside it (a second
-line behind the 403, and the only one for profiles, which narrow what a client sees but are not
-a security boundary).
+The connection's :class:`~plexor.auth.scopes.Access` (scopes, profile, who, and the principal
+that owns its tasks) rides on the ASGI scope; :func:`access_middleware`, the SDK server's
+``authorization`` layer (before ``tasks``), makes the same decision for every request, refusing
+what is outside the scopes or the profile (a second line behind the 403, and the only one for
+profiles), and filters ``tools/list``, ``resources/list``, ``resources/templates/list`` and
+``prompts/list`` by it.
 """
 
 from __future__ import annotations

@@ -55,12 +55,6 @@ class ScopePolicy:
             return spec.scopes
         return (f"{spec.plugin}:read",) if spec.annotations.get("readOnlyHint") else (f"{spec.plugin}:write",)
 
-    def resolve_tool(self, name: str) -> ToolSpec | None:
-        try:
-            return self.kernel.resolve_tool(name)
-        except Exception:  # noqa: BLE001 - an unknown tool: the kernel answers it with guidance
-            return None
-
     def plugin_of_uri(self, uri: str) -> str | None:
         """The plugin serving ``uri``, as the kernel resolves it when reading (``Kernel.resource_plugin``)."""
         return self.kernel.resource_plugin(uri) if _SCHEME.match(uri) else None
