@@ -16,6 +16,7 @@ checked where it matters: nothing reached the plugin.
 from __future__ import annotations
 
 import contextlib
+import subprocess
 from typing import Any
 
 import anyio
@@ -282,6 +283,43 @@ async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
             with contextlib.suppress(OSError):
                 stop_daemon(info, wait=10)
     assert not record.exists() or record.read_text() == ""  # nothing reached the plugin
+
+
+# -- stdio: `plexor serve --profile` -----------------------------------------------------------------
+async def test_a_stdio_server_with_a_profile_makes_the_same_decision(tmp_path):
+    import json
+    import os
+    import sys
+
+    from auth.support import SITE
+    from conformance.serving import fixture_env
+    from mcp import Client, StdioServerParameters
+    from mcp.shared.exceptions import MCPError
+
+    from plexor.tasks.client import TasksClient
+
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    record = home / "calls.jsonl"
+    (home / "config" / "plexor.toml").write_text(
+        f"[ledger]\nrecord = {json.dumps(str(record))}\n[plexor.profiles.health]\ntools = [\"plexor_health\"]\n")
+    env = fixture_env(home, PLEXOR_PLUGINS="ledger", PYTHONPATH=os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")]))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "serve", "--profile", "health"], env=env)
+    for era in ERAS:
+        mode = "legacy" if era == "2025-11-25" else era
+        async with Client(params, mode=mode, extensions=[] if era == "2025-11-25" else [TasksClient()]) as c:
+            assert [t.name for t in (await c.list_tools()).tools] == ["plexor_health"]
+            assert (await c.list_prompts()).prompts == [] and (await c.list_resources()).resources == []
+            task = {"task": {"ttl": 60_000}} if era == "2025-11-25" else {}
+            answer = await raw(c, "tools/call", {"name": "ledger_post", "arguments": {"amount": 9}, **task}, era=era)
+            assert "task" not in answer and answer["isError"] is True, answer
+            with pytest.raises(MCPError) as refused:
+                await c.get_prompt("ledger.summary")
+            assert "not available to this connection" in refused.value.error.message
+    assert not record.exists() or record.read_text() == ""  # nothing reached the plugin
+    done = subprocess.run([sys.executable, "-m", "plexor", "serve", "--profile", "nope"], env=env, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "not a configured profile" in done.stderr and "health" in done.stderr
 
 
 # -- the request path ---------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 
 from plexor.auth.config import AuthConfig, Profile, auth_config, profiles_config
 
-__all__ = ["AuthConfig", "Profile", "auth_config", "load", "profiles_config", "protect"]
+__all__ = ["AuthConfig", "Profile", "auth_config", "load", "profiles_config", "protect", "protect_stdio"]
 
 
 def load(kernel: Any, *, issuer: str | None = None, resource: str | None = None) -> tuple[AuthConfig, dict[str, Profile]]:
@@ -62,3 +62,12 @@ def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: 
     guard = AccessGuard(app, policy, config, profiles, verifier=verifier, static_token=token if config.enabled else None,
                         max_body=max_body, default_profile=profile)
     return guard, config.enabled
+
+
+def protect_stdio(server: Any, kernel: Any, profile: Profile) -> None:
+    """The stdio client of ``serve --profile``: the same ``authorization`` layer as HTTP's, with that profile."""
+    from plexor.auth.guard import access_middleware
+    from plexor.auth.scopes import Access, ScopePolicy
+
+    policy = ScopePolicy(kernel, {})
+    server.path.add("authorization", access_middleware(policy, every=Access(policy, profile=profile)))

@@ -350,16 +350,17 @@ def _filter(policy: ScopePolicy, access: Access, method: str, result: Any) -> An
     return result
 
 
-def access_middleware(policy: ScopePolicy) -> Callable[..., Any]:
+def access_middleware(policy: ScopePolicy, *, every: Access | None = None) -> Callable[..., Any]:
     """SDK middleware (the ``authorization`` layer): the one decision for every request, and every list filtered.
 
     It runs before the ``tasks`` layer (``plexor.serving.layers``), so a tool call refused here
-    never becomes a task, in either era.
+    never becomes a task, in either era. Over HTTP each request's ``Access`` comes from the guard;
+    ``every`` is the one of a transport without one (stdio's ``serve --profile``).
     """
     import mcp_types as types
 
     async def middleware(ctx: Any, call_next: Any) -> Any:
-        access = _access_of(ctx)
+        access = _access_of(ctx) or every
         if access is None:
             return await call_next(ctx)
         method = ctx.method

@@ -126,7 +126,7 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
             from plexor.core.config import check_log_level, load_config_file
 
             check_log_level(kernel.environ)
-            load_config_file(kernel.paths.config_file)
+            stdio_profile = _stdio_profile(load_config_file(kernel.paths.config_file), profile, kernel.paths.config_file)
         else:
             with _stdout_to_stderr():  # a plugin printing at import must not write on the protocol stream
                 kernel.load()
@@ -145,7 +145,7 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
             def hint() -> None:  # once Ctrl+C is handled, as the hint promises
                 click.echo(stdio_hint(), err=True)
 
-        anyio.run(lambda: serve_stdio(kernel, grace=grace, listening=hint))
+        anyio.run(lambda: serve_stdio(kernel, grace=grace, listening=hint, profile=stdio_profile))
         return
     from plexor.auth import load as load_auth
     from plexor.transports import HttpOptions, bind_socket, is_loopback, serve_http
@@ -184,6 +184,23 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
     click.echo(f"plexor {__version__} serving {'SSE at /sse' if transport == 'sse' else 'Streamable HTTP at /mcp'} "
                f"on http://{host}:{opts.port}" + (f" with {workers} workers" if workers > 1 else ""), err=True)
     serve_http(None if workers > 1 else kernel, opts, sock=sock, on_ready=on_ready, on_stop=on_stop)
+
+
+def _stdio_profile(config: dict[str, Any], name: str | None, where: Any) -> Any:
+    """The ``Profile`` of ``serve --profile NAME`` over stdio (read from the file: the kernel loads later), or None."""
+    if name is None:
+        return None
+    from plexor.auth.config import profiles_config
+
+    section = config.get("plexor")
+    profiles = profiles_config(section.get("profiles") if isinstance(section, dict) else None,
+                               f"[plexor.profiles] of {where}")
+    if name not in profiles:
+        from plexor.errors import ConfigError
+
+        raise ConfigError(f"--profile {name} is not a configured profile",
+                          f"Use one of: {', '.join(sorted(profiles)) or 'none'} (the [plexor.profiles] of {where}).")
+    return profiles[name]
 
 
 @contextlib.contextmanager

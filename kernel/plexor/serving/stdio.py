@@ -389,10 +389,12 @@ async def stdio_streams(log: Any) -> AsyncIterator[tuple[Any, Any]]:
         stdout.restore()
 
 
-async def serve_stdio(kernel: Kernel, *, grace: float = 30.0, listening: Callable[[], None] | None = None) -> None:
+async def serve_stdio(kernel: Kernel, *, grace: float = 30.0, listening: Callable[[], None] | None = None,
+                      profile: Any = None) -> None:
     """Serve one client over stdin/stdout until EOF or a signal; then drain and stop the kernel.
 
     :param listening: called once SIGTERM/SIGINT are handled (for the hint on a terminal).
+    :param profile: the client's tool profile (``serve --profile``): the same authorization layer as HTTP's.
     """
     import anyio
 
@@ -400,6 +402,10 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0, listening: Callabl
 
     boot = Boot(kernel, on_started=_freeze_heap)
     server = build_server(kernel, boot=boot)
+    if profile is not None:
+        from plexor.auth import protect_stdio
+
+        protect_stdio(server, kernel, profile)
     watchdog = Watchdog(kernel, 2 * grace + EXIT_MARGIN)
     try:
         async with anyio.create_task_group() as tg:
