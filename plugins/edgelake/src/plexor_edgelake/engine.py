@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from plexor import Context, InvalidArgument, NotFound, Result
 from plexor_edgelake import command as cmd
+from plexor_edgelake import queries as q
 from plexor_edgelake.client import EdgeLakeClient, EdgeLakeError, Node, parse_nodes
 from plexor_edgelake.parsers import ParseError, parse_reply
 from plexor_edgelake.replies import check
@@ -49,6 +50,7 @@ class Engine:
         )
         self.settings = settings
         self._plans: dict[int, _Plan] = {}
+        self.types = q.TypeCache()
 
     def timeout_for(self, tool: ToolDef, destination: str | None = None) -> float:
         if tool.timeout is not None:
@@ -68,23 +70,37 @@ class Engine:
         tool = _case(tool, plain)
         return self._render(tool, self._plan(tool), plain, _destination(tool, plain))[0]
 
-    def _render(self, tool: ToolDef, plan: _Plan, plain: dict[str, Any],
-                destination: str | None) -> tuple[str, dict[str, str] | None]:
-        """The command, and the result keys to rename back (aliases a network rewrite introduced)."""
+    def _render(self, tool: ToolDef, plan: _Plan, plain: dict[str, Any], destination: str | None,
+                types: Mapping[str, str] | None = None) -> tuple[str, Any]:
+        """The command, and the SQL built for it (its ``renames``, ``order``, ``limit``), if any."""
         if plan.constant is not None:
             return plan.constant, None
         assert tool.command is not None
         values: dict[str, str | None] = {name: param.render(plain[name]) for name, param in tool.params.items()}
         network = destination is not None
-        renames = None
+        sql = None
         for name, builder in tool.build.items():
             if builder == "select_statement" and plan.fast_select and values.get("table") is not None:
                 # Every part was checked when its parameter was rendered just above: assemble, do not re-check.
-                values[name] = cmd.assemble_select(values, plain.get("limit"), network)
+                values[name] = sql = cmd.assemble_select(values, plain.get("limit"), network, types)
             else:
-                values[name] = cmd.BUILDERS[builder](plain, network)
-            renames = getattr(values[name], "renames", None) or renames
-        return cmd.render_command(tool.command, tool.clauses, values), renames
+                values[name] = cmd.BUILDERS[builder](plain, network, types)
+                sql = values[name] if builder == "select_statement" else sql
+        return cmd.render_command(tool.command, tool.clauses, values), sql
+
+    async def column_types(self, node: Node, plain: Mapping[str, Any]) -> dict[str, str] | None:
+        """The declared column types of the query's table on ``node`` (cached), None when it cannot say."""
+        key = (node.name, str(plain.get("database")), str(plain.get("table")))
+        hit, types = self.types.get(key)
+        if hit:
+            return types
+        try:
+            reply = await self.client.send(node, "GET", q.types_command(key[1], key[2]), timeout=self.limits.timeout)
+            types = q.parse_types(check(reply)[0])
+        except EdgeLakeError:
+            types = None  # not known on this node (a query node need not hold the table): said where it matters
+        self.types.put(key, types)
+        return types
 
     async def run(self, tool: ToolDef, args: Mapping[str, Any], node_choice: str | None = None,
                   dry_run: bool = False) -> Result:
@@ -94,7 +110,12 @@ class Engine:
         plain_args = _plain_args(tool, args)
         tool = _case(tool, plain_args)
         destination = _destination(tool, plain_args)
-        command, renames = self._render(tool, self._plan(tool), plain_args, destination)
+        query = plain_args.get("table") is not None and "select_statement" in tool.build.values()
+        types = None
+        if query and not dry_run and q.needs_types(plain_args, destination is not None):
+            types = await self.column_types(node, plain_args)
+        command, sql = self._render(tool, self._plan(tool), plain_args, destination, types)
+        renames = getattr(sql, "renames", None)
         if destination == "network" and not command.startswith("sql "):
             name = tool.destination_param or "destination"
             raise InvalidArgument(
@@ -112,9 +133,15 @@ class Engine:
             timeout=self.timeout_for(tool, destination or "local"), read_only=tool.read_only,
         )
         body, relayed = check(reply, empty_ok=tool.empty_ok, destination=destination)
+        if query:
+            body, failure = q.partial_error(body)
+            if failure is not None:
+                raise q.partial_failure(reply, body, failure, plain_args.get("format") == "table")
         try:
-            parsed = parse_reply(tool.parser, body, plain_args, relayed)
+            parsed = parse_reply(tool.parser, body, plain_args, relayed, typed_later=query)
         except ParseError as exc:
+            if query and destination:
+                raise q.invalid_network_json(reply, body, str(exc)) from None
             raise EdgeLakeError(
                 f"EdgeLake node {node.label()} answered {command!r} with a reply the {tool.name} tool cannot "
                 f"read: {exc}",
@@ -125,6 +152,10 @@ class Engine:
             ) from None
         data = parsed.data
         guidance: list[str] = []
+        if query:
+            warnings = await self._finish_query(node, data, sql, plain_args, types, destination is not None)
+            if warnings:
+                data["warnings"] = warnings
         rows = data.get(parsed.list_key) if parsed.list_key else None
         if renames and isinstance(rows, list):
             for row in rows:
@@ -161,6 +192,17 @@ class Engine:
             stats = data.get("statistics")
             text = text + (f"\n\n{json.dumps(stats)}" if stats else "")
         return Result(data, text=text, guidance=guidance)
+
+    async def _finish_query(self, node: Node, data: dict[str, Any], sql: Any, plain: dict[str, Any],
+                            types: Mapping[str, str] | None, network: bool) -> list[str]:
+        """The rows made right (typed by the schema, NULLs, ordered here); types read only when needed."""
+        rows = data.get("rows")
+        table_format = plain.get("format") == "table"
+        blank = "" if not network else None  # how the node writes NULL in JSON: "" locally, null over the network
+        if types is None and isinstance(rows, list) and rows and (
+                table_format or any(blank in r.values() for r in rows if isinstance(r, dict))):
+            types = await self.column_types(node, plain)
+        return q.finish(data, sql, plain, types, table_format, network)
 
     async def _targets(self, tool: ToolDef, node: Node) -> str:
         """The destination from the tool's ``targets`` command: its IP:Port list, each node once."""
