@@ -113,6 +113,8 @@ class Engine:
         query = plain_args.get("table") is not None and "select_statement" in tool.build.values()
         types = None
         if query and not dry_run and q.needs_types(plain_args, destination is not None):
+            for name, param in tool.params.items():  # refuse bad arguments before asking the node anything
+                param.render(plain_args[name])
             types = await self.column_types(node, plain_args)
         command, sql = self._render(tool, self._plan(tool), plain_args, destination, types)
         renames = getattr(sql, "renames", None)
@@ -133,10 +135,6 @@ class Engine:
             timeout=self.timeout_for(tool, destination or "local"), read_only=tool.read_only,
         )
         body, relayed = check(reply, empty_ok=tool.empty_ok, destination=destination)
-        if query:
-            body, failure = q.partial_error(body)
-            if failure is not None:
-                raise q.partial_failure(reply, body, failure, plain_args.get("format") == "table")
         try:
             parsed = parse_reply(tool.parser, body, plain_args, relayed, typed_later=query)
         except ParseError as exc:

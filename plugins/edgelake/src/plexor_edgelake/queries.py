@@ -61,8 +61,11 @@ class TypeCache:
 
 
 def partial_error(body: str) -> tuple[str, dict[str, Any] | None]:
-    """``(data part, the node's error)`` when a reply ends in an error object after data, else ``(body, None)``."""
-    for m in _ERROR_TAIL.finditer(body):
+    """``(data part, the node's error)`` when a reply ends in an error object after data, else ``(body, None)``.
+
+    Only the reply's last 2,000 characters are searched: an error object is short and comes last.
+    """
+    for m in _ERROR_TAIL.finditer(body, max(len(body) - 2000, 1)):
         if m.start() == 0 or not body[:m.start()].strip():
             continue
         try:
@@ -214,7 +217,7 @@ def _count_rows(data_part: str, table_format: bool) -> int:
     return data_part.count("{") - data_part.count('{"Query"') - data_part.count('{"Statistics"')
 
 
-def partial_failure(reply: Any, data_part: str, err: dict[str, Any], table_format: bool) -> Exception:
+def partial_failure(reply: Any, data_part: str, err: dict[str, Any], table_format: bool) -> BaseException:
     """The error for a reply that sent part of the answer and then the node's error: never a complete answer."""
     from plexor_edgelake.nodes import EdgeLakeError
 
@@ -239,7 +242,7 @@ def partial_failure(reply: Any, data_part: str, err: dict[str, Any], table_forma
         "reported_in": "after part of the answer"})
 
 
-def invalid_network_json(reply: Any, body: str, why: str) -> Exception:
+def invalid_network_json(reply: Any, body: str, why: str) -> BaseException:
     """A network reply that is not JSON: the node does not escape a double quote held in a text value."""
     from plexor_edgelake.nodes import EdgeLakeError
 

@@ -153,6 +153,12 @@ def check(reply: Reply, *, empty_ok: bool = False, destination: str | None = Non
     if m:
         relayed = m.group(1)
         body = body[m.end():]
+    if "err_" in body[-2000:] or "Result.set" in body[-2000:]:
+        from plexor_edgelake.queries import partial_error, partial_failure
+
+        data, failure = partial_error(body)
+        if failure is not None:  # part of the answer, then the node's error: never passed on as a whole answer
+            raise partial_failure(reply, data, failure, "format = table" in reply.command)
     if not body.strip() and not empty_ok:
         raise EdgeLakeError(
             f"EdgeLake node {reply.node.label()} answered {reply.command!r} with 200 OK and an empty reply",
