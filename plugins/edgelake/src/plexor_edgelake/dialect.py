@@ -81,7 +81,7 @@ def _like(col: str, pattern: str, types: Mapping[str, str] | None) -> str:
         if ranges is not None:
             return ranges
         raise _refuse("where", f"no integer's text starts with {prefix!r}, so {col} LIKE '{pattern}' matches nothing",
-                      f"Check the pattern; an integer LIKE '12%' matches 12, 120-129, 1200-1299 and so on.")
+                      "Check the pattern; an integer LIKE '12%' matches 12, 120-129, 1200-1299 and so on.")
     if simple and col_kind == "text" and not re.search(r"[A-Za-z]", prefix):
         # Text compares code point by code point and a prefix without letters has no case: the range is exact.
         return f"{col} >= '{prefix}' and {col} < '{_bump(prefix)}'"
@@ -243,6 +243,14 @@ def adapt(parts: Mapping[str, str | None], network: bool, types: Mapping[str, st
                           "node itself with destination local.")
     if not parts.get("order_by"):
         return out, renames, None
+    return _network_order(parts, out, items, renames, types)
+
+
+def _network_order(parts: Mapping[str, str | None], out: dict[str, str | None], items: list[str],
+                   renames: dict[str, str], types: Mapping[str, str] | None,
+                   ) -> tuple[dict[str, str | None], dict[str, str], list[tuple[str, bool]] | None]:
+    """The ordering of a network query: left to the node where it orders right, else done by the plugin."""
+    select = parts.get("select") or "*"
     keys: list[tuple[str, bool]] = []
     here = False  # order here rather than on the node
     hidden: list[str] = []

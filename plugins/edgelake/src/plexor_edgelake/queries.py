@@ -11,7 +11,7 @@ from typing import Any
 
 from plexor_edgelake.answer import column_kind, kind, order_rows, text_in_result, type_value
 
-__all__ = ["TYPES_TTL", "finish", "needs_types", "partial_error", "types_command"]
+__all__ = ["TYPES_TTL", "column_types", "finish", "needs_types", "partial_error", "types_command"]
 
 TYPES_TTL = 300.0  # seconds a table's column types are reused before they are read again
 _LIKE = re.compile(r"(?i)\blike\b")
@@ -220,7 +220,6 @@ def _count_rows(data_part: str, table_format: bool) -> int:
 def partial_failure(reply: Any, data_part: str, err: dict[str, Any], table_format: bool) -> BaseException:
     """The error for a reply that sent part of the answer and then the node's error: never a complete answer."""
     from plexor_edgelake.nodes import EdgeLakeError
-
     from plexor_edgelake.replies import ERROR_ADVICE
 
     code = err.get("err_code")
@@ -256,3 +255,21 @@ def invalid_network_json(reply: Any, body: str, why: str) -> BaseException:
         "the data (edgelake_get_data_nodes names it), or leave the column holding the double quotes out of select.",
         data={"node": reply.node.name, "address": reply.node.address, "command": reply.command,
               "http_status": reply.status, "err_code": None, "err_text": "invalid JSON", "reply_start": body[:200]})
+
+
+async def column_types(engine: Any, node: Any, plain: Mapping[str, Any]) -> dict[str, str] | None:
+    """The declared column types of the query's table on ``node`` (cached), None when it cannot say."""
+    from plexor_edgelake.nodes import EdgeLakeError
+    from plexor_edgelake.replies import check
+
+    key = (node.name, str(plain.get("database")), str(plain.get("table")))
+    hit, types = engine.types.get(key)  # type: tuple[bool, dict[str, str] | None]
+    if hit:
+        return types
+    try:
+        reply = await engine.client.send(node, "GET", types_command(key[1], key[2]), timeout=engine.limits.timeout)
+        types = parse_types(check(reply)[0])
+    except EdgeLakeError:
+        types = None  # not known on this node (a query node need not hold the table): said where it matters
+    engine.types.put(key, types)
+    return types
