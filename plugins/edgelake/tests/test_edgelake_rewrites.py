@@ -67,3 +67,30 @@ def test_a_like_without_a_proven_equal_form_is_refused(where: str, why: str) -> 
     with pytest.raises(InvalidArgument) as err:
         _network_where(where, TYPES)
     assert why in str(err.value)
+
+
+@pytest.mark.parametrize(("select", "order", "types", "sent_order"), [
+    ("code, value", "code desc", TYPES, "code desc"),           # numbers only: the node orders right
+    ("code, name", "code desc", TYPES, None),                   # text in the rows: the node may lose some; done here
+    ("code, value", "code desc", None, None),                   # types unknown: done here
+    ("code, value", "code desc, value", TYPES, None),           # several keys: the network applies none
+    ("code as c", "code desc", TYPES, None),                    # an aliased column: empty reply / error 16
+])
+def test_an_ordering_stays_on_the_node_only_where_it_is_right(select: str, order: str, types: dict[str, str] | None,
+                                                              sent_order: str | None) -> None:
+    from plexor_edgelake.dialect import adapt
+
+    out, _, here = adapt({"table": "t", "select": select, "order_by": order}, True, types)
+    assert out["order_by"] == sent_order
+    assert (here is None) == (sent_order is not None)
+
+
+def test_an_unselected_ordering_column_is_refused_where_adding_it_changes_the_rows() -> None:
+    from plexor import InvalidArgument
+    from plexor_edgelake.dialect import adapt
+
+    out, _, here = adapt({"table": "t", "select": "name", "order_by": "code desc"}, True, TYPES)
+    assert out["select"] == "name, code" and out["hidden"] == "code" and here == [("code", True)]
+    for select, group in (("distinct name", None), ("name, count(*)", "name")):
+        with pytest.raises(InvalidArgument, match="neither selected nor grouped"):
+            adapt({"table": "t", "select": select, "group_by": group, "order_by": "code"}, True, TYPES)

@@ -304,11 +304,12 @@ def _selected_name(column: str, items: list[str], grouped: list[str]) -> str:
         if m and m.group(1).strip().lower() == column.lower():
             return m.group(2)
     aggregated = any(_AGGREGATE.match(body) for body in names.values())
-    if (not grouped and not aggregated) or column.lower() in grouped:
+    distinct = any(re.match(r"(?i)^distinct\b", item.strip()) for item in items)
+    if not distinct and ((not grouped and not aggregated) or column.lower() in grouped):
         return column
     raise _refuse("order_by", f"{column} is neither selected nor grouped: over the network the node answers an "
                               "ordering by a column that is not selected with nothing at all (an empty reply), "
-                              "and in a grouped query it has no single value per group",
+                              "and in a grouped or distinct query it has no single value per row",
                   f"Order by a selected column, alias or aggregate, or add {column} to select and group_by.")
 
 
