@@ -92,7 +92,8 @@ def _like(col: str, pattern: str, types: Mapping[str, str] | None) -> str:
                       f"For a case-sensitive prefix match write {col} >= '{prefix}' and {col} < '{_bump(prefix)}'; "
                       "to ignore case, run the query on the node itself with destination local.")
     if simple:
-        what = {"unknown": "the plugin could not read the column's type (edgelake_get_schema)",
+        what = {"unknown": "the plugin could not read the column's type (edgelake_get_schema; a dry run reads "
+                           "only types already known)",
                 "number": "a decimal column's text form (12.5, 1.2e-05) has no exact range form",
                 "timestamp": "a time column is compared as a time over the network, not as text"}.get(col_kind, "")
         raise _refuse("where", f"LIKE is refused by network queries (error 46), and for {col} {what or 'its type'} "

@@ -99,10 +99,11 @@ class Engine:
         destination = _destination(tool, plain_args)
         query = plain_args.get("table") is not None and "select_statement" in tool.build.values()
         types = None
-        if query and not dry_run and q.needs_types(plain_args, destination is not None):
+        if query and q.needs_types(plain_args, destination is not None):
             for name, param in tool.params.items():  # refuse bad arguments before asking the node anything
                 param.render(plain_args[name])
-            types = await q.column_types(self, node, plain_args)
+            types = (self.types.get((node.name, str(plain_args["database"]), str(plain_args["table"])))[1]
+                     if dry_run else await q.column_types(self, node, plain_args))  # a dry run sends nothing
         command, sql = self._render(tool, self._plan(tool), plain_args, destination, types)
         renames = getattr(sql, "renames", None)
         if destination == "network" and not command.startswith("sql "):
