@@ -150,9 +150,10 @@ def finish(data: dict[str, Any], sql: Any, plain: Mapping[str, Any], types: Mapp
     if network and _grouped(plain) and text_in_result(str(plain.get("select") or "*"), types):
         warnings.append(
             "Over the network the node groups these rows in a table of its own and loses every row whose text "
-            "holds an apostrophe (') and the rows after it, without an error. If a text column here may hold an "
-            "apostrophe, this answer may be missing groups: run the query with destination local on each node "
-            "that holds the table (edgelake_get_data_nodes names them), or leave the text column out.")
+            "holds an apostrophe (') and the rows after it, without an error, and it puts NULL and the empty text "
+            "in one group. If a text column here may hold an apostrophe or NULLs, this answer may be missing or "
+            "merging groups: run the query with destination local on each node that holds the table "
+            "(edgelake_get_data_nodes names them), or leave the text column out.")
     return warnings
 
 
