@@ -30,6 +30,11 @@ shows (see PROTOCOL.md, "Observed later"), with the node's headers and framing:
   way (raw socket, byte for byte) from a real node of the same version; an
   unknown topic answers ``""``, an unknown command ``{}``, as that node does.
 
+``data/responses-3.txt`` adds the replies recorded from a real node for issue 27 (its head says how
+and when): partial replies ending in error 77, the node's wrong answers to the forms the plugin no
+longer sends, the column types of its tables; ``StandIn(tcp_down=True)`` answers every network query
+with the recorded error 21 (a node restarted while its TCP port was held).
+
 It runs its own event loop in a thread, so synchronous code (the benchmark)
 and async tests can use it alike. ``python standin.py`` runs it on its own.
 """
