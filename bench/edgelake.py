@@ -30,7 +30,8 @@ Two calls: ``node_status`` (``get status where format = json``, 85 bytes) and
 like the bare request, opens one connection per request.
 
 Run: ``python bench/edgelake.py [--calls 2000] [--rounds 5] [--in-process] [--write]``, or
-``python bench/edgelake.py --real HOST:PORT`` against a real node (in process only);
+``python bench/edgelake.py --real HOST:PORT [--query JSON]`` against a real node (in process and over
+MCP stdio in one run: the latency each adds per call over a bare request);
 ``--write`` also writes the tables into ``plugins/edgelake/BENCH.md``.
 """
 
@@ -309,8 +310,13 @@ def need(cost: float) -> str:
     return f"{cost / (TARGET - 1) * 1000:.1f} ms"
 
 
-async def real_node(address: str, batches: int, per_batch: int) -> str:
-    """In process against a real node: ``kernel.call_tool`` vs a bare ``Connection: close`` request, same run."""
+async def real_node(address: str, batches: int, per_batch: int, query: dict[str, Any] | None = None,
+                    mcp: bool = True) -> str:
+    """Against a real node, in one run: a bare ``Connection: close`` request, the plugin's client alone,
+    ``kernel.call_tool`` and, over MCP stdio on warm sessions, ``plexor serve`` and a bare SDK server."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
     from plexor.core.kernel import Kernel
 
     host, port = address.rsplit(":", 1)
@@ -321,68 +327,89 @@ async def real_node(address: str, batches: int, per_batch: int) -> str:
     env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS="edgelake", PLEXOR_LOG_LEVEL="warning")
     kernel = Kernel(load_entry_points=True, environ=env)
     await kernel.start()
-    cases = {"node_status": CASES["node_status"],
-             "query": ('sql mydb format = json "select device, value from temperature where device = \'dev1\' limit 3"',
-                       "network", CASES["query"][2])}
-
-    def bare(command: str, destination: str | None, n: int) -> float:
-        started = time.perf_counter()
-        for _ in range(n):
-            conn = http.client.HTTPConnection(host, int(port))
-            headers = {"command": command, "User-Agent": "AnyLog/1.23", "Connection": "close"}
-            if destination:
-                headers["destination"] = destination
-            conn.request("GET", "/", headers=headers)
-            resp = conn.getresponse()
-            body = resp.read()
-            conn.close()
-            if resp.status != 200 or not body:
-                raise RuntimeError(f"bare request failed: {resp.status} {body[:100]!r}")
-        return (time.perf_counter() - started) / n
-
+    query = query or CASES["query"][2]
+    shown = (await kernel.call_tool("edgelake_query", {**query, "dry_run": True})).data["rest"]["headers"]  # type: ignore[index]
+    cases = {"node_status": CASES["node_status"], "query": (shown["command"], shown.get("destination"), query)}
     from plexor_edgelake.engine import Engine
 
     engine = kernel.records["edgelake"].handle.service(Engine)
     edge = engine.client.node(None)
-
-    async def client(command: str, destination: str | None, n: int) -> float:
-        started = time.perf_counter()
-        for _ in range(n):
-            await engine.client.send(edge, "GET", command, destination=destination)
-        return (time.perf_counter() - started) / n
-
-    async def through_kernel(tool: str, args: dict[str, Any], n: int) -> float:
-        started = time.perf_counter()
-        for _ in range(n):
-            await kernel.call_tool(tool, args)
-        return (time.perf_counter() - started) / n
-
-    series: dict[str, dict[str, list[float]]] = {c: {"bare": [], "client": [], "kernel": []} for c in cases}
-    order = ["bare", "client", "kernel"]
+    who_all = ["bare", "client", "kernel"] + (["sdk", "plexor"] if mcp else [])
+    series: dict[str, dict[str, list[float]]] = {c: {w: [] for w in who_all} for c in cases}
     try:
-        for case, (command, destination, args) in cases.items():
-            bare(command, destination, 3)
-            outcome = await kernel.call_tool(f"edgelake_{case}", args)
-            assert not outcome.is_error, outcome.text
-        for i in range(batches):
-            for case, (command, destination, args) in cases.items():
-                # The contenders take turns in a rotating order, so none always runs first after the other call.
-                for who in order[i % 3:] + order[:i % 3]:
+        async with contextlib.AsyncExitStack() as stack:
+            sessions: dict[str, Any] = {}
+            if mcp:
+                for name, args in (("plexor", ["-m", "plexor", "serve"]), ("sdk", [__file__, "--bare-server"])):
+                    r, w = await stack.enter_async_context(stdio_client(StdioServerParameters(
+                        command=sys.executable, args=args, env=env)))
+                    sessions[name] = await stack.enter_async_context(ClientSession(r, w))
+                    await sessions[name].initialize()
+                    await sessions[name].list_tools()
+
+            async def one(who: str, case: str, n: int) -> float:
+                command, destination, args = cases[case]
+                started = time.perf_counter()
+                for _ in range(n):
                     if who == "bare":
-                        series[case]["bare"].append(bare(command, destination, per_batch))
+                        _bare_request(host, int(port), command, destination)
                     elif who == "client":
-                        series[case]["client"].append(await client(command, destination, per_batch))
+                        await engine.client.send(edge, "GET", command, destination=destination)
+                    elif who == "kernel":
+                        await kernel.call_tool(f"edgelake_{case}", args)
+                    elif who == "plexor":
+                        await sessions["plexor"].call_tool(f"edgelake_{case}", args)
                     else:
-                        series[case]["kernel"].append(await through_kernel(f"edgelake_{case}", args, per_batch))
+                        await sessions["sdk"].call_tool("request", {"port": int(port), "command": command}
+                                                        | ({"destination": destination} if destination else {}))
+                return (time.perf_counter() - started) / n
+
+            for case in cases:  # warm every path
+                for who in who_all:
+                    await one(who, case, 3)
+            for i in range(batches):
+                for case in cases:
+                    # The contenders take turns in a rotating order, so none always runs first after the other call.
+                    for who in who_all[i % len(who_all):] + who_all[:i % len(who_all)]:
+                        series[case][who].append(await one(who, case, per_batch))
     finally:
         await kernel.stop()
+    return _real_table(address, batches, per_batch, series, mcp)
+
+
+def _bare_request(host: str, port: int, command: str, destination: str | None) -> None:
+    conn = http.client.HTTPConnection(host, port)
+    headers = {"command": command, "User-Agent": "AnyLog/1.23", "Connection": "close"}
+    if destination:
+        headers["destination"] = destination
+    conn.request("GET", "/", headers=headers)
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    if resp.status != 200 or not body:
+        raise RuntimeError(f"bare request failed: {resp.status} {body[:100]!r}")
+
+
+def _real_table(address: str, batches: int, per_batch: int, series: dict[str, dict[str, list[float]]],
+                mcp: bool) -> str:
     lines = [f"Real node {address}: {batches} alternating batches of {per_batch} calls, median per call, load average "
              f"{os.getloadavg()[0]:.1f}", "",
              "| call | bare request (µs) | plugin's client alone (µs) | ratio | kernel.call_tool (µs) | ratio | ≤ 1.2× |",
              "| --- | ---: | ---: | ---: | ---: | ---: | :---: |"]
-    for case, m in series.items():
-        b, c, k = (statistics.median(m[w]) for w in order)
+    med = {case: {w: statistics.median(v) for w, v in m.items()} for case, m in series.items()}
+    for case, m in med.items():
+        b, c, k = m["bare"], m["client"], m["kernel"]
         lines.append(f"| {case} | {us(b)} | {us(c)} | {c / b:.2f}× | {us(k)} | {k / b:.2f}× | {verdict(k / b)} |")
+    if mcp:
+        lines += ["", "Over MCP stdio (the SDK's `ClientSession`, sessions warm): latency added per call over the bare "
+                  "request", "",
+                  "| call | bare request (µs) | plexor serve (µs) | added (µs) | bare SDK server (µs) | added (µs) "
+                  "| plexor − bare SDK (µs) | added ≤ 300 µs |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
+        for case, m in med.items():
+            b, p, sdk = m["bare"], m["plexor"], m["sdk"]
+            lines.append(f"| {case} | {us(b)} | {us(p)} | {us(p - b)} | {us(sdk)} | {us(sdk - b)} | {us(p - sdk)} "
+                         f"| {'yes' if p - b <= 300e-6 else 'no'} |")
     return "\n".join(lines)
 
 
@@ -397,9 +424,14 @@ def main() -> None:
     parser.add_argument("--in-process", action="store_true", help="skip the MCP-over-stdio rows")
     parser.add_argument("--real", metavar="HOST:PORT",
                         help="instead of stand-ins: a real node's REST address (the query expects mydb.temperature)")
+    parser.add_argument("--query", metavar="JSON", help="with --real: the edgelake_query arguments to time instead")
     ns = parser.parse_args()
     if ns.real:
-        print(asyncio.run(real_node(ns.real, max(5, ns.rounds * 4), max(10, ns.calls // 50))))
+        import json
+
+        query = json.loads(ns.query) if ns.query else None
+        print(asyncio.run(real_node(ns.real, max(5, ns.rounds * 4), max(10, ns.calls // 50), query,
+                                    mcp=not ns.in_process)))
         return
     procs: list[subprocess.Popen[str]] = []
     try:

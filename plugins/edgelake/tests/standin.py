@@ -30,6 +30,11 @@ shows (see PROTOCOL.md, "Observed later"), with the node's headers and framing:
   way (raw socket, byte for byte) from a real node of the same version; an
   unknown topic answers ``""``, an unknown command ``{}``, as that node does.
 
+``data/responses-3.txt`` adds the replies recorded from a real node for issue 27 (its head says how
+and when): partial replies ending in error 77, the node's wrong answers to the forms the plugin no
+longer sends, the column types of its tables; ``StandIn(tcp_down=True)`` answers every network query
+with the recorded error 21 (a node restarted while its TCP port was held).
+
 It runs its own event loop in a thread, so synchronous code (the benchmark)
 and async tests can use it alike. ``python standin.py`` runs it on its own.
 """
@@ -52,8 +57,9 @@ from standin_replies import DATA, RESPONSES, Record, chunked, error, framed, loa
 from standin_sql import COLUMNS, SqlNode, seed
 
 HELP = DATA / "responses-help.txt"  # help replies, captured the same way from a real node for this plugin
+ISSUE27 = DATA / "responses-3.txt"  # the replies of issue 27's cases, recorded from a real node (see its head)
 
-__all__ = ["HELP", "RESPONSES", "Record", "Request", "StandIn", "free_port", "load_records"]
+__all__ = ["HELP", "ISSUE27", "RESPONSES", "Record", "Request", "StandIn", "free_port", "load_records"]
 
 
 @dataclass
@@ -85,14 +91,17 @@ class StandIn:
     delay: float = 0.0  # seconds before every reply: a node's own work per command (the benchmark's latencies)
     overrides: dict[str, bytes | Callable[[], Iterable[bytes]]] = field(default_factory=dict)  # command -> reply
     metadata_synced: bool = True  # False: every blockchain get answers [] (a node that has not synced yet)
+    tcp_down: bool = False  # True: a node restarted while its TCP port was held (network queries: error 21)
     port: int = 0  # 0: any free port
 
     def __post_init__(self) -> None:
-        self.records = load_records(self.responses) + (load_records(HELP) if self.responses == RESPONSES else [])
+        self.records = load_records(self.responses) + (
+            load_records(HELP) + load_records(ISSUE27) if self.responses == RESPONSES else [])
         self._by_key: dict[tuple[str, str, str, str], Record] = {}
         for r in self.records:
             variant = ("no-user-agent" if "without a User-Agent" in r.note else
-                       "no-command" if "without a command header" in r.note else "")
+                       "no-command" if "without a command header" in r.note else
+                       "tcp-down" if r.note.startswith("error 21") else "")
             if "shortened" in r.note:  # not the whole reply: answered from SQLite instead
                 continue
             self._by_key.setdefault((r.method, r.command, r.destination, variant), r)
@@ -220,6 +229,9 @@ class StandIn:
             except (ValueError, AttributeError):
                 pass
         dest = req.destination
+        if self.tcp_down and dest and command.startswith("sql "):
+            return self._by_key[("GET", 'sql mydb format = json "select count(*) from readings limit 100"', "network",
+                                 "tcp-down")].raw
         rec = self._by_key.get((req.method, command, dest, ""))
         if rec is not None and (self.metadata_synced or not command.startswith("blockchain get")):
             return rec.raw

@@ -100,7 +100,7 @@ async def test_wrong_method_advice_names_the_fix(node: StandIn) -> None:
 async def test_empty_200_replies_say_why(node: StandIn) -> None:
     err = await refused(node, 'sql mydb format = json "select device, count(*) from temperature group by device '
                               'order by count(*) desc"', destination="network")
-    assert "200 OK" in err.message and "order by its alias" in (err.guidance or "")
+    assert "200 OK" in err.message and "ordering by an aggregate" in (err.guidance or "")
     local = await refused(node, 'sql mydb format = json "select count(*) from temperature where timestamp >= NOW() - 2 hours"')
     assert "increments(), period() and NOW()" in (local.guidance or "")
 
@@ -144,6 +144,7 @@ async def test_every_captured_reply_is_judged(node: StandIn) -> None:
             reply = await client.send(n, rec.method, rec.command, destination=rec.destination or None, timeout=5)
             content = re.sub(rb"^\s*\[From Node [^\]]+\]", b"", rec.content)
             if rec.status_line.startswith(b"HTTP/1.1 200") and content.strip() and b"err_code" not in content:
+                # (a reply ending in err_code after rows is an error too: see test_edgelake_faults)
                 body, _ = check(reply)
                 assert body.strip() or rec.destination
             else:

@@ -111,7 +111,7 @@ def quoted_value(name: str, value: Any) -> str:
 
 _SQL_TOKEN = re.compile(
     r"""(?P<ws>[ \t]+)
-      |(?P<str>'(?:[^'\\]|'')*')
+      |(?P<str>'(?:[^'\\"]|'')*')
       |(?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
       |(?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)
       |(?P<op><=|>=|<>|!=|\|\||[=<>+\-*/%(),])""",
@@ -134,6 +134,11 @@ _BAD_CHAR_HINTS = {
 }
 
 
+_WHAT_TO_DO_QUOTE = ("Match the value without its double quote: a range around it (name >= 'say ' and name < "
+                     "'say!'), or, on the node itself (destination local), LIKE with _ for the quote "
+                     "(name like 'say _hi_').")
+
+
 def _sql_tokens(name: str, text: str) -> list[tuple[str, str, int]]:
     _no_control(name, text)
     tokens: list[tuple[str, str, int]] = []
@@ -142,6 +147,12 @@ def _sql_tokens(name: str, text: str) -> list[tuple[str, str, int]]:
         m = _SQL_TOKEN.match(text, pos)
         if not m:
             ch = text[pos]
+            if ch == "'" and re.match(r"'(?:[^']|'')*\"", text[pos:]):
+                raise _reject(name, text, f"the value starting at position {pos} holds a double quote: the SQL "
+                                          "travels inside double quotes in the EdgeLake command and the node ends it "
+                                          "there (over the network it answers 0 rows, on the node itself nothing "
+                                          "at all), and EdgeLake has no escape for it",
+                              _WHAT_TO_DO_QUOTE)
             why = _BAD_CHAR_HINTS.get(ch, f"the character {ch!r} is not part of a condition")
             raise _reject(name, text, f"{why} (position {pos})", _WHAT_TO_DO_SQL)
         kind = m.lastgroup or ""
@@ -243,7 +254,8 @@ def order_by(name: str, items: Any) -> str:
     return ", ".join(parts)
 
 
-def select_statement(args: Mapping[str, Any], network: bool | None = None) -> str:
+def select_statement(args: Mapping[str, Any], network: bool | None = None,
+                     types: Mapping[str, str] | None = None) -> str:
     """Build the query's SQL from ``table``, ``select``, ``where``, ``group_by``, ``order_by`` and ``limit``.
 
     Every part is validated by the functions above; optional parts appear
@@ -257,7 +269,7 @@ def select_statement(args: Mapping[str, Any], network: bool | None = None) -> st
         "where": sql_condition("where", args["where"]) if args.get("where") not in (None, "") else None,
         "group_by": identifier_list("group_by", args["group_by"]) if args.get("group_by") else None,
         "order_by": order_by("order_by", args["order_by"]) if args.get("order_by") else None,
-    }, args.get("limit"), network)
+    }, args.get("limit"), network, types)
 
 
 # The parameter types whose rendered text is exactly the checked part select_statement would build.
@@ -265,14 +277,20 @@ SELECT_PART_TYPES = {"table": "identifier", "select": "select_list", "where": "s
                      "group_by": "identifier_list", "order_by": "order_by", "limit": "integer"}
 
 
-def assemble_select(parts: Mapping[str, str | None], limit: Any, network: bool | None = None) -> str:
-    """The SQL from parts already checked (``table`` … ``order_by`` as rendered text) and ``limit``."""
+def assemble_select(parts: Mapping[str, str | None], limit: Any, network: bool | None = None,
+                    types: Mapping[str, str] | None = None) -> str:
+    """The SQL from parts already checked (``table`` … ``order_by`` as rendered text) and ``limit``.
+
+    ``types`` (the table's column types, when known) lets the network rewrites depend on them.
+    """
     from plexor_edgelake.dialect import SQL, adapt
 
     renames: dict[str, str] = {}
+    order = None
     if network is not None:
-        parts, renames = adapt(parts, network)
-    sql = f"select {parts.get('select') or '*'} from {parts['table']}"
+        parts, renames, order = adapt(parts, network, types)
+    select = parts.get("select") or "*"
+    sql = f"select {select} from {parts['table']}"
     if parts.get("where"):
         sql += f" where {parts['where']}"
     if parts.get("group_by"):
@@ -282,9 +300,13 @@ def assemble_select(parts: Mapping[str, str | None], limit: Any, network: bool |
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise _reject("limit", limit, "it must be a whole number of at least 1", "Pass a limit such as 100.")
-        sql += f" limit {limit}"
+        if order is None:
+            sql += f" limit {limit}"
     out = SQL(sql)
     out.renames = renames
+    out.order = order
+    out.limit = limit if order is not None else None
+    out.hidden = [h.strip() for h in (parts.get("hidden") or "").split(",") if h.strip()]
     return out
 
 

@@ -35,9 +35,14 @@ _OPERATOR_HINT = re.compile(r"[-+/%*]")
 
 
 class SQL(str):
-    """The statement's text, plus the result keys to rename back (an alias the rewrite introduced)."""
+    """The statement's text, plus what the plugin does to the reply: the result keys to rename back (an
+    alias the rewrite introduced) and, when the network cannot order the rows right, the ordering and
+    limit to apply here (``order``: result keys as sent, descending or not)."""
 
     renames: dict[str, str]
+    order: list[tuple[str, bool]] | None
+    limit: int | None
+    hidden: list[str]  # columns added to select only to order by, dropped from the rows
 
 
 def _refuse(argument: str, why: str, instead: str) -> InvalidArgument:
@@ -64,7 +69,44 @@ def _bump(prefix: str) -> str:
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
-def _network_where(where: str) -> str:
+def _like(col: str, pattern: str, types: Mapping[str, str] | None) -> str:
+    """``col LIKE 'pattern'`` over the network, in a form proven equal for the column's kind, or refused."""
+    from plexor_edgelake.answer import column_kind, prefix_ranges
+
+    prefix = pattern[:-1]
+    simple = pattern.endswith("%") and prefix and not re.search(r"[%_]", prefix)
+    col_kind = column_kind(types, col)
+    if simple and col_kind == "integer":
+        ranges = prefix_ranges(col, prefix)
+        if ranges is not None:
+            return ranges
+        raise _refuse("where", f"no integer's text starts with {prefix!r}, so {col} LIKE '{pattern}' matches nothing",
+                      "Check the pattern; an integer LIKE '12%' matches 12, 120-129, 1200-1299 and so on.")
+    if simple and col_kind == "text" and not re.search(r"[A-Za-z]", prefix):
+        # Text compares code point by code point and a prefix without letters has no case: the range is exact.
+        return f"{col} >= '{prefix}' and {col} < '{_bump(prefix)}'"
+    if simple and col_kind == "text":
+        # LIKE ignores the case of ASCII letters, a range does not: say so rather than change the result
+        raise _refuse("where", f"LIKE '{pattern}' is refused by network queries (error 46), and LIKE ignores "
+                               "letter case, which no accepted form does",
+                      f"For a case-sensitive prefix match write {col} >= '{prefix}' and {col} < '{_bump(prefix)}'; "
+                      "to ignore case, run the query on the node itself with destination local.")
+    if simple:
+        what = {"unknown": "the plugin could not read the column's type (edgelake_get_schema; a dry run reads "
+                           "only types already known)",
+                "number": "a decimal column's text form (12.5, 1.2e-05) has no exact range form",
+                "timestamp": "a time column is compared as a time over the network, not as text"}.get(col_kind, "")
+        raise _refuse("where", f"LIKE is refused by network queries (error 46), and for {col} {what or 'its type'} "
+                               "no accepted form is known to give the same rows",
+                      "Write the range you mean with >= and < (a time range for a time column), or run the query "
+                      "on the node itself with destination local.")
+    raise _refuse("where", f"LIKE '{pattern}' is refused by network queries (error 46); only a prefix ('12%') "
+                           "can be rewritten",
+                  "Run the query on the node itself with destination local, or write the condition with =, !=, "
+                  "<, <=, >, >=, and, or.")
+
+
+def _network_where(where: str, types: Mapping[str, str] | None = None) -> str:
     """``where`` in the forms the operators' parser accepts, or :class:`InvalidArgument` with guidance."""
     toks = _tokens(where)
     if any(k == "str" and "''" in v[1:-1] for k, v in toks):
@@ -105,24 +147,15 @@ def _network_where(where: str) -> str:
                 i = j + 4
                 continue
             if op == "like" and j + 1 < len(toks) and toks[j + 1][0] == "str" and not negated:
-                pattern = toks[j + 1][1][1:-1]
-                prefix = pattern[:-1]
-                if pattern.endswith("%") and prefix and not re.search(r"[%_]", prefix):
-                    if not re.search(r"[A-Za-z]", prefix):
-                        out.append(group([f"{col} >= '{prefix}'", f"{col} < '{_bump(prefix)}'"], "and"))
-                        i = j + 2
-                        continue
-                    # LIKE ignores the case of ASCII letters, a range does not: say so rather than change the result
-                    raise _refuse("where", f"LIKE '{pattern}' is refused by network queries (error 46), and LIKE "
-                                           "ignores letter case, which no accepted form does",
-                                  f"For a case-sensitive prefix match write {col} >= '{prefix}' and {col} < "
-                                  f"'{_bump(prefix)}'; to ignore case, run the query on the node itself with "
-                                  "destination local.")
+                like = _like(col, toks[j + 1][1][1:-1], types)
+                out.append(f"({like})" if multi and (" or " in like or " and " in like) else like)
+                i = j + 2
+                continue
             raise _refuse("where", f"'{op.upper() if op else 'NOT'}' as used here is refused by network queries "
                                    "(error 46)",
                           "Over the network write conditions with =, !=, <, <=, >, >=, and, or: IN becomes "
-                          "equalities joined by or, BETWEEN becomes >= and <=, LIKE '12%' becomes >= '12' and "
-                          "< '13'; other LIKE patterns and NOT cannot be sent to the network — run the query on "
+                          "equalities joined by or, BETWEEN becomes >= and <=, LIKE 'ab%' on a text or integer column "
+                          "becomes ranges; other LIKE patterns and NOT cannot be sent to the network — run the query on "
                           "the node itself with destination local.")
         if kind == "word" and low == "not" and i and toks[i - 1][1].lower() == "is":
             out.append(value)  # "is not null" is part of the operators' grammar
@@ -169,10 +202,12 @@ def _arithmetic(item: str) -> bool:
     return bool(re.search(r"[+\-/%]|\w\s*\*\s*\w|\)\s*\*|\*\s*\(", bare)) and item.strip() != "*"
 
 
-def adapt(parts: Mapping[str, str | None], network: bool) -> tuple[dict[str, str | None], dict[str, str]]:
+def adapt(parts: Mapping[str, str | None], network: bool, types: Mapping[str, str] | None = None,
+          ) -> tuple[dict[str, str | None], dict[str, str], list[tuple[str, bool]] | None]:
     """The checked parts (``select``, ``where``, ``order_by`` as text) adapted to where the query runs.
 
-    Returns the parts to assemble and the result keys to rename back.
+    Returns the parts to assemble, the result keys to rename back, and the ordering the plugin applies
+    itself (None when the node orders the rows right). ``types``: the table's declared column types.
     """
     out = dict(parts)
     renames: dict[str, str] = {}
@@ -190,12 +225,16 @@ def adapt(parts: Mapping[str, str | None], network: bool) -> tuple[dict[str, str
                 raise _refuse(name, f"{m.group(1)}() answers nothing when the query runs on the node itself",
                               "Leave destination at network (the default) or name data nodes: increments(), "
                               "period() and NOW() work only in queries sent to the network.")
-        return out, renames
+        if types and parts.get("where"):
+            from plexor_edgelake.answer import local_times
+
+            out["where"] = local_times(parts["where"] or "", types, _tokens(parts["where"] or ""))
+        return out, renames, None
     where = parts.get("where")
     if where and _REFUSED_HINT.search(where):
-        out["where"] = _network_where(where)
+        out["where"] = _network_where(where, types)
     if not parts.get("order_by") and not _OPERATOR_HINT.search(select.replace("(*)", "")):
-        return out, renames
+        return out, renames, None
     items = _items(select)
     for item in items:
         if _arithmetic(item):
@@ -203,17 +242,76 @@ def adapt(parts: Mapping[str, str | None], network: bool) -> tuple[dict[str, str
                                     "the plain column, with the stored values",
                           "Select the column and compute the expression from the rows, or run the query on the "
                           "node itself with destination local.")
-    if parts.get("order_by"):
-        keys = []
-        for key in _items(parts["order_by"] or ""):
-            m = re.match(r"^(.*?)(\s+(?:asc|desc))?$", key, re.I | re.S)
-            expr, direction = (m.group(1).strip(), m.group(2) or "") if m else (key, "")
-            if _AGGREGATE.match(expr):
-                expr = _alias_for(expr, items, renames)
-            keys.append(expr + direction)
-        out["order_by"] = ", ".join(keys)
-        out["select"] = ", ".join(items) if select != "*" else select
-    return out, renames
+    if not parts.get("order_by"):
+        return out, renames, None
+    return _network_order(parts, out, items, renames, types)
+
+
+def _network_order(parts: Mapping[str, str | None], out: dict[str, str | None], items: list[str],
+                   renames: dict[str, str], types: Mapping[str, str] | None,
+                   ) -> tuple[dict[str, str | None], dict[str, str], list[tuple[str, bool]] | None]:
+    """The ordering of a network query: left to the node where it orders right, else done by the plugin."""
+    select = parts.get("select") or "*"
+    keys: list[tuple[str, bool]] = []
+    here = False  # order here rather than on the node
+    hidden: list[str] = []
+    grouped = [g.strip().lower() for g in (parts.get("group_by") or "").split(",") if g.strip()]
+    for key in _items(parts["order_by"] or ""):
+        m = re.match(r"^(.*?)(\s+(?:asc|desc))?$", key, re.I | re.S)
+        expr, direction = (m.group(1).strip(), (m.group(2) or "").strip().lower()) if m else (key, "")
+        if _AGGREGATE.match(expr):
+            here, expr = True, _alias_for(expr, items, renames)
+        elif "*" not in items:
+            name = _selected_name(expr, items, grouped)
+            here = here or name != expr  # ordering by an alias of a column is error 16 over the network
+            if name.lower() not in _output_names(items):
+                items.append(name)
+                hidden.append(name)
+                here = True
+            expr = name
+        keys.append((expr, direction == "desc"))
+    out["select"] = ", ".join(items) if select != "*" else select
+    from plexor_edgelake.answer import text_in_result
+
+    if here or len(keys) > 1 or text_in_result(select, types):
+        # The network cuts groups before ordering by an aggregate, applies one key only, answers nothing for a
+        # column not selected, and loses rows whose text holds an apostrophe when it orders them itself: fetch
+        # every row without order or limit and order them here.
+        out["order_by"] = None
+        out["hidden"] = ", ".join(hidden) or None
+        return out, renames, keys
+    out["order_by"] = ", ".join(k + (" desc" if d else "") for k, d in keys)
+    return out, renames, None
+
+
+def _output_names(items: list[str]) -> dict[str, str]:
+    """Each select item's result key (lower case) and the expression it comes from."""
+    names = {}
+    for item in items:
+        m = re.match(r"^(.*?)\s+as\s+(\w+)$", item, re.I | re.S)
+        body, alias = (m.group(1).strip(), m.group(2)) if m else (item.strip(), item.strip())
+        names[alias.lower()] = body
+    return names
+
+
+def _selected_name(column: str, items: list[str], grouped: list[str]) -> str:
+    """The result key to order by for ``column``: itself when selected, its alias when selected under one, or
+    itself added to the select list (then dropped from the rows) when that keeps the statement's meaning."""
+    names = _output_names(items)
+    if column.lower() in names:
+        return column
+    for item in items:
+        m = re.match(r"^(.*?)\s+as\s+(\w+)$", item, re.I | re.S)
+        if m and m.group(1).strip().lower() == column.lower():
+            return m.group(2)
+    aggregated = any(_AGGREGATE.match(body) for body in names.values())
+    distinct = any(re.match(r"(?i)^distinct\b", item.strip()) for item in items)
+    if not distinct and ((not grouped and not aggregated) or column.lower() in grouped):
+        return column
+    raise _refuse("order_by", f"{column} is neither selected nor grouped: over the network the node answers an "
+                              "ordering by a column that is not selected with nothing at all (an empty reply), "
+                              "and in a grouped or distinct query it has no single value per row",
+                  f"Order by a selected column, alias or aggregate, or add {column} to select and group_by.")
 
 
 def _alias_for(expr: str, items: list[str], renames: dict[str, str]) -> str:

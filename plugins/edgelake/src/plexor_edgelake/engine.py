@@ -6,20 +6,22 @@ Also builds, for each :class:`ToolDef`, the typed function the kernel registers
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from plexor import Context, InvalidArgument, NotFound, Result
+from plexor import InvalidArgument, NotFound, Result
 from plexor_edgelake import command as cmd
+from plexor_edgelake import queries as q
 from plexor_edgelake.client import EdgeLakeClient, EdgeLakeError, Node, parse_nodes
 from plexor_edgelake.parsers import ParseError, parse_reply
 from plexor_edgelake.replies import check
-from plexor_edgelake.toolspec import Catalog, ParamDef, ToolDef
+from plexor_edgelake.toolspec import Catalog, ToolDef
 
 __all__ = ["Engine", "make_tool_function"]
+
+from plexor_edgelake.functions import make_tool_function  # noqa: E402 - re-exported for the plugin module
 
 PLUGIN = "edgelake"
 
@@ -49,6 +51,7 @@ class Engine:
         )
         self.settings = settings
         self._plans: dict[int, _Plan] = {}
+        self.types = q.TypeCache()
 
     def timeout_for(self, tool: ToolDef, destination: str | None = None) -> float:
         if tool.timeout is not None:
@@ -68,23 +71,23 @@ class Engine:
         tool = _case(tool, plain)
         return self._render(tool, self._plan(tool), plain, _destination(tool, plain))[0]
 
-    def _render(self, tool: ToolDef, plan: _Plan, plain: dict[str, Any],
-                destination: str | None) -> tuple[str, dict[str, str] | None]:
-        """The command, and the result keys to rename back (aliases a network rewrite introduced)."""
+    def _render(self, tool: ToolDef, plan: _Plan, plain: dict[str, Any], destination: str | None,
+                types: Mapping[str, str] | None = None) -> tuple[str, Any]:
+        """The command, and the SQL built for it (its ``renames``, ``order``, ``limit``), if any."""
         if plan.constant is not None:
             return plan.constant, None
         assert tool.command is not None
         values: dict[str, str | None] = {name: param.render(plain[name]) for name, param in tool.params.items()}
         network = destination is not None
-        renames = None
+        sql = None
         for name, builder in tool.build.items():
             if builder == "select_statement" and plan.fast_select and values.get("table") is not None:
                 # Every part was checked when its parameter was rendered just above: assemble, do not re-check.
-                values[name] = cmd.assemble_select(values, plain.get("limit"), network)
+                values[name] = sql = cmd.assemble_select(values, plain.get("limit"), network, types)
             else:
-                values[name] = cmd.BUILDERS[builder](plain, network)
-            renames = getattr(values[name], "renames", None) or renames
-        return cmd.render_command(tool.command, tool.clauses, values), renames
+                values[name] = cmd.BUILDERS[builder](plain, network, types)
+                sql = values[name] if builder == "select_statement" else sql
+        return cmd.render_command(tool.command, tool.clauses, values), sql
 
     async def run(self, tool: ToolDef, args: Mapping[str, Any], node_choice: str | None = None,
                   dry_run: bool = False) -> Result:
@@ -94,15 +97,17 @@ class Engine:
         plain_args = _plain_args(tool, args)
         tool = _case(tool, plain_args)
         destination = _destination(tool, plain_args)
-        command, renames = self._render(tool, self._plan(tool), plain_args, destination)
+        query = plain_args.get("table") is not None and "select_statement" in tool.build.values()
+        types = None
+        if query and q.needs_types(plain_args, destination is not None):
+            for name, param in tool.params.items():  # refuse bad arguments before asking the node anything
+                param.render(plain_args[name])
+            types = (self.types.get((node.name, str(plain_args["database"]), str(plain_args["table"])))[1]
+                     if dry_run else await q.column_types(self, node, plain_args))  # a dry run sends nothing
+        command, sql = self._render(tool, self._plan(tool), plain_args, destination, types)
+        renames = getattr(sql, "renames", None)
         if destination == "network" and not command.startswith("sql "):
-            name = tool.destination_param or "destination"
-            raise InvalidArgument(
-                f"argument {name!r} = 'network' cannot be used with {command!r}: only sql queries can be sent to "
-                "the network (the node answers other commands with error 155)",
-                "Give the nodes as IP:Port (edgelake_get_nodes lists them), or leave it out"
-                + (" to ask every node of the network." if tool.targets else " to ask this node."),
-                data={"argument": name, "command": command})
+            raise _not_to_network(tool, command)
         if tool.targets and destination is None:
             destination = "<nodes from: " + tool.targets + ">" if dry_run else await self._targets(tool, node)
         if dry_run:
@@ -112,19 +117,15 @@ class Engine:
             timeout=self.timeout_for(tool, destination or "local"), read_only=tool.read_only,
         )
         body, relayed = check(reply, empty_ok=tool.empty_ok, destination=destination)
-        try:
-            parsed = parse_reply(tool.parser, body, plain_args, relayed)
-        except ParseError as exc:
-            raise EdgeLakeError(
-                f"EdgeLake node {node.label()} answered {command!r} with a reply the {tool.name} tool cannot "
-                f"read: {exc}",
-                "The reply's shape differs from what the tool's parser expects: for a tool of your own, "
-                "check its parser in YAML (kind text passes the reply through); otherwise report it "
-                "with the node's version (edgelake_node_status).",
-                data={"node": node.name, "command": command, "reply_start": body[:200]},
-            ) from None
+        parsed = self._parse(tool, node, reply, command, body, plain_args, relayed, query and bool(destination), query)
         data = parsed.data
         guidance: list[str] = []
+        if query:
+            warnings = await self._finish_query(node, data, sql, plain_args, types, destination is not None)
+            if warnings:
+                data["warnings"] = warnings
+            if getattr(sql, "order", None):
+                parsed.text = None  # the node's table is in the order it sent: the rows are the answer
         rows = data.get(parsed.list_key) if parsed.list_key else None
         if renames and isinstance(rows, list):
             for row in rows:
@@ -137,18 +138,7 @@ class Engine:
             raise NotFound(_fill(empty["message"], fill), _fill(empty.get("guidance") or "", fill) or None,
                            data={"node": node.name, "command": command})
         if isinstance(rows, list):
-            total = len(rows)
-            data["row_count"] = total
-            cap = self.limits.max_rows
-            if total > cap:
-                data[parsed.list_key] = rows[:cap]  # type: ignore[index]
-                data["truncated"] = True
-                guidance.append(
-                    f"The reply had {total} rows; the first {cap} are returned (the [edgelake] max_rows cap). "
-                    "Narrow the request (where, group_by, a smaller limit) or raise max_rows."
-                )
-            else:
-                data["truncated"] = False
+            self._cap(data, rows, parsed.list_key, guidance)
         data["source"] = {"node": node.name, "command": command}
         if destination:
             data["source"]["destination"] = destination
@@ -161,6 +151,49 @@ class Engine:
             stats = data.get("statistics")
             text = text + (f"\n\n{json.dumps(stats)}" if stats else "")
         return Result(data, text=text, guidance=guidance)
+
+    def _parse(self, tool: ToolDef, node: Node, reply: Any, command: str, body: str, plain: dict[str, Any],
+               relayed: str | None, network_query: bool, query: bool) -> Any:
+        """The reply parsed by the tool's parser, or an error saying why it cannot be read."""
+        try:
+            return parse_reply(tool.parser, body, plain, relayed, typed_later=query)
+        except ParseError as exc:
+            if network_query:
+                raise q.invalid_network_json(reply, body, str(exc)) from None
+            raise EdgeLakeError(
+                f"EdgeLake node {node.label()} answered {command!r} with a reply the {tool.name} tool cannot "
+                f"read: {exc}",
+                "The reply's shape differs from what the tool's parser expects: for a tool of your own, "
+                "check its parser in YAML (kind text passes the reply through); otherwise report it "
+                "with the node's version (edgelake_node_status).",
+                data={"node": node.name, "command": command, "reply_start": body[:200]},
+            ) from None
+
+    def _cap(self, data: dict[str, Any], rows: list[Any], key: str | None, guidance: list[str]) -> None:
+        """``row_count``, and the rows cut to ``max_rows`` (``truncated``, with guidance) when there are more."""
+        total = len(rows)
+        data["row_count"] = total
+        cap = self.limits.max_rows
+        if total > cap:
+            data[key or "rows"] = rows[:cap]
+            data["truncated"] = True
+            guidance.append(
+                f"The reply had {total} rows; the first {cap} are returned (the [edgelake] max_rows cap). "
+                "Narrow the request (where, group_by, a smaller limit) or raise max_rows."
+            )
+        else:
+            data["truncated"] = False
+
+    async def _finish_query(self, node: Node, data: dict[str, Any], sql: Any, plain: dict[str, Any],
+                            types: Mapping[str, str] | None, network: bool) -> list[str]:
+        """The rows made right (typed by the schema, NULLs, ordered here); types read only when needed."""
+        rows = data.get("rows")
+        table_format = plain.get("format") == "table"
+        blank = "" if not network else None  # how the node writes NULL in JSON: "" locally, null over the network
+        if types is None and isinstance(rows, list) and rows and (
+                table_format or any(blank in r.values() for r in rows if isinstance(r, dict))):
+            types = await q.column_types(self, node, plain)
+        return q.finish(data, sql, plain, types, table_format, network)
 
     async def _targets(self, tool: ToolDef, node: Node) -> str:
         """The destination from the tool's ``targets`` command: its IP:Port list, each node once."""
@@ -217,6 +250,16 @@ class Engine:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _not_to_network(tool: ToolDef, command: str) -> InvalidArgument:
+    name = tool.destination_param or "destination"
+    return InvalidArgument(
+        f"argument {name!r} = 'network' cannot be used with {command!r}: only sql queries can be sent to "
+        "the network (the node answers other commands with error 155)",
+        "Give the nodes as IP:Port (edgelake_get_nodes lists them), or leave it out"
+        + (" to ask every node of the network." if tool.targets else " to ask this node."),
+        data={"argument": name, "command": command})
 
 
 def _tool_key(given: str, catalog: Catalog) -> str:
@@ -313,111 +356,3 @@ class _Plan:
         fast = (table is not None and table.type == "identifier" and not table.wildcard
                 and all(types.get(name, want) == want for name, want in cmd.SELECT_PART_TYPES.items()))
         return cls(tool, constant, fast)
-
-
-# --------------------------------------------------------------------------------------------------
-# Tool functions with real signatures
-
-_ORDER_ITEM: Any = None
-
-
-def _lower(value: Any) -> Any:
-    return value.lower() if isinstance(value, str) else value
-
-
-def _order_item() -> Any:
-    global _ORDER_ITEM
-    if _ORDER_ITEM is None:
-        from typing import Annotated
-
-        import pydantic
-
-        class OrderBy(pydantic.BaseModel):
-            """One sort key."""
-
-            model_config = pydantic.ConfigDict(extra="forbid")
-            column: str = pydantic.Field(description="a column name, or an aggregate such as count(*)")
-            direction: Annotated[Literal["asc", "desc"] | None, pydantic.BeforeValidator(_lower)] = pydantic.Field(
-                None, description="asc or desc, in any case (the node's default order is asc)"
-            )
-
-        _ORDER_ITEM = OrderBy
-    return _ORDER_ITEM
-
-
-def _annotation(p: ParamDef) -> Any:
-    from typing import Annotated
-
-    import pydantic
-
-    t = p.type
-    if t == "integer" or t == "number":
-        base: Any = int if t == "integer" else float
-        constraints: dict[str, Any] = {}
-        if p.minimum is not None:
-            constraints["ge"] = p.minimum
-        if p.maximum is not None:
-            constraints["le"] = p.maximum
-        ann: Any = Annotated[base, pydantic.Field(**constraints)] if constraints else base
-    elif t == "boolean":
-        ann = bool
-    elif t == "enum":
-        ann = Literal[p.choices]  # type: ignore[valid-type]
-    elif t == "identifier_list":
-        ann = list[str]
-    elif t in ("policy_types", "destination"):
-        ann = str | list[str]
-    elif t == "select_list":
-        ann = str | list[str]
-    elif t == "order_by":
-        ann = list[_order_item()]  # type: ignore[misc]
-    else:
-        ann = str
-    if not p.required and p.default is None:
-        ann = ann | None
-    return ann
-
-
-def _param_doc(p: ParamDef) -> str:
-    text = p.description or p.name
-    if p.type == "identifier":
-        text += " (a plain identifier: letters, digits and _" + (", or *" if p.wildcard else "") + ")"
-    return text
-
-
-def make_tool_function(tool: ToolDef, nodes_hint: str) -> Any:
-    """A coroutine function whose signature declares the tool's parameters for the kernel."""
-    names = list(tool.params)
-
-    async def edgelake_tool(ctx: Context, **kwargs: Any) -> Result:
-        engine = ctx.service(Engine)
-        node = kwargs.pop("node", None)
-        dry_run = bool(kwargs.pop("dry_run", False))
-        return await engine.run(tool, kwargs, node, dry_run)
-
-    params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
-    annotations: dict[str, Any] = {"ctx": Context}
-    doc_lines = [tool.description, ""]
-    ordered = [n for n in names if tool.params[n].required] + [n for n in names if not tool.params[n].required]
-    for name in ordered:
-        p = tool.params[name]
-        ann = _annotation(p)
-        default = inspect.Parameter.empty if p.required else p.default
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default))
-        annotations[name] = ann
-        doc_lines.append(f":param {name}: {_param_doc(p)}")
-    if tool.handler is None:
-        params.append(inspect.Parameter("node", inspect.Parameter.KEYWORD_ONLY, annotation=str | None, default=None))
-        annotations["node"] = str | None
-        doc_lines.append(f":param node: which configured EdgeLake node to ask, by name or host:port (default: {nodes_hint})")
-        params.append(inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=False))
-        annotations["dry_run"] = bool
-        doc_lines.append(":param dry_run: true to send nothing and get the request back instead: as REST "
-                         "(method, URL, headers), as a curl command and as the node's CLI command")
-    annotations["return"] = Result
-    edgelake_tool.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    edgelake_tool.__annotations__ = annotations
-    edgelake_tool.__doc__ = "\n".join(doc_lines)
-    edgelake_tool.__name__ = tool.name
-    edgelake_tool.__qualname__ = f"edgelake.{tool.name}"
-    return edgelake_tool

@@ -189,8 +189,9 @@ def _json(body: str) -> Any:
 
 
 def parse_reply(spec: Mapping[str, Any] | str | None, body: str, args: Mapping[str, Any],
-                relayed: str | None = None) -> Parsed:
-    """Apply a validated parser declaration to a reply body (``relayed``: the node a prefix named)."""
+                relayed: str | None = None, typed_later: bool = False) -> Parsed:
+    """Apply a validated parser declaration to a reply body (``relayed``: the node a prefix named;
+    ``typed_later``: a query's table cells stay text, to be typed by the table's schema)."""
     if spec is None:
         spec = {"kind": "auto"}
     if isinstance(spec, str):
@@ -219,7 +220,7 @@ def parse_reply(spec: Mapping[str, Any] | str | None, body: str, args: Mapping[s
         return Parsed({key or "rows": table["rows"], "columns": table["columns"], "title": table["title"]},
                       list_key=key or "rows")
     if kind == "query":
-        return parse_query(body)
+        return parse_query(body, numbers=not typed_later)
     if kind == "per_node":
         return parse_per_node(body, relayed, key or "nodes")
     if kind == "json_path":
@@ -249,7 +250,7 @@ def parse_reply(spec: Mapping[str, Any] | str | None, body: str, args: Mapping[s
     raise ParseError(f"unknown parser kind {kind!r}")
 
 
-def parse_query(body: str) -> Parsed:
+def parse_query(body: str, numbers: bool = True) -> Parsed:
     """A ``sql`` reply: JSON with Query/Statistics, a bare JSON list, or a text table with Statistics."""
     stripped = body.strip()
     if stripped.startswith("{") or stripped.startswith("["):
@@ -268,7 +269,7 @@ def parse_query(body: str) -> Parsed:
     table_text, stats = (body[:m.start()], _stats(_json(body[m.start():]).get("Statistics"))) if m else (body, None)
     if not table_text.strip():
         return Parsed({"rows": [], "statistics": stats}, text="(no rows)", list_key="rows")
-    table = parse_table(table_text, numbers=True)
+    table = parse_table(table_text, numbers=numbers)
     return Parsed({"rows": table["rows"], "columns": table["columns"], "statistics": stats},
                   text=table_text.strip("\r\n"), list_key="rows")
 

@@ -35,6 +35,13 @@ ERROR_ADVICE: dict[int, str] = {
         "unknown column). Check the column names with edgelake_get_schema.",
     20: "The destination list is not a list of distinct IP:Port addresses. Give each node once, as the node's "
         "TCP address (edgelake_get_nodes lists them).",
+    21: "The node has no working TCP server to send the query to the operators with: its TCP port could not be "
+        "bound when it started (another process held the port, often the node's own previous run after a restart). "
+        "edgelake_list_connections shows the TCP address; edgelake_node_status and the node's 'get processes' "
+        "show TCP not running. Free the port and restart the node; until then ask with destination local.",
+    26: "The node stopped waiting for the operators after its REST timeout ('run rest server ... timeout = N', 20 s "
+        "by default). Narrow the query (a time range, a smaller limit, group_by with aggregates) or raise that "
+        "timeout on the node.",
     29: "The node has no metadata for that database or table. Check the names with edgelake_list_databases "
         "and edgelake_list_tables; to reach the nodes that hold the table, query with destination network.",
     45: "The table's metadata could not be loaded from the blockchain: the database or table name is wrong, "
@@ -45,6 +52,8 @@ ERROR_ADVICE: dict[int, str] = {
         ">= and <=, and leave out LIKE, NOT and doubled quotes. Check column names with edgelake_get_schema.",
     50: "The database is declared but not connected on the node that ran the query. Connect it on that node "
         "(connect dbms ...) or query a node that holds it (edgelake_get_data_nodes).",
+    77: "The operator stopped sending rows at the node's data volume limit for one query ('set query mode using "
+        "max_volume = N' on the node). Narrow the query (where, a smaller limit, aggregates) or raise that limit.",
     82: "The table has no partition declaration, so it has no partitions to describe; ask for columns or "
         "exists instead.",
     132: "The node has no such table declared in its metadata. Check the database and table names with "
@@ -144,6 +153,12 @@ def check(reply: Reply, *, empty_ok: bool = False, destination: str | None = Non
     if m:
         relayed = m.group(1)
         body = body[m.end():]
+    if "err_" in body[-2000:] or "Result.set" in body[-2000:]:
+        from plexor_edgelake.queries import partial_error, partial_failure
+
+        data, failure = partial_error(body)
+        if failure is not None:  # part of the answer, then the node's error: never passed on as a whole answer
+            raise partial_failure(reply, data, failure, "format = table" in reply.command)
     if not body.strip() and not empty_ok:
         raise EdgeLakeError(
             f"EdgeLake node {reply.node.label()} answered {reply.command!r} with 200 OK and an empty reply",
@@ -156,9 +171,11 @@ def check(reply: Reply, *, empty_ok: bool = False, destination: str | None = Non
 
 def _empty_advice(destination: str | None) -> str:
     if destination:
-        return ("Over the network the node answers nothing for SQL its operators cannot run: ordering by an "
-                "aggregate (order by its alias instead), or no node holding the table. Check the table with "
-                "edgelake_get_data_nodes and the columns with edgelake_get_schema; the node's log has the details.")
+        return ("Over the network the node answers nothing at all, without an error, for SQL its operators cannot "
+                "run: ordering by a column that is not selected or by the original name of an aliased column, "
+                "ordering by an aggregate, an unknown column in the where clause, or no node holding the table. "
+                "Order by a selected column or alias (edgelake_query does this for you), check the table with "
+                "edgelake_get_data_nodes and the columns with edgelake_get_schema.")
     return ("Run on the node itself, the node answers nothing for increments(), period() and NOW() (they work "
             "only with destination network) and for an unknown column or a syntax error in the where clause. "
             "Check the columns with edgelake_get_schema; the node's log has the details.")
