@@ -51,6 +51,7 @@ class StdinLines:
         self._file: Any = None
         self._limiter: Any = None
         self.given: collections.deque[str] = collections.deque()
+        self.read = 0  # lines read so far: none at EOF means no client ever spoke
 
     def __aiter__(self) -> StdinLines:
         return self
@@ -90,6 +91,7 @@ class StdinLines:
             line = raw.decode("utf-8", "replace")
         if not line:
             raise StopAsyncIteration
+        self.read += 1
         self.given.append(line)
         return line
 
@@ -373,11 +375,11 @@ def _freeze_heap() -> None:
 
 
 @contextlib.asynccontextmanager
-async def stdio_streams(log: Any) -> AsyncIterator[tuple[Any, Any]]:
+async def stdio_streams(log: Any, stdin: StdinLines | None = None) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's ``stdio_server`` with Plexor's ends: stdin and stdout through the event loop, refused lines answered."""
     from mcp.server.stdio import stdio_server
 
-    stdin, stdout = StdinLines(), StdoutPipe(log)
+    stdin, stdout = stdin or StdinLines(), StdoutPipe(log)
     try:
         async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
             yield AnsweringStream(read_stream, write_stream, stdin.given, log), write_stream
@@ -390,11 +392,12 @@ async def stdio_streams(log: Any) -> AsyncIterator[tuple[Any, Any]]:
 
 
 async def serve_stdio(kernel: Kernel, *, grace: float = 30.0, listening: Callable[[], None] | None = None,
-                      profile: Any = None) -> None:
+                      profile: Any = None, silent: Callable[[], None] | None = None) -> None:
     """Serve one client over stdin/stdout until EOF or a signal; then drain and stop the kernel.
 
     :param listening: called once SIGTERM/SIGINT are handled (for the hint on a terminal).
     :param profile: the client's tool profile (``serve --profile``): the same authorization layer as HTTP's.
+    :param silent: called when stdin ended before a single line arrived (no client was ever there).
     """
     import anyio
 
@@ -415,9 +418,12 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0, listening: Callabl
             boot.attach(tg)
             tg.start_soon(boot.fallback, 0.5)
             tg.start_soon(_run_until_signal, kernel, tg.cancel_scope, grace, watchdog, listening, boot)
-            async with stdio_streams(kernel.log) as (read_stream, write_stream):
+            stdin = StdinLines()
+            async with stdio_streams(kernel.log, stdin) as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
-            kernel.log.info("stdin_closed")
+            kernel.log.info("stdin_closed", lines=stdin.read)
+            if not stdin.read and silent is not None:
+                silent()
             watchdog.arm("stdin closed")
             await kernel.drain(grace)
             tg.cancel_scope.cancel()
