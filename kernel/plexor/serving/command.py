@@ -52,6 +52,8 @@ def _check_plugin_names() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (http/sse).")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (http/sse); 0 picks a free one.")
 @click.option("--token", envvar="PLEXOR_TOKEN", default=None, help="Require 'Authorization: Bearer TOKEN' (http/sse).")
+@click.option("--token-file", envvar="PLEXOR_TOKEN_FILE", default=None, metavar="FILE",
+              help="Read the bearer token from FILE (a mounted secret, a systemd credential); as PLEXOR_TOKEN_FILE.")
 @click.option("--auth-issuer", envvar="PLEXOR_AUTH_ISSUER", default=None,
               help="OAuth 2.1: accept access tokens of this authorization server (issuer URL); as [plexor.auth] issuer.")
 @click.option("--resource-url", envvar="PLEXOR_RESOURCE_URL", default=None,
@@ -89,12 +91,14 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
           allow_origins: tuple[str, ...], allow_hosts: tuple[str, ...], max_body: int, request_timeout: float,
           grace: float, header_timeout: float, body_timeout: float, max_connections: int, workers: int, daemon: bool,
           registry: str | None, log_level: str | None, auth_issuer: str | None = None, resource_url: str | None = None,
-          profile: str | None = None) -> None:
+          profile: str | None = None, token_file: str | None = None) -> None:
     """Run the MCP server (stdio by default)."""
     from plexor.log import configure
 
     configure(log_level or os.environ.get("PLEXOR_LOG_LEVEL") or "info", force=True)
     _check_plugin_names()
+    if token_file:
+        token = _read_token_file(token_file, token)
     if daemon:
         if transport != "http":
             raise click.UsageError("--daemon serves Streamable HTTP: use --transport http --daemon")
@@ -136,8 +140,13 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
     if transport == "stdio":
         import anyio
 
+        from plexor.serving.stdin import NO_CLIENT_HINT, unusable_stdin
         from plexor.transports import serve_stdio
 
+        why = unusable_stdin()
+        if why is not None:  # a supervisor's stdin: no client can ever come (plexor.serving.stdin)
+            click.echo(f"plexor serve: stdin {why}: {NO_CLIENT_HINT}.", err=True)
+            return
         hint = None
         if sys.stdin.isatty():  # a person, not a client, started it: say what it waits for (never on a pipe)
             from plexor.cli import stdio_hint
@@ -145,7 +154,10 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
             def hint() -> None:  # once Ctrl+C is handled, as the hint promises
                 click.echo(stdio_hint(), err=True)
 
-        anyio.run(lambda: serve_stdio(kernel, grace=grace, listening=hint, profile=stdio_profile))
+        def silent() -> None:
+            click.echo("plexor serve: stdin ended before a client sent anything; nothing was served.", err=True)
+
+        anyio.run(lambda: serve_stdio(kernel, grace=grace, listening=hint, profile=stdio_profile, silent=silent))
         return
     from plexor.auth import load as load_auth
     from plexor.transports import HttpOptions, bind_socket, is_loopback, serve_http
@@ -201,6 +213,23 @@ def _stdio_profile(config: dict[str, Any], name: str | None, where: Any) -> Any:
         raise ConfigError(f"--profile {name} is not a configured profile",
                           f"Use one of: {', '.join(sorted(profiles)) or 'none'} (the [plexor.profiles] of {where}).")
     return profiles[name]
+
+
+def _read_token_file(path: str, token: str | None) -> str:
+    """The token in ``path`` (surrounding whitespace dropped); a usage error when it cannot serve as one."""
+    if token:
+        raise click.UsageError("both a token (--token or PLEXOR_TOKEN) and a token file (--token-file or "
+                               "PLEXOR_TOKEN_FILE) are given; keep one")
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as fh:
+            text = fh.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.UsageError(f"cannot read the token file {path}: {getattr(exc, 'strerror', None) or exc}; "
+                               "check the path and that this user may read it") from exc
+    if not text or any(ch.isspace() for ch in text):
+        raise click.UsageError(f"the token file {path} must hold one token (no spaces); it holds "
+                               + ("nothing" if not text else "several words"))
+    return text
 
 
 @contextlib.contextmanager
