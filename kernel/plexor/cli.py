@@ -280,17 +280,18 @@ def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
 @main.command("paths")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def paths_cmd(as_json: bool) -> None:
-    """Show the config, data and log directories (PLEXOR_HOME moves them all)."""
+    """Show the config, data and log directories (PLEXOR_HOME moves them all), saying which do not exist yet."""
     from plexor.core.config import paths
 
     p = paths()
-    data = {"config_dir": str(p.config_dir), "config_file": str(p.config_file), "data_dir": str(p.data_dir),
-            "log_dir": str(p.log_dir)}
+    found = {"config_dir": p.config_dir, "config_file": p.config_file, "data_dir": p.data_dir, "log_dir": p.log_dir}
     if as_json:
-        click.echo(json.dumps(data, indent=2))
-    else:
-        for k, v in data.items():
-            click.echo(f"{k:<12} {v}")
+        click.echo(json.dumps({k: str(v) for k, v in found.items()}, indent=2))
+        return
+    later = {"config_dir": "`plexor config path` creates it", "config_file": "`plexor config path` creates a starter",
+             "data_dir": "made when Plexor first stores something", "log_dir": "made when the daemon first starts"}
+    for k, v in found.items():
+        click.echo(f"{k:<12} {v}" + ("" if v.exists() else f"  (does not exist yet: {later[k]})"))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,7 +20,7 @@ from plexor import __version__
 __all__ = ["CORE_COMMANDS", "PluginGroup"]
 
 
-CORE_COMMANDS = ("serve", "connect", "plugins", "tools", "call", "paths", "install", "uninstall")
+CORE_COMMANDS = ("serve", "connect", "plugins", "tools", "call", "paths", "config", "install", "uninstall")
 
 
 class PluginGroup(click.Group):
@@ -35,6 +35,7 @@ class PluginGroup(click.Group):
         "serve": "plexor.serving.command:serve",
         "install": "plexor.install:install_cmd",
         "uninstall": "plexor.install:uninstall_cmd",
+        "config": "plexor.config_cmd:config_cmd",
     }
 
     def get_help(self, ctx: click.Context) -> str:
