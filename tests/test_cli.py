@@ -228,6 +228,16 @@ def plexor_register_tools(register, settings):
 """
 
 
+CRASHES_WHILE_REGISTERING = """
+from plexor import hookimpl
+
+@hookimpl
+def plexor_register_tools(register, settings):
+    register(lambda: {}, name="pick")
+    raise RuntimeError("a bug in the plugin")
+"""
+
+
 def test_tools_render_unions_and_whole_first_paragraphs(run, site_dir):
     install_fake_dist(site_dir, "plexor-faketyped", "faketyped", "plexor_faketyped", TYPED)
     out = run("tools", env={"PLEXOR_PLUGINS": "faketyped"})
@@ -285,10 +295,18 @@ def test_unknown_plugin_names_exit_2_with_a_suggestion(run):
 
 
 def test_a_tool_of_a_failed_plugin_is_a_tool_error(run, site_dir):
+    install_fake_dist(site_dir, "plexor-fakecrash", "fakecrash", "plexor_fakecrash", CRASHES_WHILE_REGISTERING)
+    out = run("call", "fakecrash_pick")
+    assert out.returncode == 1, out.stderr
+    assert "belongs to the plugin 'fakecrash', which is not available (it failed)" in out.stdout
+
+
+def test_a_tool_of_a_plugin_its_configuration_failed_is_a_usage_error(run, site_dir):
+    """The exit-code rule: 2 when the input or the configuration must change (here a bad setting)."""
     install_fake_dist(site_dir, "plexor-faketyped", "faketyped", "plexor_faketyped", TYPED)
     out = run("call", "faketyped_pick", "--arg", "select=a", env={"PLEXOR_FAKETYPED_LEVEL": "high"})
-    assert out.returncode == 1, out.stderr
-    assert "belongs to the plugin 'faketyped', which is not available (it failed)" in out.stdout
+    assert out.returncode == 2, out.stderr
+    assert "belongs to the plugin 'faketyped', which is not available (it failed)" in out.stderr
 
 
 def test_exit_codes_of_every_core_command(run, plexor_home):

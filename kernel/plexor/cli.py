@@ -1,7 +1,10 @@
 """The ``plexor`` command.
 
-Exit codes: 0 success, 1 a tool error, 2 a usage error (bad option, unknown
-tool, bad arguments or configuration).
+Exit codes, for every command and plugin command (tests/test_exit_codes.py walks them all):
+0 done; 1 the command was right but the work failed or found nothing (a tool's error, a tree,
+folder or key that does not exist, a service that does not answer); 2 what was typed or
+configured must change (a usage error; an unknown command, tool, plugin or client; a value a
+tool refuses, ``InvalidArgument``; a bad ``plexor.toml`` or ``PLEXOR_*`` variable).
 """
 
 from __future__ import annotations
@@ -89,7 +92,13 @@ def _set_log_json(ctx: click.Context, param: click.Parameter, value: bool) -> bo
 @click.option("--log-json", is_flag=True, is_eager=True, expose_value=False, callback=_set_log_json,
               help="Also show the kernel's JSON log lines (warnings and errors) on stderr.")
 def main() -> None:
-    """Plexor: an MCP server whose tools, resources and prompts come from plugins."""
+    """Plexor: an MCP server whose tools, resources and prompts come from plugins.
+
+    Exit codes: 0 done; 1 the command was right but the work failed or found nothing; 2 what was typed
+    or configured must change (usage, unknown names, refused values, a bad plexor.toml or PLEXOR_*).
+
+    Shell completion: eval "$(_PLEXOR_COMPLETE=bash_source plexor)" in ~/.bashrc (zsh_source, fish_source).
+    """
 
 
 # serve, install and uninstall are added when used: PluginGroup.lazy_commands.
@@ -251,15 +260,17 @@ def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: dict[str, 
 @click.option("--arg", "pairs", multiple=True, metavar="KEY=VALUE", help="An argument (repeatable); JSON values are parsed.")
 @click.option("--json", "raw_json", default=None, metavar="OBJECT", help="All arguments as one JSON object.")
 def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
-    """Call TOOL in-process and print its result (exit 1 when the tool reports an error)."""
+    """Call TOOL in-process and print its result (exit 1 when the tool fails, 2 when it refuses the arguments)."""
     _quiet_logs()
     from plexor.errors import NotFound
 
     async def go(kernel: Any) -> Any:
         try:
             spec = kernel.resolve_tool(tool)
-        except NotFound as exc:  # a failed plugin's tool is a tool error (1); a name that is not there, usage (2)
-            return ("failed" if exc.data.get("state") == "failed" else "usage", exc.render())
+        except NotFound as exc:  # a name that is not there is usage (2); a failed plugin's tool fails (1) unless
+            rec = kernel.records.get(exc.data.get("plugin", ""))  # its configuration failed it (2: fix that)
+            failed = exc.data.get("state") == "failed" and not (rec is not None and rec.failed_by_config)
+            return ("failed" if failed else "usage", exc.render())
         try:
             args = _parse_args(pairs, raw_json, spec.signature.input_schema)
         except click.UsageError as exc:
@@ -270,11 +281,9 @@ def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
     if kind in ("usage", "failed"):
         click.echo(outcome, err=kind == "usage")
         sys.exit(2 if kind == "usage" else 1)
-    from plexor.errors import InvalidArgument
-
     click.echo(outcome.text)
-    if outcome.is_error:
-        sys.exit(2 if isinstance(outcome.error, InvalidArgument) else 1)
+    if outcome.is_error:  # InvalidArgument and ConfigError: 2 (change the input); any other failure: 1
+        sys.exit(getattr(outcome.error, "exit_code", 1))
 
 
 @main.command("paths")

@@ -68,13 +68,14 @@ def ensure_config_file() -> tuple[Path, bool]:
     _quiet_logs()
     kernel = Kernel()
     kernel.load()
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.new")
-    tmp.write_text(starter_text(kernel), encoding="utf-8")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(starter_text(kernel), encoding="utf-8")
         tmp.rename(path) if not path.exists() else tmp.unlink()  # another `plexor config` may have won
-    except OSError as exc:
-        raise click.ClickException(f"cannot write {path}: {exc.strerror}") from exc
+    except OSError as exc:  # exit 1: the command is right, the file system refused
+        raise click.ClickException(f"cannot create {path}: {exc.strerror or exc}; check the folder's permissions, "
+                                   "or point PLEXOR_HOME elsewhere") from exc
     return path, True
 
 

@@ -30,6 +30,9 @@ class PlexorError(Exception):
     """
 
     code = "error"
+    #: The exit code of a command that ends with this error (``plexor --help``, README "Exit codes"):
+    #: 1 the operation failed or found nothing; 2 the input or the configuration must change.
+    exit_code = 1
 
     def __init__(self, message: str, guidance: str | None = None, *, data: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -57,6 +60,7 @@ class InvalidArgument(PlexorError):
     """An argument was missing, of the wrong type, or outside the allowed values."""
 
     code = "invalid_argument"
+    exit_code = 2
 
 
 class NotFound(PlexorError):
@@ -81,6 +85,7 @@ class ConfigError(PlexorError):
     """A configuration value is invalid; the message names the key and where it came from."""
 
     code = "config_error"
+    exit_code = 2
 
 
 class PluginError(PlexorError):

@@ -80,7 +80,8 @@ class PluginGroup(click.Group):
 
                     offered = {"cli": staging, "plugin": rec.handle}
                     hook(**{p: offered[p] for p in inspect.signature(hook).parameters if p in offered})
-                    staging.commands = {n: _failed_command(n, rec.name, rec.error or "") for n in staging.commands}
+                    staging.commands = {n: _failed_command(n, rec.name, rec.error or "", 2 if rec.failed_by_config else 1)
+                                        for n in staging.commands}
                 else:
                     kernel._call(rec, "plexor_register_commands", cli=staging, plugin=rec.handle)
             except Exception as exc:  # noqa: BLE001
@@ -188,11 +189,11 @@ def _close_databases(kernel: Any) -> None:
             db.close()
 
 
-def _failed_command(name: str, plugin: str, error: str) -> click.Command:
+def _failed_command(name: str, plugin: str, error: str, code: int) -> click.Command:
     def explain() -> None:
         click.echo(f"plexor {name}: the plugin {plugin!r} is installed but failed: {error}", err=True)
         click.echo("Fix the cause (see `plexor plugins`) and try again.", err=True)
-        sys.exit(2)
+        sys.exit(code)  # 2 when its configuration failed it, else 1
 
     return click.Command(name, callback=explain, help=f"(unavailable: the plugin {plugin} failed)",
                          context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -233,6 +233,7 @@ class Loader(KernelBase):
 
     def _fail_plugin(self, rec: PluginRecord, exc: BaseException, phase: str) -> None:
         text = exc.render() if isinstance(exc, PlexorError) else f"{type(exc).__name__}: {exc}"
+        rec.failed_by_config = isinstance(exc, ConfigError)
         rec.fail(f"{phase} failed: {text}")
         self.log.error("plugin_failed", plugin=rec.name, phase=phase, error=text,
                        traceback="".join(traceback.format_exception(exc)) if not isinstance(exc, PlexorError) else None)

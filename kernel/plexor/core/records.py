@@ -78,6 +78,7 @@ class PluginRecord(_Machine):
     namespace: str = ""
     state: State = State.CREATED
     error: str | None = None
+    failed_by_config: bool = False  # its configuration failed it: a command needing it exits 2, not 1
     warnings: list[str] = dataclasses.field(default_factory=list)
     settings: Settings | None = None
     database: Any = None

@@ -45,7 +45,7 @@ async def test_export_then_import_elsewhere_gives_the_same_document(plexor, back
 
         # The same database refuses a second copy with the same ids, and says what to do.
         again = plexor_cmd(["arbor", "import", str(out)], env)
-        assert again.returncode == 1 and "already exists" in again.stderr and "--new-ids" in again.stderr
+        assert again.returncode == 2 and "already exists" in again.stderr and "--new-ids" in again.stderr
         copy = plexor_cmd(["arbor", "import", str(out), "--new-ids"], env)
         assert copy.returncode == 0, copy.stderr
         new_id = copy.stdout.split()[2]
@@ -73,11 +73,11 @@ async def test_cli_errors_are_clear(plexor, backend, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
     broken = plexor_cmd(["arbor", "import", str(bad)], env)
-    assert broken.returncode == 1 and "is not JSON" in broken.stderr
+    assert broken.returncode == 2 and "is not JSON" in broken.stderr
     bad.write_text('{"format": "something-else"}', encoding="utf-8")
     wrong = plexor_cmd(["arbor", "import", str(bad)], env)
-    assert wrong.returncode == 1 and "not an Arbor export" in wrong.stderr
+    assert wrong.returncode == 2 and "not an Arbor export" in wrong.stderr
     usage = plexor_cmd(["arbor", "export"], env)
     assert usage.returncode == 2
     nofile = plexor_cmd(["arbor", "import", str(tmp_path / "nope.json")], env)
-    assert nofile.returncode == 1 and "cannot read" in nofile.stderr
+    assert nofile.returncode == 2 and "cannot read" in nofile.stderr

@@ -325,7 +325,7 @@ async def test_import_errors_give_guidance_never_a_traceback(plexor, backend, tm
         path = tmp_path / f"doc{i}.json"
         path.write_text(json.dumps(document), encoding="utf-8")
         done = _plexor_cmd(["arbor", "import", str(path)], env)
-        assert done.returncode == 1, (i, done.stdout, done.stderr)
+        assert done.returncode == 2, (i, done.stdout, done.stderr)  # a document to fix: bad input
         assert expected in done.stderr and "Traceback" not in done.stderr, (i, done.stderr)
     async with plexor.client(installed=["arbor"], env=backend) as client:
         store = _store(client)

@@ -125,7 +125,7 @@ def test_bad_folder_settings_are_refused_with_guidance(plexor, plexor_config, tm
     root = _folder(tmp_path, "f")
     plexor_config({"folder-search": {"folders": [{"path": str(root), **entry}]}})
     r = plexor.cli(["folder-search", "list"], installed=INSTALLED)
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 2, r.output  # a configuration to fix
     for text in expected:
         assert text in r.output, (text, r.output)
 
@@ -133,7 +133,7 @@ def test_bad_folder_settings_are_refused_with_guidance(plexor, plexor_config, tm
 def test_a_bad_global_pattern_is_refused(plexor, plexor_config, tmp_path):
     plexor_config({"folder-search": {"folders": [str(_folder(tmp_path, "f"))], "exclude": ["ok/", "!"]}})
     r = plexor.cli(["folder-search", "list"], installed=INSTALLED)
-    assert r.exit_code == 1 and "the exclude pattern '!' in [folder-search] is not valid" in r.output, r.output
+    assert r.exit_code == 2 and "the exclude pattern '!' in [folder-search] is not valid" in r.output, r.output
 
 
 def test_add_and_set_store_a_folders_own_settings(plexor, plexor_config, plexor_home, tmp_path):

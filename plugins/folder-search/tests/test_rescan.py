@@ -131,7 +131,7 @@ def test_status_shows_an_unreachable_folder_and_a_bad_interval_is_refused(plexor
     assert r.exit_code == 0 and "0 indexed, 2 unchanged" in r.output, r.output  # nothing was dropped meanwhile
     plexor_config({"folder-search": {"folders": [str(root)], "rescan_interval": -1}})
     r = plexor.cli(["folder-search", "list"], installed=INSTALLED)
-    assert r.exit_code == 1 and "rescan_interval = -1" in r.output, r.output
+    assert r.exit_code == 2 and "rescan_interval = -1" in r.output, r.output
 
 
 async def test_a_folder_whose_index_could_not_be_opened_is_retried(plexor, plexor_config, plexor_home, tmp_path):

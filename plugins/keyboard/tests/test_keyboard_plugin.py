@@ -90,6 +90,9 @@ def test_cli_commands(plexor_home, monkeypatch):
     assert cats.exit_code == 0 and len(json.loads(cats.stdout)["categories"]) == 10
     missing = runner.invoke(main, ["keyboard", "lookup", "escpae"])
     assert missing.exit_code == 1 and "fuzzy" in missing.stderr
+    suggested = runner.invoke(main, ["keyboard", "lookup", "retrun", "--fuzzy"])  # nothing found: exit 1, as documented
+    assert suggested.exit_code == 1 and json.loads(suggested.stdout)["found"] is False, suggested.output
+    assert json.loads(suggested.stdout)["suggestions"][0]["key"]["name"] == "Return"
     bad = runner.invoke(main, ["keyboard", "combo", "cmd+shift"])
     assert bad.exit_code == 2 and "no main key" in bad.stderr
     monkeypatch.setenv("PLEXOR_KEYBOARD_DEFAULT_LAYOUT", "intel_laptop_2011_2020_backlit")

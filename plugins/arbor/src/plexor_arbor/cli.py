@@ -17,6 +17,13 @@ import click
 __all__ = ["arbor", "with_store"]
 
 
+def failure(text: str, exit_code: int = 1) -> click.ClickException:
+    """A command's error: exit 1 when the operation failed or found nothing, 2 when the input must change."""
+    exc = click.ClickException(text)
+    exc.exit_code = exit_code
+    return exc
+
+
 def with_store(func: Callable[[Any, Any], Any]) -> Any:
     """Run ``func(store, settings)`` on the plugin's database, reached through the handle in click's ``obj``."""
     from plexor import PlexorError
@@ -26,7 +33,7 @@ def with_store(func: Callable[[Any, Any], Any]) -> Any:
     try:
         return func(Store(plugin.database), plugin.settings)
     except PlexorError as exc:
-        raise click.ClickException(exc.render()) from None
+        raise failure(exc.render(), exc.exit_code) from None
 
 
 @click.group(name="arbor")
@@ -78,10 +85,10 @@ def import_cmd(file: Path, new_ids: bool) -> None:
     try:
         raw = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
     except OSError as exc:
-        raise click.ClickException(f"cannot read {file}: {exc.strerror}") from None
+        raise failure(f"cannot read {file}: {exc.strerror}", 2) from None
     try:
         document = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise click.ClickException(f"{file} is not JSON ({exc}); use a file written by `plexor arbor export`") from None
+        raise failure(f"{file} is not JSON ({exc}); use a file written by `plexor arbor export`", 2) from None
     tree = with_store(lambda store, settings: store.import_tree(document, new_ids=new_ids))
     click.echo(f"imported tree {tree['id']} ({tree['node_count']} nodes, state {tree['state']})")

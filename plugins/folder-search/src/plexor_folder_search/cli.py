@@ -19,12 +19,19 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 NAME = "folder-search"
 
 
+def failure(text: str, exit_code: int = 1) -> click.ClickException:
+    """A command's error: exit 1 when the operation failed or found nothing, 2 when the input must change."""
+    exc = click.ClickException(text)
+    exc.exit_code = exit_code
+    return exc
+
+
 def cli_settings() -> Settings:
     """This plugin's settings as the server would see them, from the handle click carries in ``obj``."""
     try:
         settings: Settings = click.get_current_context().obj.settings
     except PlexorError as exc:
-        raise click.ClickException(exc.render()) from exc
+        raise failure(exc.render(), exc.exit_code) from exc
     return settings
 
 
@@ -34,7 +41,7 @@ def _config() -> FolderSettings:
     try:
         return FolderSettings.read(cli_settings())
     except PlexorError as exc:
-        raise click.ClickException(exc.render()) from exc
+        raise failure(exc.render(), exc.exit_code) from exc
 
 
 def _service() -> FolderService:
@@ -43,7 +50,7 @@ def _service() -> FolderService:
     try:
         return FolderService(cli_settings()).open_as_is()
     except PlexorError as exc:
-        raise click.ClickException(exc.render()) from exc
+        raise failure(exc.render(), exc.exit_code) from exc
 
 
 @click.group(NAME)
@@ -115,7 +122,7 @@ def add(path: Path, name: str | None, model: str | None, include: tuple[str, ...
             _already_added(spec, name, options)
             return
         if name and spec.name == name:
-            raise click.ClickException(f"the name {name!r} is taken by {spec.root}; pick another with --name")
+            raise failure(f"the name {name!r} is taken by {spec.root}; pick another with --name", 2)
     items = read_cli_folders(config.data_dir)
     entry: dict[str, Any] = {"path": str(root)}
     if name:
@@ -165,15 +172,15 @@ def set_cmd(folder: str, model: str | None, include: tuple[str, ...], exclude: t
     try:
         specs = load_folders(list(config.folders), config.data_dir, models=MODELS)
     except PlexorError as exc:
-        raise click.ClickException(exc.render()) from exc
+        raise failure(exc.render(), exc.exit_code) from exc
     wanted = real_path(Path(folder).expanduser())
     spec = next((s for s in specs if s.name == folder or s.root == wanted), None)
     if spec is None:
         names = ", ".join(s.name for s in specs) or "none"
         raise click.ClickException(f"no folder {folder!r}; folders: {names}")
     if spec.source == "config":
-        raise click.ClickException(f"{spec.name!r} comes from [folder-search] folders in plexor.toml; set its "
-                                   "options in its table there")
+        raise failure(f"{spec.name!r} comes from [folder-search] folders in plexor.toml; set its options in its "
+                      "table there", 2)
     changes = _entry_options(model, include, exclude, max_file_size, watch)
     if not changes and not reset:
         raise click.UsageError("nothing to change: give --model, --include, --exclude, --max-file-size, "
@@ -205,8 +212,7 @@ def remove(folder: str) -> None:
         names = ", ".join(s.name for s in specs) or "none"
         raise click.ClickException(f"no folder {folder!r}; folders: {names}")
     if spec.source == "config":
-        raise click.ClickException(
-            f"{spec.name!r} comes from [folder-search] folders in plexor.toml; remove it there")
+        raise failure(f"{spec.name!r} comes from [folder-search] folders in plexor.toml; remove it there", 2)
     items = [i for i in read_cli_folders(data_dir) if real_path(Path(i["path"]).expanduser()) != spec.root]
     save_cli_folders(data_dir, items)
     index = data_dir / "indexes" / spec.index_name
@@ -248,7 +254,7 @@ def index(folder: str | None, force: bool) -> None:
         try:
             targets = [service.folder(folder)] if folder else list(service.folders.values())
         except PlexorError as exc:
-            raise click.ClickException(exc.render()) from exc
+            raise failure(exc.render(), exc.exit_code) from exc
         if not targets:
             raise click.ClickException("no folders to index; add one with `plexor folder-search add PATH`")
         for st in targets:
@@ -353,7 +359,7 @@ def search(query: str, folder: str | None, exact: tuple[str, ...], limit: int, d
                 f"{cursor!r} is not a cursor of this search; pass it exactly as the previous page printed it, "
                 "with the same QUERY, --folder, --exact and --documents (or leave --cursor out for the first page)",
                 param_hint="--cursor") from None
-        raise click.ClickException(exc.render()) from exc
+        raise failure(exc.render(), exc.exit_code) from exc
     finally:
         service.stop()
     if as_json:

@@ -137,6 +137,8 @@ def _print_result(produce: Callable[[str], dict[str, Any]], plugin: PluginHandle
         click.echo(err.render(), err=True)
         raise SystemExit(2 if isinstance(err, (InvalidArgument, ConfigError)) else 1) from None
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+    if data.get("found") is False:  # `lookup --fuzzy` found nothing: its suggestions are printed, the lookup failed
+        raise SystemExit(1)
 
 
 @hookimpl
