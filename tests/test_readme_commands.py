@@ -6,8 +6,8 @@ and check that each one is either run below or marked in the markdown with the r
     <!-- not-run: why this block cannot run here -->    (a client's config, an npx download, a synopsis)
     <!-- serves: http://127.0.0.1:8765/mcp -->          (serves until stopped: started, asked to
                                                           initialize at that URL, then stopped)
-    <!-- run-in: tutorial -->                            (in a folder `plexor-hello` next to the clone,
-                                                          holding docs/authoring.md's tutorial files)
+    <!-- run-in: tutorial -->                            (from the clone, with a folder `plexor-hello` next
+                                                          to it holding docs/authoring.md's tutorial files)
 
 The slow tests run the blocks, each in a bash of its own, in document order, in a copy of this
 checkout (the files git knows, committed or not) with a clean HOME and PLEXOR_HOME: exactly what a
@@ -42,7 +42,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT
 SHELL = {"bash", "sh", "shell", "console", "zsh"}
 # An unlabelled block whose first command starts like this is a shell block that forgot its label.
 COMMANDS = re.compile(r"^(\$ )?(pip|pip3|python3?|plexor|pytest|tox|npx|npm|claude|export|cd|git|curl|PLEXOR_\w+=\S*)(?=\s|$)")
-MARKER = re.compile(r"^<!--\s*(not-run|serves|run-in):\s*(.*?)\s*-->$")
+MARKER = re.compile(r"^<!--\s*(not-run|serves|run-in|example):\s*(.*?)\s*-->$")
 RUN_SLOW = os.environ.get("PLEXOR_DOCS_COMMANDS") == "1"
 
 # Files other people keep: their blocks that cannot run here, with the reason, keyed by the block's
@@ -230,7 +230,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs a git checkout to copy")
     work = tmp_path_factory.mktemp("docs")
-    checkout = work / "plexor"
+    checkout = work / "my-clone"  # not "plexor": no documented command may rely on the clone's folder name
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                             capture_output=True, check=True).stdout.decode().split("\0")
     for rel in filter(None, listed):
@@ -276,7 +276,8 @@ def _environment(session: Session, block: Block, cwd: Path) -> dict[str, str]:
         env["VIRTUAL_ENV"] = str(venv)
         env["PATH"] = os.pathsep.join([str(venv / "bin"), env["PATH"]])
     if ACTIVATES.search(block.text):
-        session.active[str(block.doc)] = cwd / ".venv"
+        # the tutorial's block changes into plexor-hello before it makes its venv
+        session.active[str(block.doc)] = (_tutorial(session) if decision(block)[0] == "run-in" else cwd) / ".venv"
     return env
 
 
@@ -302,7 +303,9 @@ def _initialize_over_http(url: str, deadline: float) -> str:
 
 def _run(block: Block, session: Session) -> None:
     kind, detail = decision(block)
-    cwd = _tutorial(session) if kind == "run-in" else session.checkout
+    if kind == "run-in":
+        _tutorial(session)
+    cwd = session.checkout
     env = _environment(session, block, cwd)
     script = "set -eo pipefail\n" + block.text
     if kind == "serves":
