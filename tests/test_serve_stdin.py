@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conformance.serving import fixture_env
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file descriptors")

@@ -191,3 +191,18 @@ def test_the_container_without_its_token_secret_refuses_to_start(tmp_path):
     assert done.returncode == 2, done.stderr
     assert f"cannot read the token file {env['PLEXOR_TOKEN_FILE']}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("content, extra, expected", [
+    ("", {}, "must hold one token (no spaces); it holds nothing"),
+    ("two words", {}, "it holds several words"),
+    (TOKEN, {"PLEXOR_TOKEN": "another"}, "both a token (--token or PLEXOR_TOKEN) and a token file"),
+], ids=["empty", "two-words", "both"])
+def test_a_token_file_that_cannot_serve_is_a_usage_error(tmp_path, content, extra, expected):
+    token_file = tmp_path / "token"
+    token_file.write_text(content, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
+    env.update(PLEXOR_HOME=str(tmp_path / "home"), PLEXOR_PLUGINS="", PLEXOR_TOKEN_FILE=str(token_file), **extra)
+    done = subprocess.run([sys.executable, "-m", "plexor", "serve", "--transport", "http", "--port", "0"], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and expected in done.stderr, done.stderr

@@ -19,11 +19,15 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 NAME = "folder-search"
 
 
+class InputError(click.ClickException):
+    """An error the user fixes by changing the command line, a file given or the configuration (exit 2)."""
+
+    exit_code = 2
+
+
 def failure(text: str, exit_code: int = 1) -> click.ClickException:
     """A command's error: exit 1 when the operation failed or found nothing, 2 when the input must change."""
-    exc = click.ClickException(text)
-    exc.exit_code = exit_code
-    return exc
+    return InputError(text) if exit_code == 2 else click.ClickException(text)
 
 
 def cli_settings() -> Settings:
