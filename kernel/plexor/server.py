@@ -462,6 +462,21 @@ def _state(connection: Any) -> dict[str, Any]:
     return state if isinstance(state, dict) else {}
 
 
+def _instructions(kernel: Kernel) -> str:
+    """The initialize instructions, with each misspelt PLEXOR_PLUGINS/PLEXOR_DISABLE name (under stdio the
+    kernel loads after the handshake, so those are read from the environment and the installed names)."""
+    from plexor.core.loader import plugin_name_problems
+
+    text = ("Tools are named <namespace>_<method>. Call plexor_health to see which plugins are loaded and ready. "
+            "Every error says what went wrong and what to do next.")
+    loaded = kernel.state.value != "created"
+    problems = getattr(kernel, "unknown_plugins", []) if loaded else plugin_name_problems(kernel.environ)
+    if problems:
+        text += (" Warning: " + "; ".join(problems) + ". The server started with the plugins that are installed; "
+                 "fix the variable in this server's configuration to load the one meant.")
+    return text
+
+
 def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None) -> PlexorServer:
     """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``)."""
     import warnings
@@ -481,10 +496,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
             title="Plexor",
             description="An MCP server whose tools come from plugins.",
             icons=[types.Icon(src=SERVER_ICON, mime_type="image/svg+xml", sizes=["any"])],
-            instructions=(
-                "Tools are named <namespace>_<method>. Call plexor_health to see which plugins are loaded and ready. "
-                "Every error says what went wrong and what to do next."
-            ),
+            instructions=_instructions(kernel),
             on_list_tools=h.list_tools,
             on_call_tool=h.call_tool,
             on_list_resources=h.list_resources,

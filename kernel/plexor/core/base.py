@@ -193,7 +193,7 @@ class KernelBase(_Machine):
             "version": __version__,
             "schema_hash": schema_hash(sorted((t.name, t.schema_hash) for t in self.registry.tools.values())),
             "plugins": [r.describe() for r in sorted(self.records.values(), key=lambda r: r.name)],
-        }
+        } | ({"unknown_plugins": unknown} if (unknown := getattr(self, "unknown_plugins", [])) else {})
 
 
 def _env_number(environ: Mapping[str, str], name: str, default: Any, kind: type, minimum: float) -> Any:

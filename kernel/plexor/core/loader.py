@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.records import PluginRecord
     from plexor.core.registry import ToolSpec
 
-__all__ = ["BUILTIN", "Loader"]
+__all__ = ["BUILTIN", "Loader", "plugin_name_problems"]
 
 BUILTIN = "plexor"
 
@@ -40,6 +40,27 @@ def _csv(value: str | None) -> list[str] | None:
     if value is None:
         return None
     return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _name_problem(var: str, name: str, installed: list[str]) -> str:
+    near = difflib.get_close_matches(name, installed, n=1)
+    return (f"{var} names {name!r}, which is not installed"
+            + (f"; did you mean {near[0]!r}?" if near else f"; installed: {', '.join(sorted(installed))}"))
+
+
+def plugin_name_problems(environ: Any) -> list[str]:
+    """Each PLEXOR_PLUGINS/PLEXOR_DISABLE name no installed plugin has, as a sentence with a did-you-mean.
+
+    Reads the ``plexor`` entry-point names only (nothing is imported), so ``plexor serve`` can say it
+    before the kernel loads (under stdio that is after the handshake).
+    """
+    variables = [(var, _csv(environ.get(var)) or []) for var in ("PLEXOR_PLUGINS", "PLEXOR_DISABLE")]
+    if not any(names for _, names in variables):
+        return []
+    from importlib.metadata import entry_points
+
+    installed = sorted({BUILTIN, *(ep.name for ep in entry_points(group="plexor"))})
+    return [_name_problem(var, name, installed) for var, names in variables for name in names if name not in installed]
 
 
 class Loader(KernelBase):
@@ -98,9 +119,7 @@ class Loader(KernelBase):
         for var, names in (("PLEXOR_PLUGINS", only or []), ("PLEXOR_DISABLE", sorted(blocked))):
             for name in names:
                 if name not in self.records:
-                    near = difflib.get_close_matches(name, list(self.records), n=1)
-                    hint = (f"{var} names {name!r}, which is not installed"
-                            + (f"; did you mean {near[0]!r}?" if near else f"; installed: {', '.join(sorted(self.records))}"))
+                    hint = _name_problem(var, name, list(self.records))
                     self.unknown_plugins.append(hint)
                     self.log.warning("plugin_not_installed", plugin=name, variable=var, hint=hint)
         known = {rec.name: self._keys.get(rec.name) for rec in self.records.values()}

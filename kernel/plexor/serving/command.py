@@ -20,32 +20,6 @@ def _csv_env(name: str) -> list[str]:
     return [part.strip() for part in os.environ.get(name, "").split(",") if part.strip()]
 
 
-def _check_plugin_names() -> None:
-    """Refuse (usage error, exit 2) a PLEXOR_PLUGINS/PLEXOR_DISABLE name no installed plugin has.
-
-    Checked up front for every transport (under stdio the kernel loads only after the handshake, too late
-    to exit); reads the ``plexor`` entry-point names only, and only when one of the variables is set.
-    """
-    variables = [(var, _csv_env(var)) for var in ("PLEXOR_PLUGINS", "PLEXOR_DISABLE") if os.environ.get(var)]
-    if not variables:
-        return
-    import difflib
-    from importlib.metadata import entry_points
-
-    from plexor.core.loader import BUILTIN
-
-    installed = sorted({BUILTIN, *(ep.name for ep in entry_points(group="plexor"))})
-    problems = []
-    for var, names in variables:
-        for name in names:
-            if name not in installed:
-                near = difflib.get_close_matches(name, installed, n=1)
-                problems.append(f"{var} names {name!r}, which is not installed"
-                                + (f"; did you mean {near[0]!r}?" if near else f"; installed: {', '.join(installed)}"))
-    if problems:
-        raise click.UsageError("; ".join(problems) + "\nFix the variable (`plexor plugins` lists what is installed).")
-
-
 @click.command()
 @click.option("--transport", type=click.Choice(["stdio", "http", "sse"]), default="stdio", show_default=True,
               help="stdio for MCP clients that launch the server; http for Streamable HTTP at /mcp; sse for legacy SSE.")
@@ -96,7 +70,9 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
     from plexor.log import configure
 
     configure(log_level or os.environ.get("PLEXOR_LOG_LEVEL") or "info", force=True)
-    _check_plugin_names()
+    # A misspelt PLEXOR_PLUGINS/PLEXOR_DISABLE name does not stop the server (a client launching it would
+    # see only "Connection closed"): it serves the plugins that exist and says the did-you-mean in the
+    # log, plexor_health and the initialize instructions. CLI commands still refuse it (exit 2).
     if token_file:
         token = _read_token_file(token_file, token)
     if daemon:
