@@ -262,8 +262,6 @@ def index(folder: str | None, force: bool) -> None:
         if not targets:
             raise click.ClickException("no folders to index; add one with `plexor folder-search add PATH`")
         for st in targets:
-            if force:
-                service.clear(st)
             bar: Any = None
             state = {"done": 0}
 
@@ -282,7 +280,7 @@ def index(folder: str | None, force: bool) -> None:
                         bar.__exit__(None, None, None)
                         bar = None
 
-            report = service.index_folder(st, progress=progress)
+            report = service.index_folder(st, progress=progress, force=force)
             if bar is not None:
                 bar.__exit__(None, None, None)
             if report is None:

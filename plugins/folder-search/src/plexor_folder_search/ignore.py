@@ -13,7 +13,6 @@ VCS_DIRS = {".git", ".hg", ".svn", ".bzr", "_darcs", ".fossil"}
 DEPENDENCY_DIRS = {"node_modules", "bower_components", "jspm_packages"}
 CACHE_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", ".cache",
               ".gradle", ".next", ".parcel-cache", ".eggs"}
-VENV_NAMES = {".venv", "venv", ".virtualenv"}
 
 class IgnoreRules:
     """Decides what is not indexed: VCS, dependency, cache and venv folders, .gitignore, user excludes."""
@@ -74,7 +73,8 @@ class IgnoreRules:
             return "dependency folder"
         if name in CACHE_DIRS:
             return "cache folder"
-        if name in VENV_NAMES or (abs_path / "pyvenv.cfg").exists() or (abs_path / "conda-meta").is_dir():
+        # What makes a virtual environment is its marker, not its name: CPython's own Lib/venv is source.
+        if (abs_path / "pyvenv.cfg").exists() or (abs_path / "conda-meta").is_dir():
             return "virtual environment"
         if any(abs_path == p for p in self._private):
             return "Plexor's own data"

@@ -301,13 +301,10 @@ async def reindex(ctx: Context, folder: str | None = None, force: bool = False) 
     def work() -> None:
         try:
             for st in targets:
-                if force:
-                    service.clear(st)
-
                 def progress(done: int, total: int, message: str, name: str = st.name) -> None:
                     events.put((name, done, total, message))
 
-                report = service.index_folder(st, progress=progress)
+                report = service.index_folder(st, progress=progress, force=force)
                 reports[st.name] = report.as_dict() if report else {"error": st.error}
         finally:
             events.put(None)

@@ -79,8 +79,11 @@ class FolderQueries:
         )
 
     def _status(self, st: FolderState) -> dict[str, Any]:
-        out: dict[str, Any] = {"partial": st.state != "ready"}
-        if st.state != "ready":
+        # Partial only while the index does not cover the folder yet (its first scan, a forced rebuild) or the
+        # folder cannot be checked; a complete index being re-checked at startup answers in full.
+        partial = not st.complete or st.state == "unavailable"
+        out: dict[str, Any] = {"partial": partial}
+        if partial and st.state != "ready":
             out["indexing"] = st.progress()
         return out
 

@@ -23,6 +23,8 @@ from plexor_folder_search.state import FolderState, Log, StdLog
 from plexor_folder_search.store import IndexStore, SchemaError, VectorIndex
 from plexor_folder_search.watcher import Watcher
 
+COMPLETE = "complete"  # index meta key: "1" once a full scan covered the folder, "0" after clear()
+
 __all__ = ["FolderService", "FolderState"]
 
 
@@ -163,6 +165,7 @@ class FolderService(FolderQueries):
         embedder = self._embedder_for(spec)
         dim = embedder.dim if embedder is not None else 0
         st.vectors = VectorIndex(dim, getattr(embedder, "coarse_dims", None)) if embedder is not None else None
+        st.complete = st.store.get_meta(COMPLETE) == "1"
         st.indexer = Indexer(spec.root, st.store, st.vectors, embedder, _options(self.config, spec),
                              private=[self.data_dir.resolve()] if self.data_dir.exists() else [self.data_dir])
         weight = self.weight if embedder is self.embedder or self._weight_setting is not None else float(
@@ -266,15 +269,30 @@ class FolderService(FolderQueries):
             conn.execute("INSERT INTO chunk_fts(chunk_fts) VALUES('delete-all')")
             for table in ("documents", "chunks", "files", "skipped"):
                 conn.execute(f"DELETE FROM {table}")
+            st.store.set_meta(conn, COMPLETE, "0")
+        st.complete = False
         if st.engine is not None:
             st.engine.keywords.forget()
         if st.vectors is not None:
             st.vectors.clear()
 
-    def index_folder(self, st: FolderState, progress: Callable[[int, int, str], None] | None = None) -> ScanReport | None:
-        """A full scan of one folder (also the explicit re-index); updates ``st``'s progress."""
+    def index_folder(self, st: FolderState, progress: Callable[[int, int, str], None] | None = None,
+                     force: bool = False) -> ScanReport | None:
+        """A full scan of one folder (also the explicit re-index); updates ``st``'s progress.
+
+        With ``force`` the index is forgotten first. One full scan runs at a time per folder, so a
+        forced rebuild asked for during the startup scan waits for it and then rebuilds: its report
+        counts every file it re-read (had the startup scan slipped in between, it would say "indexed: 0").
+        """
         if st.indexer is None:
             return None
+        with st.scan_lock:
+            if force:
+                self.clear(st)
+            return self._scan_folder(st, progress)
+
+    def _scan_folder(self, st: FolderState, progress: Callable[[int, int, str], None] | None) -> ScanReport | None:
+        assert st.indexer is not None and st.store is not None
         st.state, st.done, st.total, st.message = "indexing", 0, 0, "starting"
         self._report()
         try:
@@ -294,6 +312,10 @@ class FolderService(FolderQueries):
             st.last_scan = {**report.as_dict(), "embedded": embedded}
             st.last_update = time.time()
             st.state = "ready" if not self._stop.is_set() else "pending"
+            if not self._stop.is_set() and not st.complete:
+                with st.store.writing() as conn:
+                    st.store.set_meta(conn, COMPLETE, "1")
+                st.complete = True
             st.initial_done = True
             st.message = None
             st.error = None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from plexor_folder_search.folders import FolderSpec
@@ -68,6 +69,8 @@ class FolderState:
     unreachable_since: float | None = None  # when the folder was last found unreachable (kept until it is back)
     last_check: float | None = None  # the last rescan that looked at this folder
     checks: int = 0  # rescans that looked at it
+    complete: bool = False  # the index covers the whole folder (a full scan finished since it was last cleared)
+    scan_lock: threading.Lock = field(default_factory=threading.Lock)  # one full scan (or forced rebuild) at a time
 
     @property
     def name(self) -> str:
