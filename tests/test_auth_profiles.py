@@ -108,7 +108,7 @@ async def test_serve_profile_is_the_default_of_every_connection(tmp_path):
 async def test_connect_profile_shows_a_stdio_client_only_its_profile(tmp_path):
     from mcp import Client, StdioServerParameters
 
-    from plexor.daemon import read_registry, stop_daemon
+    from plexor.daemon import read_registry, registry_path, stop_daemon
 
     home = tmp_path / "home"
     (home / "config").mkdir(parents=True)
@@ -125,7 +125,7 @@ async def test_connect_profile_shows_a_stdio_client_only_its_profile(tmp_path):
             refused = await a.call_tool("ledger_post", {"amount": 1})
             assert refused.is_error and "profile 'reader'" in refused.content[0].text
     finally:
-        info = read_registry(home / "data" / "daemon.json")
+        info = read_registry(registry_path(env))
         if info is not None:
             with contextlib.suppress(OSError):
                 stop_daemon(info, wait=10)

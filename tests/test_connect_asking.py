@@ -14,7 +14,7 @@ from conformance.serving import fixture_env
 from conftest import install_fake_dist
 from test_asking import Traveller
 
-from plexor.daemon import read_registry, stop_daemon
+from plexor.daemon import read_registry, registry_path, stop_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +57,7 @@ def home(tmp_path):
     site.mkdir()
     install_fake_dist(site, "plexor-fakevoyage", "fakevoyage", "plexor_fakevoyage", VOYAGE)
     yield home, site
-    info = read_registry(home / "data" / "daemon.json")
+    info = read_registry(registry_path(_env(home, site)))
     if info is not None:
         stop_daemon(info, wait=10)
 

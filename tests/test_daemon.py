@@ -15,7 +15,15 @@ from conformance.serving import fixture_env
 from mcp.shared.exceptions import MCPError
 
 from plexor import __version__
-from plexor.daemon import _alive, daemon_health, ensure_daemon, read_registry, stop_daemon, write_registry
+from plexor.daemon import (
+    _alive,
+    daemon_health,
+    ensure_daemon,
+    read_registry,
+    registry_path,
+    stop_daemon,
+    write_registry,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -25,13 +33,13 @@ def home(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     yield home
-    info = read_registry(home / "data" / "daemon.json")
+    info = read_registry(registry_path(fixture_env(home)))
     if info is not None and _alive(info):
         stop_daemon(info, wait=10)
 
 
 def _registry(home):
-    return read_registry(home / "data" / "daemon.json")
+    return read_registry(registry_path(fixture_env(home)))
 
 
 def _connect(home, mode="legacy", **callbacks):
@@ -51,7 +59,7 @@ def test_serve_daemon_starts_once_and_writes_the_registry(home):
     info = _registry(home)
     assert info["pid"] == printed["pid"] and info["host"] == "127.0.0.1" and info["version"] == __version__
     assert len(info["token"]) >= 32
-    assert oct((home / "data" / "daemon.json").stat().st_mode & 0o777) == "0o600"
+    assert oct((registry_path(fixture_env(home))).stat().st_mode & 0o777) == "0o600"
     health = daemon_health(info)
     assert health["pid"] == info["pid"] and health["kernel"]["state"] == "ready"
     assert daemon_health({**info, "token": "wrong"}) is None  # the token is required
@@ -108,7 +116,7 @@ async def test_a_daemon_of_another_version_is_replaced(home):
     async with _connect(home) as client:
         old = (await client.call_tool("plexor_health", {})).structured_content["pid"]
     info = _registry(home)
-    write_registry(home / "data" / "daemon.json", {**info, "version": "0.0.1"})  # pretend an older Plexor wrote it
+    write_registry(registry_path(fixture_env(home)), {**info, "version": "0.0.1"})  # pretend an older Plexor wrote it
     async with _connect(home) as client:
         new = (await client.call_tool("plexor_health", {})).structured_content
     assert new["pid"] != old and new["version"] == __version__
@@ -192,7 +200,8 @@ def _gone(pid, wait=10.0):
 
 def _started(home, **extra):
     info = ensure_daemon(fixture_env(home, PLEXOR_LOG_LEVEL="info", **extra), wait=90)
-    alive = home / "data" / f"daemon-{info['pid']}.alive"
+    registry = registry_path(fixture_env(home))
+    alive = registry.with_name(f"{registry.stem}-{info['pid']}.alive")
     assert info["alive"] == str(alive) and alive.exists()
     assert _alive(info)
     return info, alive
@@ -236,3 +245,49 @@ def test_a_registry_without_a_lock_file_is_alive_while_it_answers(home):
     older = {k: v for k, v in info.items() if k != "alive"}  # as a daemon of an older Plexor wrote it
     assert _alive(older)
     assert not _alive({**older, "port": 9, "token": "x"})  # nothing answers there
+
+
+async def test_a_client_asking_for_other_plugins_gets_a_daemon_of_its_own(home):
+    """A second `plexor connect` asking for more plugins than the running daemon's got that daemon's
+    tools (29 instead of 57); now each plugin set has its daemon, and the same set shares one."""
+    from mcp import Client, StdioServerParameters
+
+    more = fixture_env(home, PLEXOR_PLUGINS="example, conformance")  # order and spaces do not matter
+
+    def connect(env):
+        return Client(StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect"], env=env),
+                      mode="legacy")
+
+    try:
+        async with _connect(home) as few, connect(more) as many, connect(fixture_env(home)) as same:
+            few_tools = {t.name for t in (await few.list_tools()).tools}
+            many_tools = {t.name for t in (await many.list_tools()).tools}
+            assert "test_echo" in few_tools and not any(t.startswith("example_") for t in few_tools)
+            assert few_tools < many_tools and any(t.startswith("example_") for t in many_tools)
+            pids = [(await c.call_tool("plexor_health", {})).structured_content["pid"] for c in (few, many, same)]
+            assert pids[0] == pids[2] != pids[1]
+            assert (await many.call_tool("test_echo", {"text": "mine"})).structured_content == {"text": "mine"}
+        mine, theirs = read_registry(registry_path(more)), _registry(home)
+        assert mine["pid"] == pids[1] and theirs["pid"] == pids[0]
+        assert mine["plugins"] == "plugins=conformance,example;disable=" and theirs["plugins"] == "plugins=conformance;disable="
+        assert registry_path(more) != registry_path(fixture_env(home))
+    finally:
+        info = read_registry(registry_path(more))
+        if info is not None and _alive(info):
+            stop_daemon(info, wait=10)
+
+
+async def test_a_registry_naming_other_plugins_is_replaced(home):
+    async with _connect(home) as client:
+        old = (await client.call_tool("plexor_health", {})).structured_content["pid"]
+    info = _registry(home)
+    # As a daemon of another plugin set behind the same registry (an older Plexor kept one for all).
+    write_registry(registry_path(fixture_env(home)), {**info, "plugins": "plugins=other;disable="})
+    async with _connect(home) as client:
+        new = (await client.call_tool("plexor_health", {})).structured_content
+        assert "test_echo" in {t.name for t in (await client.list_tools()).tools}
+    assert new["pid"] != old and _registry(home)["plugins"] == "plugins=conformance;disable="
+    deadline = time.monotonic() + 30
+    while _alive(info) and time.monotonic() < deadline:
+        await anyio.sleep(0.1)
+    assert not _alive(info)

@@ -408,7 +408,7 @@ def test_stdin_eof_ends_the_process_in_bounded_time_while_a_shutdown_hook_hangs(
 def test_plexor_connect_answers_every_request_with_a_readable_id(tmp_path):
     from conformance.serving import fixture_env
 
-    from plexor.daemon import _alive, read_registry, stop_daemon
+    from plexor.daemon import _alive, read_registry, registry_path, stop_daemon
 
     home = tmp_path / "home"
     home.mkdir()
@@ -427,6 +427,6 @@ def test_plexor_connect_answers_every_request_with_a_readable_id(tmp_path):
     finally:
         proc.kill()
         proc.wait()
-        info = read_registry(home / "data" / "daemon.json")
+        info = read_registry(registry_path(fixture_env(home)))
         if info is not None and _alive(info):
             stop_daemon(info, wait=10)

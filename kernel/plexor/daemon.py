@@ -1,8 +1,9 @@
 """The shared local daemon and ``plexor connect``.
 
 ``plexor serve --transport http --daemon`` starts one background server per
-data directory. It listens on 127.0.0.1 (a free port), requires a generated
-bearer token, and writes ``<data_dir>/daemon.json`` (mode 0600)::
+data directory and plugin set (``PLEXOR_PLUGINS``/``PLEXOR_DISABLE``; see
+:func:`registry_path`). It listens on 127.0.0.1 (a free port), requires a generated
+bearer token, and writes ``<data_dir>/daemon.json`` (mode 0600; ``daemon-<hash>.json`` for a chosen set)::
 
     {"pid": 4242, "host": "127.0.0.1", "port": 50123, "url": "http://127.0.0.1:50123/mcp",
      "token": "...", "version": "0.1.0", "started_at": 1700000000.0, "alive": ".../daemon-4242.alive"}
@@ -47,8 +48,8 @@ from typing import Any
 
 from plexor import __version__
 
-__all__ = ["DaemonError", "daemon_health", "ensure_daemon", "read_registry", "registry_path", "run_connect",
-           "start_daemon", "stop_daemon", "write_registry"]
+__all__ = ["DaemonError", "daemon_health", "ensure_daemon", "plugin_selection", "read_registry", "registry_path",
+           "run_connect", "start_daemon", "stop_daemon", "write_registry"]
 
 REGISTRY = "daemon.json"
 
@@ -64,8 +65,36 @@ def _data_dir(environ: dict[str, str] | None = None) -> Path:
     return paths(environ if environ is not None else dict(os.environ)).data_dir
 
 
+def plugin_selection(environ: dict[str, str] | None = None) -> str:
+    """The plugin set a client asks for, as one canonical text (``PLEXOR_PLUGINS``, ``PLEXOR_DISABLE``).
+
+    Unset ``PLEXOR_PLUGINS`` is every plugin (``*``); an empty one is none. Order and spaces do not count.
+    """
+    env = os.environ if environ is None else environ
+
+    def names(var: str) -> str:
+        return ",".join(sorted({p.strip() for p in env.get(var, "").split(",") if p.strip()}))
+
+    return f"plugins={'*' if env.get('PLEXOR_PLUGINS') is None else names('PLEXOR_PLUGINS')};disable={names('PLEXOR_DISABLE')}"
+
+
+DEFAULT_SELECTION = "plugins=*;disable="
+
+
 def registry_path(environ: dict[str, str] | None = None) -> Path:
-    return _data_dir(environ) / REGISTRY
+    """The registry of the daemon that serves this environment's plugin set.
+
+    One daemon per plugin set: a client asking for other plugins than a running daemon's gets a
+    daemon of its own (``daemon-<hash of the set>.json``) instead of that daemon's tools. Every
+    plugin (nothing chosen) keeps the plain ``daemon.json``.
+    """
+    import hashlib
+
+    selection = plugin_selection(environ)
+    if selection == DEFAULT_SELECTION:
+        return _data_dir(environ) / REGISTRY
+    key = hashlib.sha256(selection.encode()).hexdigest()[:12]
+    return _data_dir(environ) / f"daemon-{key}.json"
 
 
 def write_registry(path: Path, info: dict[str, Any]) -> None:
@@ -288,8 +317,15 @@ def ensure_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0,
         info = read_registry(path)
         if info is not None and _alive(info):
             health = daemon_health(info)
-            if _ready(health) and info["version"] == __version__:
+            wanted = plugin_selection(env)
+            if _ready(health) and info["version"] == __version__ and info.get("plugins", wanted) == wanted:
                 return info
+            if health is not None and info.get("plugins", wanted) != wanted:
+                if log is not None:  # never serve a client fewer (or other) plugins than it asked for
+                    log.warning("daemon_plugins_differ", daemon=info.get("plugins"), connect=wanted,
+                                action="restarting the daemon with the plugins asked for")
+                stop_daemon(info)
+                return start_daemon(env, wait=wait)
             if health is not None and info["version"] != __version__:
                 if log is not None:
                     log.warning("daemon_version_mismatch", daemon=info["version"], connect=__version__,

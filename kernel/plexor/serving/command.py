@@ -233,7 +233,7 @@ def _daemon_hooks(registry: str, opts: Any) -> tuple[Any, Any]:
     import time
     from pathlib import Path
 
-    from plexor.daemon import remove_registry, write_registry
+    from plexor.daemon import plugin_selection, remove_registry, write_registry
 
     path = Path(registry)
     pid = os.getpid()
@@ -241,6 +241,6 @@ def _daemon_hooks(registry: str, opts: Any) -> tuple[Any, Any]:
     def ready() -> None:
         write_registry(path, {"pid": pid, "host": opts.host, "port": opts.port,
                               "url": f"http://{opts.host}:{opts.port}/mcp", "token": opts.token,
-                              "version": __version__, "started_at": time.time()})
+                              "version": __version__, "started_at": time.time(), "plugins": plugin_selection()})
 
     return ready, lambda: remove_registry(path, pid)

@@ -7,7 +7,7 @@ from typing import Any
 
 from plexor_folder_search.safefs import ReadRefused, read_inside
 
-__all__ = ["CACHE_DIRS", "DEPENDENCY_DIRS", "VCS_DIRS", "VENV_NAMES", "IgnoreRules"]
+__all__ = ["CACHE_DIRS", "DEPENDENCY_DIRS", "VCS_DIRS", "IgnoreRules"]
 
 VCS_DIRS = {".git", ".hg", ".svn", ".bzr", "_darcs", ".fossil"}
 DEPENDENCY_DIRS = {"node_modules", "bower_components", "jspm_packages"}
