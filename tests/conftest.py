@@ -64,7 +64,7 @@ def install_fake_dist(site: Path, dist: str, entry_name: str, module: str, sourc
 # runs only the tests marked `all_plugins` and the folders below, which need every plugin. Without
 # PLEXOR_SUITE (a plain `pytest tests`), everything runs.
 SUITE = os.environ.get("PLEXOR_SUITE", "")
-ALL_PLUGIN_FOLDERS = ("integration", "interop")
+ALL_PLUGIN_FOLDERS = ("integration", "interop", "bundle")
 _PLUGIN_MISSING = re.compile(r"(plexor[-_](arbor|keyboard|folder[-_]search|edgelake)|the (arbor|keyboard|folder-search|"
                              r"edgelake) plugin)[^.]*not installed", re.IGNORECASE)
 

@@ -101,7 +101,7 @@ def main() -> None:
     """
 
 
-# serve, install and uninstall are added when used: PluginGroup.lazy_commands.
+# serve, install, uninstall and bundle are added when used: PluginGroup.lazy_commands.
 
 
 @main.command("connect")

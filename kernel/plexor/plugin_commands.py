@@ -36,6 +36,7 @@ class PluginGroup(click.Group):
         "install": "plexor.install:install_cmd",
         "uninstall": "plexor.install:uninstall_cmd",
         "config": "plexor.config_cmd:config_cmd",
+        "bundle": "plexor.bundle:bundle_cmd",
     }
 
     def get_help(self, ctx: click.Context) -> str:
