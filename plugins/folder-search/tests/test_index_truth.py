@@ -60,3 +60,44 @@ def test_a_virtual_environment_is_known_by_its_marker_not_its_name(tmp_path: Any
     assert rules.dir_reason("venv", tmp_path / "venv") is None
     assert rules.dir_reason("env", tmp_path / "env") == "virtual environment"
     assert rules.dir_reason("conda", tmp_path / "conda") == "virtual environment"
+
+
+def test_a_forced_rebuild_asked_during_a_scan_waits_for_it_then_rebuilds_everything(tmp_path: Any) -> None:
+    """The order that made a forced re-index say "indexed: 0": it is asked while another scan runs (held
+    here at its first progress report, before it has read a file), and must not let that scan do the
+    rebuild behind its back."""
+    import threading
+
+    from plexor import Settings
+    from plexor_folder_search.service import FolderService
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    for i in range(6):
+        (root / f"n{i}.md").write_text(f"# Note {i}\n\nThe kettle entry {i}.\n", encoding="utf-8")
+    svc = FolderService(Settings("folder-search", {"folders": [str(root)], "model": "none", "watch": False},
+                                 tmp_path / "data"))
+    svc.open()
+    try:
+        st = next(iter(svc.folders.values()))
+        first_report, release = threading.Event(), threading.Event()
+
+        def hold(done: int, total: int, message: str) -> None:
+            first_report.set()
+            release.wait(30)
+
+        scan = threading.Thread(target=svc.index_folder, args=(st, hold))
+        scan.start()
+        assert first_report.wait(30)
+        reports: list[Any] = []
+        forced = threading.Thread(target=lambda: reports.append(svc.index_folder(st, force=True)))
+        forced.start()
+        forced.join(0.5)
+        assert forced.is_alive()  # it waits for the running scan instead of clearing under it
+        release.set()
+        scan.join(30)
+        forced.join(30)
+        assert reports[0].indexed == 6 and reports[0].unchanged == 0, reports[0]
+        assert st.complete and st.state == "ready"
+    finally:
+        svc.stop()
