@@ -2,7 +2,7 @@
 committed SVG is what its source renders to now (re-render with `bash tests/pictures/render.sh`).
 
 The renderer is Graphviz compiled to WebAssembly (npm @viz-js/viz, pinned in tests/pictures/package-lock.json),
-so the SVG is the same on every machine; `tox -e kernel` and `tox -e all` install it (tests/pictures/setup.sh)
+so the SVG is the same on every machine; `tox -e kernel` installs it (tests/pictures/setup.sh)
 and set PLEXOR_REQUIRE_PICTURES=1, which turns the skip below into a failure.
 """
 
