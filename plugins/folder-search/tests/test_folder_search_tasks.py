@@ -37,7 +37,7 @@ async def test_reindex_runs_as_a_task_reporting_progress(plexor: Any, plexor_con
         index_folder = service.index_folder
         held: list[bool] = []
 
-        def holding(st: Any, progress: Any = None) -> Any:
+        def holding(st: Any, progress: Any = None, **options: Any) -> Any:  # options: force
             # The reindex's first progress report with a total waits (in the indexing thread) until a poll has shown it,
             # so the reindex can never end between two polls, however fast the machine.
             def hold(done: int, total: int, message: str) -> None:
@@ -45,7 +45,7 @@ async def test_reindex_runs_as_a_task_reporting_progress(plexor: Any, plexor_con
                 progress(done, total, message)
                 if total and not held:
                     held.append(gate.wait(timeout=60))
-            return index_folder(st, progress=hold)
+            return index_folder(st, progress=hold, **options)
 
         service.index_folder = holding  # type: ignore[method-assign]
         async with anyio.create_task_group() as group:
