@@ -59,6 +59,8 @@ CASES: dict[tuple[str, ...], list[tuple[int, list[str], dict[str, str]]]] = {
     ("config", "validate"): [(2, ["config", "validate"], {"PLEXOR_LOG_LEVEL": "loud"})],
     ("install",): [(2, ["install", "nosuchclient"], {})],
     ("uninstall",): [(2, ["uninstall"], {})],
+    ("bundle",): [(2, ["bundle", "nosuchplugin"], {}), (2, ["bundle", "--bogus"], {}),
+                  (2, ["bundle", "--output", "{tmp}/a-file/plexor.mcpb"], {})],
     ("arbor", "sweep"): [(2, ["arbor", "sweep", "--bogus"], {}),
                          (2, ["arbor", "sweep"], {"PLEXOR_ARBOR_SCHEDULED_WINDOW": "soon"})],
     ("arbor", "export"): [(1, ["arbor", "export", "22222222-2222-4222-8222-222222222222"], {}),

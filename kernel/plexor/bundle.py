@@ -154,6 +154,11 @@ def build_bundle(names: list[str], output: Path) -> dict[str, Any]:
     from importlib.metadata import distribution
 
     dists = _distributions(names)
+    try:  # before pip's minute of work, not after it
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.UsageError(f"cannot write the bundle to {output}: {exc.strerror or exc}; "
+                               "pass --output with a path in a folder you can write to") from exc
     requirements = [_requirement(distribution("plexor"))] + [_requirement(d) for d in dists.values()]
     with tempfile.TemporaryDirectory(prefix="plexor-bundle-") as tmp:
         root = Path(tmp)
@@ -162,7 +167,6 @@ def build_bundle(names: list[str], output: Path) -> dict[str, Any]:
         (server / "main.py").write_text(MAIN, encoding="utf-8")
         data = manifest(names, {n: d.version for n, d in dists.items()}, _tools(names))
         (root / "manifest.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        output.parent.mkdir(parents=True, exist_ok=True)
         partial = output.with_name(output.name + ".part")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
             for path in sorted(root.rglob("*")):

@@ -101,7 +101,7 @@ def main() -> None:
     """
 
 
-# serve, install, uninstall and bundle are added when used: PluginGroup.lazy_commands.
+# serve, config, install, uninstall and bundle are added when used: PluginGroup.lazy_commands.
 
 
 @main.command("connect")

@@ -20,7 +20,7 @@ from plexor import __version__
 __all__ = ["CORE_COMMANDS", "PluginGroup"]
 
 
-CORE_COMMANDS = ("serve", "connect", "plugins", "tools", "call", "paths", "config", "install", "uninstall")
+CORE_COMMANDS = ("serve", "connect", "plugins", "tools", "call", "paths", "config", "install", "uninstall", "bundle")
 
 
 class PluginGroup(click.Group):
