@@ -15,6 +15,7 @@ from typing import Any
 
 from plexor.core.dispatch import Target, target
 from plexor.core.specs import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
+from plexor.apps import APP_MIME_TYPE, resource_ui, tool_ui
 from plexor.errors import PluginError
 from plexor.hints import check_cache, icons_of
 from plexor.schema import analyse, parse_docstring
@@ -149,6 +150,8 @@ class ToolRegistrar(_Registrar):
         detach: str = "start",
         icons: Any = None,
         cache: Any = None,
+        ui: str | None = None,
+        visibility: Any = ("model", "app"),
     ) -> Callable[..., Any]:
         """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
 
@@ -164,6 +167,9 @@ class ToolRegistrar(_Registrar):
         :param cache: a :class:`plexor.Cache` for its entry in ``tools/list``.
         :param task: whether a client may run it as a task (``tasks/*``): "forbidden", "optional", "required".
         :param detach: "start" (a task from its first line) or "manual" (a plain call until ``ctx.detach()``).
+        :param ui: the ``ui://`` URI of an app (``register.app``) that shows this tool's results (MCP Apps).
+        :param visibility: with ``ui``: who may call it, ``["model", "app"]`` (default), ``["model"]``, or
+            ``["app"]``: called from the app only, and listed only to clients that speak MCP Apps.
         """
         method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
@@ -192,6 +198,11 @@ class ToolRegistrar(_Registrar):
                               "Use task='forbidden', 'optional' or 'required', and detach='start' or 'manual'.")
         if input_schema is None:
             _check_parameters(func, full)
+        meta = dict(meta or {})
+        if ui is not None or "ui" in meta:
+            if "ui" in meta:
+                raise PluginError(f"tool {full!r} passes meta['ui']", "Pass ui='ui://...' and visibility= instead.")
+            meta["ui"] = tool_ui(full, ui or "", visibility)
         self._registry.tools[full] = ToolSpec(
             name=full,
             namespace=self.namespace,
@@ -203,7 +214,7 @@ class ToolRegistrar(_Registrar):
             annotations=ann,
             target=target(func, blocking),
             ready_required=ready_required,
-            meta=dict(meta or {}),
+            meta=meta,
             declared_output_schema=output_schema,
             declared_input_schema=input_schema,
             scopes=None if scopes is None else tuple(scopes),
@@ -246,6 +257,36 @@ class ResourceRegistrar(_Registrar):
             target(reader, blocking), ready_required, icons_of(icons, f"resource {uri!r}"),
             check_cache(cache, f"resource {uri!r}"),
         )
+        return reader
+
+    def app(
+        self,
+        uri: str,
+        reader: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        csp: Any = None,
+        permissions: Any = None,
+        domain: str | None = None,
+        prefers_border: bool | None = None,
+        blocking: bool | None = None,
+        cache: Any = None,
+    ) -> Callable[..., Any]:
+        """Register an MCP App: ``reader()`` returns one self-contained HTML document, served at the
+        ``ui://`` ``uri`` as ``text/html;profile=mcp-app``. Link tools to it with ``ui=uri``.
+
+        :param csp: the origins the view may reach, ``{"connectDomains": [...], "resourceDomains": [...],
+            "frameDomains": [...], "baseUriDomains": [...]}`` or the SDK's ``ResourceCsp``; default: none at all.
+        :param permissions: iframe permissions, ``{"clipboardWrite": {}}`` (camera, microphone, geolocation too)
+            or the SDK's ``ResourcePermissions``; default: none.
+        :param domain: a dedicated origin for the view, when the host supports one.
+        :param prefers_border: whether the host should draw a border around the view.
+        """
+        ui = resource_ui(uri, csp=csp, permissions=permissions, domain=domain, prefers_border=prefers_border)
+        self(uri, reader, name=name, description=description, mime_type=APP_MIME_TYPE, blocking=blocking,
+             ready_required=False, cache=cache)
+        self._registry.resources[uri].meta = {"ui": ui}
         return reader
 
     def lister(self, func: Callable[..., Any], *, blocking: bool | None = None, cache: Any = None) -> Callable[..., Any]:
