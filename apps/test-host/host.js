@@ -26,6 +26,7 @@ async function main() {
   document.body.append(frame);
   const bridge = new AppBridge(client, { name: "plexor-test-host", version: "1.0.0" },
                                { serverTools: {}, serverResources: {}, openLinks: {} });
+  bridge.setHostContext({ toolInfo: { tool }, theme: "light", displayMode: "inline" });
   const result = client.callTool({ name, arguments: args });
   bridge.oninitialized = async () => {
     await bridge.sendToolInput({ arguments: args });
@@ -36,6 +37,7 @@ async function main() {
   frame.srcdoc = content.text;
   window.hostState.resourceMeta = content._meta || null;
   window.hostState.toolMeta = tool._meta;
+  window.hostState.serverCapabilities = client.getServerCapabilities() || null;
 }
 
 window.hostState = { delivered: false, error: null };
