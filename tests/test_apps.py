@@ -167,3 +167,25 @@ async def test_a_bad_app_registration_fails_its_plugin_saying_what_to_fix(plexor
         assert rec.state.value == "failed" and said in str(rec.error)
         assert kernel.records["plain"].state.value == "ready"
         assert not any(s.plugin == "bad" for s in kernel.registry.tools.values())
+
+
+def test_app_page_problems_accepts_a_locked_down_page_and_names_what_is_wrong() -> None:
+    import base64
+    import hashlib
+
+    from plexor.testing import app_page_problems
+
+    def sha(text: str) -> str:
+        return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+    script, style = "document.body.append('hi')", "body{margin:0}"
+    csp = f"default-src 'none'; script-src {sha(script)}; style-src {sha(style)}; connect-src 'none'"
+    page = f'<meta http-equiv="Content-Security-Policy" content="{csp}"><style>{style}</style><script>{script}</script>'
+    assert app_page_problems(page) == []
+    assert app_page_problems(page.replace("'hi'", "'bye'")) == [
+        f"the CSP's script-src does not allow exactly the page's inline <script> ({sha(script.replace('hi', 'bye'))})"]
+    assert app_page_problems(page + '<img src="https://example.com/x.png" onload="x()">') == [
+        "<img src='https://example.com/x.png'> loads something", "<img> has an inline event handler onload"]
+    assert app_page_problems(page.replace("connect-src 'none'", "connect-src *")) == [
+        "the CSP's connect-src is ['*'], not 'none'"]
+    assert app_page_problems("<p>no policy</p>") == ["no Content-Security-Policy <meta http-equiv> in the page"]

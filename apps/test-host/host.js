@@ -37,7 +37,6 @@ async function main() {
   frame.srcdoc = content.text;
   window.hostState.resourceMeta = content._meta || null;
   window.hostState.toolMeta = tool._meta;
-  window.hostState.serverCapabilities = client.getServerCapabilities() || null;
 }
 
 window.hostState = { delivered: false, error: null };

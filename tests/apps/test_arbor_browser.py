@@ -79,12 +79,23 @@ def test_tree_viewer_select_expand_move_head_and_branch(served: Any, tmp_path: P
     assert steps[5] == "And a pear tree?" and steps[6] == 5
     assert steps[7] == 7
     assert report["outside"] == [] and report["dialogs"] == 0
+    host = report["host"]  # what the host read: the tool's link and the resource's policy
+    assert host["toolMeta"]["ui"] == {"resourceUri": "ui://arbor/tree.html", "visibility": ["model", "app"]}
+    assert host["resourceMeta"] == {"ui": {"csp": {}, "prefersBorder": True}}
     head = anyio.run(call, served.url, "arbor_tree_get_head", {"tree_id": ids["tree"]})
     assert head["parent"] == ids["system"] and head["data"]["content"] == "Start over: what is pruning?"
     skeleton = anyio.run(call, served.url, "arbor_tree_get_skeleton", {"tree_id": ids["tree"]})
     root = next(n for n in skeleton["nodes"] if n["id"] == ids["system"])
     assert root["children"] == [ids["ask"], head["id"]]
     keep_shots(tmp_path, "arbor-tree-viewer", "arbor-tree-viewer-selected")
+
+
+def test_the_server_advertises_the_extension_on_server_discover(served: Any) -> None:
+    # (The 2025-11-25 initialize result, which the test host's client uses, has no field for extensions.)
+    from conformance.serving import modern_post
+
+    status, reply = modern_post(served, "server/discover", {})
+    assert status == 200 and reply["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/ui"] == {}
 
 
 def test_hostile_node_content_stays_text(served: Any, tmp_path: Path) -> None:
