@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from plexor.apps import APP_MIME_TYPE, resource_ui, tool_ui
 from plexor.core.dispatch import Target, target
 from plexor.core.specs import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
-from plexor.apps import APP_MIME_TYPE, resource_ui, tool_ui
 from plexor.errors import PluginError
 from plexor.hints import check_cache, icons_of
 from plexor.schema import analyse, parse_docstring

@@ -69,7 +69,6 @@ def plexor_register_tools(register: Any, settings: Any) -> None:
     check_settings(settings)
     from plexor_arbor.purge import PURGE_TOOLS
     from plexor_arbor.tools import TOOLS
-
     from plexor_arbor.view import APP_URI, tree_view
 
     for func, hints in [*TOOLS, *PURGE_TOOLS]:
