@@ -19,12 +19,13 @@ them as constants so that loading plugins does not import the SDK, and a test ch
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from plexor.errors import PluginError
 
-__all__ = ["APP_MIME_TYPE", "EXTENSION_ID", "client_supports_apps", "install_apps", "resource_ui", "tool_ui"]
+__all__ = ["APP_MIME_TYPE", "EXTENSION_ID", "client_supports_apps", "install_apps", "register_app", "resource_ui",
+           "tool_meta", "tool_ui"]
 
 EXTENSION_ID = "io.modelcontextprotocol/ui"
 APP_MIME_TYPE = "text/html;profile=mcp-app"
@@ -76,7 +77,15 @@ def _permissions(value: Any, uri: str) -> dict[str, dict[str, Any]]:
 
 def resource_ui(uri: str, *, csp: Any = None, permissions: Any = None, domain: str | None = None,
                 prefers_border: bool | None = None) -> dict[str, Any]:
-    """The ``_meta.ui`` of an app resource, checked; an empty ``csp`` means the view may reach no origin."""
+    """The ``_meta.ui`` of an app resource, checked; an empty ``csp`` means the view may reach no origin.
+
+    :param csp: the origins the view may reach, ``{"connectDomains": [...], "resourceDomains": [...],
+        "frameDomains": [...], "baseUriDomains": [...]}`` or the SDK's ``ResourceCsp``; default: none at all.
+    :param permissions: iframe permissions, ``{"clipboardWrite": {}}`` (``camera``, ``microphone``,
+        ``geolocation`` too) or the SDK's ``ResourcePermissions``; default: none.
+    :param domain: a dedicated origin for the view, where the host supports one.
+    :param prefers_border: whether the host should draw a border around the view.
+    """
     require_ui_uri(uri, "an app resource")
     ui: dict[str, Any] = {"csp": _csp(csp or {}, uri)}
     if permissions:
@@ -100,6 +109,16 @@ def tool_ui(name: str, uri: str, visibility: Any) -> dict[str, Any]:
     return {"resourceUri": uri, "visibility": seen}
 
 
+def tool_meta(name: str, meta: Mapping[str, Any] | None, ui: str | None, visibility: Any) -> dict[str, Any]:
+    """A tool's ``_meta`` with its link to an app (``ui``) added; the ``ui`` key is the kernel's to write."""
+    out = dict(meta or {})
+    if "ui" in out:
+        raise PluginError(f"tool {name!r} passes meta['ui']", "Pass ui='ui://...' and visibility= instead.")
+    if ui is not None:
+        out["ui"] = tool_ui(name, ui, visibility)
+    return out
+
+
 def app_only(meta: Mapping[str, Any]) -> bool:
     ui = meta.get("ui")
     return isinstance(ui, Mapping) and list(ui.get("visibility") or ()) == ["app"]
@@ -114,6 +133,22 @@ def client_supports_apps(session: Any) -> bool:
         return False
     mime_types = settings.get("mimeTypes")
     return isinstance(mime_types, list | tuple) and APP_MIME_TYPE in mime_types
+
+
+def register_app(register: Any, uri: str, reader: Callable[..., Any], *, name: str | None = None, description: str | None = None,
+                 csp: Any = None, permissions: Any = None, domain: str | None = None,
+                 prefers_border: bool | None = None, blocking: bool | None = None,
+                 cache: Any = None) -> Callable[..., Any]:
+    """``register.app(uri, reader, ...)`` of ``plexor_register_resources``: the page ``reader()`` returns,
+    served as ``text/html;profile=mcp-app`` with ``_meta.ui`` on its listing and reads. It answers while
+    the plugin warms up (a page is static). ``csp``, ``permissions``, ``domain`` and ``prefers_border``
+    are :func:`resource_ui`'s; ``name``, ``description``, ``blocking`` and ``cache`` are ``register``'s.
+    """
+    ui = resource_ui(uri, csp=csp, permissions=permissions, domain=domain, prefers_border=prefers_border)
+    register(uri, reader, name=name, description=description, mime_type=APP_MIME_TYPE, blocking=blocking,
+             ready_required=False, cache=cache)
+    register._registry.resources[uri].meta = {"ui": ui}
+    return reader
 
 
 def check_links(registry: Any, plugin: str, loaded: Any) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from plexor.apps import APP_MIME_TYPE, resource_ui, tool_ui
+from plexor.apps import register_app, tool_meta
 from plexor.core.dispatch import Target, target
 from plexor.core.specs import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 from plexor.errors import PluginError
@@ -150,8 +150,7 @@ class ToolRegistrar(_Registrar):
         detach: str = "start",
         icons: Any = None,
         cache: Any = None,
-        ui: str | None = None,
-        visibility: Any = ("model", "app"),
+        ui: str | None = None, visibility: Any = ("model", "app"),
     ) -> Callable[..., Any]:
         """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
 
@@ -198,11 +197,7 @@ class ToolRegistrar(_Registrar):
                               "Use task='forbidden', 'optional' or 'required', and detach='start' or 'manual'.")
         if input_schema is None:
             _check_parameters(func, full)
-        meta = dict(meta or {})
-        if ui is not None or "ui" in meta:
-            if "ui" in meta:
-                raise PluginError(f"tool {full!r} passes meta['ui']", "Pass ui='ui://...' and visibility= instead.")
-            meta["ui"] = tool_ui(full, ui or "", visibility)
+        meta = tool_meta(full, meta, ui, visibility)
         self._registry.tools[full] = ToolSpec(
             name=full,
             namespace=self.namespace,
@@ -259,35 +254,10 @@ class ResourceRegistrar(_Registrar):
         )
         return reader
 
-    def app(
-        self,
-        uri: str,
-        reader: Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        csp: Any = None,
-        permissions: Any = None,
-        domain: str | None = None,
-        prefers_border: bool | None = None,
-        blocking: bool | None = None,
-        cache: Any = None,
-    ) -> Callable[..., Any]:
-        """Register an MCP App: ``reader()`` returns one self-contained HTML document, served at the
-        ``ui://`` ``uri`` as ``text/html;profile=mcp-app``. Link tools to it with ``ui=uri``.
-
-        :param csp: the origins the view may reach, ``{"connectDomains": [...], "resourceDomains": [...],
-            "frameDomains": [...], "baseUriDomains": [...]}`` or the SDK's ``ResourceCsp``; default: none at all.
-        :param permissions: iframe permissions, ``{"clipboardWrite": {}}`` (camera, microphone, geolocation too)
-            or the SDK's ``ResourcePermissions``; default: none.
-        :param domain: a dedicated origin for the view, when the host supports one.
-        :param prefers_border: whether the host should draw a border around the view.
-        """
-        ui = resource_ui(uri, csp=csp, permissions=permissions, domain=domain, prefers_border=prefers_border)
-        self(uri, reader, name=name, description=description, mime_type=APP_MIME_TYPE, blocking=blocking,
-             ready_required=False, cache=cache)
-        self._registry.resources[uri].meta = {"ui": ui}
-        return reader
+    def app(self, uri: str, reader: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+        """Register an MCP App at the ``ui://`` ``uri``: ``reader()`` returns one self-contained HTML page.
+        Link tools to it with ``ui=uri``; :func:`plexor.apps.register_app` documents the options."""
+        return register_app(self, uri, reader, **options)
 
     def lister(self, func: Callable[..., Any], *, blocking: bool | None = None, cache: Any = None) -> Callable[..., Any]:
         """Register a function returning the dynamic resources that exist now.
