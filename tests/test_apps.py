@@ -189,3 +189,36 @@ def test_app_page_problems_accepts_a_locked_down_page_and_names_what_is_wrong() 
     assert app_page_problems(page.replace("connect-src 'none'", "connect-src *")) == [
         "the CSP's connect-src is ['*'], not 'none'"]
     assert app_page_problems("<p>no policy</p>") == ["no Content-Security-Policy <meta http-equiv> in the page"]
+
+
+async def test_the_example_in_the_authoring_guide_works(plexor: Any, tmp_path: Any) -> None:
+    import re
+    import sys
+    from pathlib import Path
+
+    from plexor.testing import app_page_problems
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "authoring.md").read_text(encoding="utf-8")
+    code = re.search(r"<!-- apps-example -->\n```python\n(.*?)```", guide, re.S)
+    assert code, "docs/authoring.md lost its MCP Apps example"
+    package = tmp_path / "tally_example"
+    package.mkdir()
+    (package / "__init__.py").write_text(code.group(1), encoding="utf-8")
+    page = (Path(__file__).resolve().parents[1] / "plugins" / "arbor" / "src" / "plexor_arbor" / "apps" / "tree.html")
+    (package / "view.html").write_text(page.read_text(encoding="utf-8"), encoding="utf-8")  # a real built page
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import tally_example
+
+        async with plexor.client([("tally", tally_example)], extensions=[AppsClient()]) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert tools["tally_count"].meta["ui"]["resourceUri"] == "ui://tally/view.html"
+            assert tools["tally_bump"].meta["ui"]["visibility"] == ["app"]
+            assert (await client.call_tool("tally_bump", {"name": "tea"})).structured_content == {"name": "tea", "value": 1}
+            content = (await client.read_resource("ui://tally/view.html")).contents[0]
+            assert content.mime_type == APP_MIME_TYPE and app_page_problems(content.text) == []
+        async with plexor.client([("tally", tally_example)]) as client:
+            assert "tally_bump" not in {t.name for t in (await client.list_tools()).tools}
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("tally_example", None)
