@@ -89,7 +89,10 @@ async def test_linked_tools_carry_the_view_and_app_only_tools_are_listed_to_apps
 
 
 async def test_the_app_resource_is_served_with_its_mime_type_and_csp(plexor: Any) -> None:
-    async with plexor.client([("counter", Counter())]) as client:
+    async with plexor.client([("counter", Counter())]) as client:  # a client without Apps: not listed, still readable
+        assert [r.uri for r in (await client.list_resources()).resources] == []
+        assert (await client.read_resource("ui://counter/view.html")).contents[0].text == PAGE
+    async with plexor.client([("counter", Counter())], extensions=[AppsClient()]) as client:
         listed = next(r for r in (await client.list_resources()).resources if r.uri == "ui://counter/view.html")
         assert listed.mime_type == APP_MIME_TYPE and listed.name == "Counter view"
         ui = {"csp": {"connectDomains": []}, "permissions": {"clipboardWrite": {}}, "prefersBorder": True}

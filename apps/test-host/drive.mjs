@@ -71,8 +71,8 @@ try {
     else if (kind === "text") value = await view.locator(arg).first().textContent({ timeout: 20000 });
     else if (kind === "count") value = await view.locator(arg).count();
     else if (kind === "shot") {  // the view's own height, so the pictures in the docs have no empty band
-      const height = await page.frames()[1].evaluate(() => document.documentElement.scrollHeight);
-      await page.screenshot({ path: join(plan.shots, `${arg}.png`), clip: { x: 0, y: 0, width: 1100, height: Math.min(700, height + 4) } });
+      const height = await page.frames()[1].evaluate(() => Math.ceil(document.querySelector("main").getBoundingClientRect().bottom) + 12);
+      await page.screenshot({ path: join(plan.shots, `${arg}.png`), clip: { x: 0, y: 0, width: 1100, height: Math.min(700, height) } });
     }
     else if (kind === "eval") value = await page.frames()[1].evaluate(arg);
     else throw new Error(`unknown step ${kind}`);

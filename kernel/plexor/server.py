@@ -318,7 +318,11 @@ class Handlers:
                                     structured_content=outcome.data, is_error=outcome.is_error, _meta=outcome.meta)
 
     async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        from plexor.apps import APP_MIME_TYPE, client_supports_apps
+
         found = await self.kernel.list_resources()
+        if not client_supports_apps(ctx.session):  # app pages are listed to hosts that can show them
+            found = [r for r in found if r.get("mime_type") != APP_MIME_TYPE]
         items, nxt = _page(found, params.cursor if params else None, self.size)
         resources = [types.Resource.model_validate({
             "uri": r["uri"], "name": r.get("name") or r["uri"], "description": r.get("description"),

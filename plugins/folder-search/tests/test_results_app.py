@@ -29,9 +29,11 @@ class AppsHost(ClientExtension):
 
 
 async def test_the_shipped_page_is_self_contained_and_locked_down(plexor: Any) -> None:
-    async with plexor.client(installed=INSTALLED) as client:
+    async with plexor.client(installed=INSTALLED, extensions=[AppsHost()]) as client:
         listed = next(r for r in (await client.list_resources()).resources if r.uri == APP)
         content = (await client.read_resource(APP)).contents[0]
+    async with plexor.client(installed=INSTALLED) as client:  # listed only to hosts that can show it
+        assert APP not in {r.uri for r in (await client.list_resources()).resources}
     assert listed.mime_type == content.mime_type == MIME and content.meta == {"ui": {"csp": {}, "prefersBorder": True}}
     assert app_page_problems(content.text) == []
     assert "<script src" not in content.text and len(re.findall(r"<script\b", content.text)) == 1
