@@ -225,3 +225,23 @@ async def test_the_example_in_the_authoring_guide_works(plexor: Any, tmp_path: A
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("tally_example", None)
+
+
+async def test_two_plugins_each_offer_an_app_and_the_same_page_uri_is_refused(plexor: Any) -> None:
+    class Other:
+        PLEXOR_NAMESPACE = "other"
+
+        def __init__(self, uri: str) -> None:
+            self.uri = uri
+
+        @hookimpl
+        def plexor_register_resources(self, register: Any, settings: Any) -> None:
+            register.app(self.uri, lambda: PAGE)
+
+    async with plexor.kernel([("counter", Counter()), ("other", Other("ui://other/view.html"))]) as kernel:
+        assert kernel.records["other"].state.value == "ready"  # ui:// is every plugin's scheme
+        assert {"ui://counter/view.html", "ui://other/view.html"} <= set(kernel.registry.resources)
+    async with plexor.kernel([("counter", Counter()), ("other", Other("ui://counter/view.html"))]) as kernel:
+        rec = kernel.records["other"]
+        assert rec.state.value == "failed" and "resource 'ui://counter/view.html'" in str(rec.error)
+        assert "(plugin counter)" in str(rec.error) and kernel.records["counter"].state.value == "ready"

@@ -21,7 +21,8 @@ HOSTILE = '<img src=x onerror="parent.postMessage(1,\'*\');window.pwned=1"><scri
 def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
     need_browser()
     home = tmp_path_factory.mktemp("home")
-    with http_server(server_env(home, PLEXOR_PLUGINS="arbor"), log=home / "serve.log") as server:
+    # Both plugins with a view, so two apps share ui:// on one server.
+    with http_server(server_env(home, PLEXOR_PLUGINS="arbor,folder-search"), log=home / "serve.log") as server:
         yield server
 
 

@@ -63,6 +63,7 @@ class Registry:
         for scheme, owner in other.schemes.items():
             if scheme in self.schemes and self.schemes[scheme] != owner:
                 found.append(("URI scheme", scheme, self.schemes[scheme]))
+        found += [("resource", uri, self.resources[uri].plugin) for uri in other.resources if uri in self.resources]
         for name in other.prompts:
             if name in self.prompts:
                 found.append(("prompt", name, self.prompts[name].plugin))
@@ -121,7 +122,8 @@ class _Registrar:
                 f"plugin {self._plugin!r} registered {uri!r}, which has no URI scheme",
                 "Use a URI such as 'myplugin://thing/{id}'.",
             )
-        self._registry.schemes[m.group(1).lower()] = self._plugin
+        if m.group(1).lower() != "ui":  # every plugin's MCP App lives under ui://: whole URIs may not clash
+            self._registry.schemes[m.group(1).lower()] = self._plugin
 
 
 class ToolRegistrar(_Registrar):
@@ -166,9 +168,8 @@ class ToolRegistrar(_Registrar):
         :param cache: a :class:`plexor.Cache` for its entry in ``tools/list``.
         :param task: whether a client may run it as a task (``tasks/*``): "forbidden", "optional", "required".
         :param detach: "start" (a task from its first line) or "manual" (a plain call until ``ctx.detach()``).
-        :param ui: the ``ui://`` URI of an app (``register.app``) that shows this tool's results (MCP Apps).
-        :param visibility: with ``ui``: who may call it, ``["model", "app"]`` (default), ``["model"]``, or
-            ``["app"]``: called from the app only, and listed only to clients that speak MCP Apps.
+        :param ui: the ``ui://`` URI of an MCP App (``register.app``) that shows this tool's results.
+        :param visibility: ``["model", "app"]`` (default), ``["model"]``, or ``["app"]`` (see :mod:`plexor.apps`).
         """
         method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
