@@ -71,10 +71,12 @@ def plexor_register_resources(register: ResourceRegistrar, settings: Settings) -
     """Register fixed resources (``register(uri, reader, ...)``) and listers of dynamic ones.
 
     :param register: ``register(uri, reader, name=..., mime_type=...)`` for a fixed URI;
-        ``register.lister(func)`` for a function returning resources that exist right now.
+        ``register.lister(func)`` for a function returning resources that exist right now;
+        ``register.app(uri, reader, ...)`` for an MCP App's ``ui://`` page (see :mod:`plexor.apps`).
     :param settings: this plugin's validated settings.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0 ``register.app`` (MCP Apps).
     """
 
 

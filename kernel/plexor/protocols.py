@@ -44,6 +44,8 @@ class ToolRegistrar(Protocol):
         detach: str = "start",
         icons: Icons = None,
         cache: Cache | None = None,
+        ui: str | None = None,
+        visibility: Sequence[str] = ("model", "app"),
     ) -> F: ...
 
 
@@ -65,6 +67,21 @@ class ResourceRegistrar(Protocol):
     ) -> F: ...
 
     def lister(self, func: F, *, blocking: bool | None = None, cache: Cache | None = None) -> F: ...
+
+    def app(
+        self,
+        uri: str,
+        reader: F,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        csp: Any = None,
+        permissions: Any = None,
+        domain: str | None = None,
+        prefers_border: bool | None = None,
+        blocking: bool | None = None,
+        cache: Cache | None = None,
+    ) -> F: ...
 
 
 class TemplateRegistrar(Protocol):

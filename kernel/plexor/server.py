@@ -193,7 +193,7 @@ class Handlers:
                     "name": spec.name,
                     "description": spec.description,
                     "inputSchema": spec.signature.input_schema,
-                    "_meta": {"plexor/provenance": spec.provenance, "plexor/schemaHash": spec.schema_hash},
+                    "_meta": {**spec.meta, "plexor/provenance": spec.provenance, "plexor/schemaHash": spec.schema_hash},
                 }
                 if spec.title:
                     wire["title"] = spec.title
@@ -287,7 +287,12 @@ class Handlers:
 
 
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        items, nxt = _page(self.tool_models(), params.cursor if params else None, max(self.size, 500))
+        from plexor.apps import app_only, client_supports_apps
+
+        models = self.tool_models()
+        if not client_supports_apps(ctx.session):  # a tool only an app view calls is not the model's to see
+            models = [t for t in models if not app_only(t.meta or {})]
+        items, nxt = _page(models, params.cursor if params else None, max(self.size, 500))
         specs = self.kernel.registry.tools
         return types.ListToolsResult(tools=items, next_cursor=nxt,
                                      **self.hint([specs[t.name].cache if t.name in specs else None for t in items]))
@@ -313,11 +318,16 @@ class Handlers:
                                     structured_content=outcome.data, is_error=outcome.is_error, _meta=outcome.meta)
 
     async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        from plexor.apps import APP_MIME_TYPE, client_supports_apps
+
         found = await self.kernel.list_resources()
+        if not client_supports_apps(ctx.session):  # app pages are listed to hosts that can show them
+            found = [r for r in found if r.get("mime_type") != APP_MIME_TYPE]
         items, nxt = _page(found, params.cursor if params else None, self.size)
         resources = [types.Resource.model_validate({
             "uri": r["uri"], "name": r.get("name") or r["uri"], "description": r.get("description"),
             "mimeType": r.get("mime_type"), "icons": r.get("icons") or self.plugin_icons(r.get("plugin", "")),
+            **({"_meta": r["meta"]} if r.get("meta") else {}),
         }) for r in items]
         return types.ListResourcesResult(resources=resources, next_cursor=nxt,
                                          **self.hint([r.get("cache") for r in items], listers=True))
@@ -344,8 +354,11 @@ class Handlers:
         from plexor.hints import NO_CACHE
 
         cache = self.kernel.resource_cache(str(params.uri)) or NO_CACHE
+        fixed = self.kernel.registry.resources.get(str(params.uri))
+        meta = {"_meta": fixed.meta} if fixed is not None and fixed.meta else {}  # an MCP App's CSP and permissions
         return types.ReadResourceResult.model_validate({"contents": [
-            {"uri": c["uri"], "mimeType": c["mime_type"], **({"blob": c["blob"]} if "blob" in c else {"text": c["text"]})}
+            {"uri": c["uri"], "mimeType": c["mime_type"], **({"blob": c["blob"]} if "blob" in c else {"text": c["text"]}),
+             **meta}
             for c in contents
         ], "ttlMs": cache.ttl_ms, "cacheScope": cache.scope})
 
@@ -523,6 +536,9 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     from plexor.tasks import install_tasks
 
     install_tasks(server, kernel)  # tasks/* in both eras, task-augmented tools/call (plexor.tasks)
+    from plexor.apps import install_apps
+
+    install_apps(server, kernel)  # io.modelcontextprotocol/ui, advertised while a plugin offers an app
     return server
 
 

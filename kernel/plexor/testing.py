@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["Harness", "plexor", "plexor_config", "plexor_home", "plugin_cli", "write_config"]
+__all__ = ["Harness", "app_page_problems", "plexor", "plexor_config", "plexor_home", "plugin_cli", "write_config"]
 
 
 def plugin_cli(environ: dict[str, str] | None = None) -> Any:
@@ -82,6 +82,67 @@ def _toml(value: Any, json: Any) -> str:
     # A JSON string without \u escapes for non-ASCII is a valid TOML basic string.
     text: str = json.dumps(str(value), ensure_ascii=False)
     return text
+
+
+_URL_ATTRS = {"src", "href", "action", "formaction", "srcset", "poster", "data", "background", "xlink:href", "ping"}
+
+
+def app_page_problems(html: str) -> list[str]:
+    """What keeps an MCP App's page from being self-contained and locked down; ``[]`` when nothing does.
+
+    The page must declare a Content-Security-Policy (a ``<meta http-equiv>``) with ``default-src 'none'``
+    and ``connect-src 'none'`` that allows each inline ``<script>`` and ``<style>`` by its sha256; it may
+    load nothing (no ``src``/``href``/... attribute but a ``data:`` URL or a ``#fragment``) and carry no
+    inline event handler (``on*`` attribute)::
+
+        assert app_page_problems(read_app()) == []
+    """
+    import base64
+    import hashlib
+    from html.parser import HTMLParser
+
+    found: dict[str, Any] = {"csp": None, "inline": [], "problems": []}
+
+    class Page(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.open: tuple[str, list[str]] | None = None
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            named = {k.lower(): v or "" for k, v in attrs}
+            if tag == "meta" and named.get("http-equiv", "").lower() == "content-security-policy":
+                found["csp"] = named.get("content", "")
+            for key, value in named.items():
+                if key.startswith("on"):
+                    found["problems"].append(f"<{tag}> has an inline event handler {key}")
+                elif key in _URL_ATTRS and not value.startswith(("data:", "#")):
+                    found["problems"].append(f"<{tag} {key}={value!r}> loads something")
+            if tag in ("script", "style"):
+                self.open = (tag, [])
+
+        def handle_data(self, data: str) -> None:
+            if self.open is not None:
+                self.open[1].append(data)
+
+        def handle_endtag(self, tag: str) -> None:
+            if self.open is not None and tag == self.open[0]:
+                found["inline"].append((tag, "".join(self.open[1])))
+                self.open = None
+
+    Page().feed(html)
+    problems: list[str] = found["problems"]
+    csp: str | None = found["csp"]
+    if csp is None:
+        return [*problems, "no Content-Security-Policy <meta http-equiv> in the page"]
+    rules = {part.split()[0]: part.split()[1:] for part in csp.split(";") if part.split()}
+    for rule in ("default-src", "connect-src"):
+        if rules.get(rule) != ["'none'"]:
+            problems.append(f"the CSP's {rule} is {rules.get(rule)}, not 'none'")
+    for tag, text in found["inline"]:
+        digest = "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+        if rules.get(f"{tag}-src") != [digest]:
+            problems.append(f"the CSP's {tag}-src does not allow exactly the page's inline <{tag}> ({digest})")
+    return problems
 
 
 class Harness:

@@ -13,6 +13,7 @@ import inspect
 import traceback
 from typing import TYPE_CHECKING, Any, Self
 
+from plexor.apps import check_links
 from plexor.core.base import KernelBase
 from plexor.core.config import check_log_level, load_config_file, resolve_settings, unknown_names
 from plexor.core.registry import (
@@ -206,6 +207,7 @@ class Loader(KernelBase):
             self._call(rec, "plexor_register_resources", register=ResourceRegistrar(staged, rec.name), settings=s)
             self._call(rec, "plexor_register_resource_templates", register=TemplateRegistrar(staged, rec.name), settings=s)
             self._call(rec, "plexor_register_prompts", register=PromptRegistrar(staged, rec.name, ns, sep), settings=s)
+            check_links(staged, rec.name, self.registry)
             self._refuse_clashes(rec, staged)
             if rec.state is not State.LOADING:  # given up on (it hung) while this thread was still working
                 return

@@ -247,7 +247,7 @@ class Pipeline(KernelBase):
         from plexor.core.records import State
 
         out = [{"uri": s.uri, "name": s.name, "description": s.description, "mime_type": s.mime_type,
-                "plugin": s.plugin, "icons": s.icons, "cache": s.cache}
+                "plugin": s.plugin, "icons": s.icons, "cache": s.cache, "meta": s.meta}
                for s in self.registry.resources.values() if self.records[s.plugin].state in (State.READY, State.STARTING)]
         for plugin, lister in list(self.registry.listers):
             if self.records[plugin].state != State.READY:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from plexor.apps import register_app, tool_meta
 from plexor.core.dispatch import Target, target
 from plexor.core.specs import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 from plexor.errors import PluginError
@@ -62,6 +63,7 @@ class Registry:
         for scheme, owner in other.schemes.items():
             if scheme in self.schemes and self.schemes[scheme] != owner:
                 found.append(("URI scheme", scheme, self.schemes[scheme]))
+        found += [("resource", uri, self.resources[uri].plugin) for uri in other.resources if uri in self.resources]
         for name in other.prompts:
             if name in self.prompts:
                 found.append(("prompt", name, self.prompts[name].plugin))
@@ -120,7 +122,8 @@ class _Registrar:
                 f"plugin {self._plugin!r} registered {uri!r}, which has no URI scheme",
                 "Use a URI such as 'myplugin://thing/{id}'.",
             )
-        self._registry.schemes[m.group(1).lower()] = self._plugin
+        if m.group(1).lower() != "ui":  # every plugin's MCP App lives under ui://: whole URIs may not clash
+            self._registry.schemes[m.group(1).lower()] = self._plugin
 
 
 class ToolRegistrar(_Registrar):
@@ -149,6 +152,7 @@ class ToolRegistrar(_Registrar):
         detach: str = "start",
         icons: Any = None,
         cache: Any = None,
+        ui: str | None = None, visibility: Any = ("model", "app"),
     ) -> Callable[..., Any]:
         """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
 
@@ -164,6 +168,8 @@ class ToolRegistrar(_Registrar):
         :param cache: a :class:`plexor.Cache` for its entry in ``tools/list``.
         :param task: whether a client may run it as a task (``tasks/*``): "forbidden", "optional", "required".
         :param detach: "start" (a task from its first line) or "manual" (a plain call until ``ctx.detach()``).
+        :param ui: the ``ui://`` URI of an MCP App (``register.app``) that shows this tool's results.
+        :param visibility: ``["model", "app"]`` (default), ``["model"]``, or ``["app"]`` (see :mod:`plexor.apps`).
         """
         method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
@@ -192,6 +198,7 @@ class ToolRegistrar(_Registrar):
                               "Use task='forbidden', 'optional' or 'required', and detach='start' or 'manual'.")
         if input_schema is None:
             _check_parameters(func, full)
+        meta = tool_meta(full, meta, ui, visibility)
         self._registry.tools[full] = ToolSpec(
             name=full,
             namespace=self.namespace,
@@ -203,7 +210,7 @@ class ToolRegistrar(_Registrar):
             annotations=ann,
             target=target(func, blocking),
             ready_required=ready_required,
-            meta=dict(meta or {}),
+            meta=meta,
             declared_output_schema=output_schema,
             declared_input_schema=input_schema,
             scopes=None if scopes is None else tuple(scopes),
@@ -247,6 +254,11 @@ class ResourceRegistrar(_Registrar):
             check_cache(cache, f"resource {uri!r}"),
         )
         return reader
+
+    def app(self, uri: str, reader: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+        """Register an MCP App at the ``ui://`` ``uri``: ``reader()`` returns one self-contained HTML page.
+        Link tools to it with ``ui=uri``; :func:`plexor.apps.register_app` documents the options."""
+        return register_app(self, uri, reader, **options)
 
     def lister(self, func: Callable[..., Any], *, blocking: bool | None = None, cache: Any = None) -> Callable[..., Any]:
         """Register a function returning the dynamic resources that exist now.

@@ -73,6 +73,7 @@ class ResourceSpec:
     ready_required: bool = True
     icons: list[dict[str, Any]] | None = None
     cache: Any = None  # plexor.hints.Cache for reads and its resources/list entry
+    meta: dict[str, Any] | None = None  # its _meta on listings and reads (an MCP App's "ui", plexor.apps)
 
 
 @dataclass

@@ -18,6 +18,9 @@ PLEXOR_NAMESPACE = "arbor"
 NAME = "arbor"
 PLEXOR_ICON = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAyNCAyNCI+PHBhdGggZD0iTTExIDEzaDJ2OWgtMnoiIGZpbGw9IiM3YTUyMzAiLz48Y2lyY2xlIGN4PSIxMiIgY3k9IjgiIHI9IjYiIGZpbGw9IiMyZThiNTciLz48Y2lyY2xlIGN4PSI3IiBjeT0iMTIiIHI9IjQiIGZpbGw9IiMzY2IzNzEiLz48Y2lyY2xlIGN4PSIxNyIgY3k9IjEyIiByPSI0IiBmaWxsPSIjM2NiMzcxIi8+PC9zdmc+"  # a tree, embedded (plexor.hints)
 
+# The tools whose results the tree viewer (ui://arbor/tree.html) shows, for hosts that speak MCP Apps.
+VIEWED = frozenset({"tree_render", "tree_get", "tree_get_skeleton", "tree_get_head", "node_get",
+                    "context_get_path", "context_list_leaves"})
 DAY = 86_400.0
 SETTINGS = {
     "scheduled_window": (7 * DAY, "seconds a tree stays scheduled for deletion before the sweeper archives it"),
@@ -66,16 +69,21 @@ def plexor_register_tools(register: Any, settings: Any) -> None:
     check_settings(settings)
     from plexor_arbor.purge import PURGE_TOOLS
     from plexor_arbor.tools import TOOLS
+    from plexor_arbor.view import APP_URI, tree_view
 
     for func, hints in [*TOOLS, *PURGE_TOOLS]:
-        register(func, annotations=hints)
+        shown = func.__name__ in VIEWED  # hosts that speak MCP Apps show the result in the tree viewer
+        register(func, annotations=hints, ui=APP_URI if shown else None)
+    register(tree_view, annotations={"readOnlyHint": True}, ui=APP_URI, visibility=["app"])
 
 
 @hookimpl
 def plexor_register_resources(register: Any, settings: Any) -> None:
     from plexor_arbor.tools import list_resources
+    from plexor_arbor.view import APP_URI, read_app
 
     register.lister(list_resources)
+    register.app(APP_URI, read_app, name="Arbor tree viewer", prefers_border=True, blocking=False)
 
 
 @hookimpl

@@ -34,12 +34,23 @@ def plexor_add_config(config: ConfigSpec) -> None:
 
 @hookimpl
 def plexor_register_tools(register: ToolRegistrar, settings: Settings) -> None:
+    from plexor_folder_search.views import APP_URI
+
     for func in (search_content, find_documents, list_folders, list_documents, explore, get_document_metadata,
                  get_document_text, get_chunks, get_server_info):
-        register(func, annotations=RO, ready_required=False)
+        # Hosts that speak MCP Apps show the two searches' hits in the results view.
+        shown = func in (search_content, find_documents)
+        register(func, annotations=RO, ready_required=False, ui=APP_URI if shown else None)
     # A client may run it as a task (tasks/*): its progress becomes the task's status message.
     register(reindex, annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                                    "openWorldHint": False}, ready_required=False, task="optional")
+
+
+@hookimpl
+def plexor_register_resources(register: Any, settings: Settings) -> None:
+    from plexor_folder_search.views import APP_URI, read_app
+
+    register.app(APP_URI, read_app, name="Folder search results", prefers_border=True, blocking=False)
 
 
 @hookimpl
