@@ -315,14 +315,17 @@ def test_generated_schemas_are_portable():
     assert "$ref" not in text and "$defs" not in text and "additionalProperties" not in text
     props = schema["properties"]
     assert props["points"]["items"]["properties"]["x"] == {"description": "across", "type": "integer"}
-    assert props["kind"] == {"default": "a", "description": "which kind.", "enum": ["a", "b"], "type": "string"}
-    # optional parameters: their plain type, left out of required (null and unions confuse converters)
-    assert props["note"] == {"type": "string", "description": "a note."}
-    assert props["size"] == {"type": "integer", "default": 3, "description": "how big."}
+    assert props["kind"] == {"default": "a", "description": "which kind.", "enum": ["a", "b"], "type": "string",
+                             "nullable": True}
+    # optional parameters: their plain type, left out of required, "nullable" (null and unions confuse
+    # converters; smolagents reads an input without "nullable" as required)
+    assert props["note"] == {"type": "string", "default": None, "description": "a note.", "nullable": True}
+    assert props["size"] == {"type": "integer", "default": 3, "description": "how big.", "nullable": True}
     assert props["where"]["type"] == "object" and props["where"]["description"] == "an anchor."
     assert props["where"]["properties"]["x"] == {"description": "across", "type": "integer"}
     assert props["extra"]["type"] == "string" and props["extra"]["contentMediaType"] == "application/json"
-    assert props["names"] == {"type": "array", "items": {"type": "string"}, "default": ["*"], "description": "which."}
+    assert props["names"] == {"type": "array", "items": {"type": "string"}, "default": ["*"], "description": "which.",
+                              "nullable": True}
     assert props["key"] == {"type": "string", "description": "a name or a code."}
     assert schema["required"] == ["points", "key"]
     # null is "not given" for every optional parameter, a choice included (strict-mode converters send it)

@@ -140,12 +140,12 @@ def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...], kept: dict[
 
 def plain(prop: Any) -> Any:
     """An optional property's schema without ``null``: ``type: [T, "null"]`` becomes ``type: T``, and
-    ``anyOf: [S, null]`` becomes S (with the property's description, default and other keys)."""
+    ``anyOf: [S, null]`` becomes S (with the property's description, default and other keys). It says
+    ``"nullable": true`` instead: smolagents reads every input without it as required, and the
+    others ignore it (null is "not given" to the kernel)."""
     if not isinstance(prop, dict):
         return prop
-    out = dict(prop)
-    if out.get("default", 0) is None:
-        del out["default"]
+    out = {**prop, "nullable": True}  # "default": null stays too: dspy reads a property without a default as required
     typ = out.get("type")
     if isinstance(typ, list) and "null" in typ:
         rest = [t for t in typ if t != "null"]
@@ -158,7 +158,7 @@ def plain(prop: Any) -> Any:
         rest = [o for o in options if o != _NULL]
         if len(rest) == 1 and isinstance(rest[0], dict):
             del out["anyOf"]
-            return plain({**rest[0], **out})
+            return plain({**rest[0], **out})  # an enum, an object: their own keys, and ours
         if rest:
             out["anyOf"] = rest
     return out
