@@ -33,7 +33,8 @@ HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements"
 PYTHON_CLIENTS = ("fastmcp", "langchain-mcp-adapters", "pydantic-ai", "openai-agents", "llama-index-tools-mcp",
                   # the agent frameworks of test_frameworks.py, and a plain mcp 1.x ClientSession
-                  "anthropic", "ollama", "semantic-kernel", "autogen-ext", "dspy", "smolagents", "mcp-1")
+                  "anthropic", "ollama", "semantic-kernel", "autogen-ext", "dspy", "smolagents", "mcp-1",
+                  "decoding")  # llguidance and outlines-core, over every tool's schema
 NODE_MIN = (22, 0)  # @ai-sdk/mcp's engines field; the SDK and mcp-remote need less
 INSTALL_TIMEOUT = 900
 

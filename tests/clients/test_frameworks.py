@@ -48,10 +48,10 @@ SESSIONS = 20
 CALLS = {
     "example_greet": ({"name": "Ada"}, "Hello, Ada!"),
     "keyboard_lookup_keycode": ({"key_name": "escape"}, "kVK_Escape"),
-    "arbor_tree_list": ({}, '"trees"'),
-    "folders_list_folders": ({}, '"folders"'),
+    "arbor_tree_list": ({}, "next_offset"),
+    "folders_list_folders": ({}, "folders"),
     "edgelake_node_status": ({}, STATUS_REPLY["assigned_name"]),
-    "plexor_health": ({}, '"plugins"'),
+    "plexor_health": ({}, "plugins"),
 }
 # Converter limits no schema shape avoids (measured: docs/authoring.md, "Schemas every model API accepts").
 OLLAMA_NESTED = frozenset({  # ollama's Tool.Function.Parameters.Property keeps type, items, description, enum
@@ -87,7 +87,7 @@ FRAMEWORKS = [
 
 @pytest.fixture(scope="session")
 def framework_installs() -> dict[str, install.Installed | Exception]:
-    keys = sorted({f.install for f in FRAMEWORKS} | {"mcp-1"})
+    keys = sorted({f.install for f in FRAMEWORKS} | {"mcp-1", "decoding"})
 
     def attempt(key: str) -> install.Installed | Exception:
         try:
@@ -196,3 +196,13 @@ def test_mcp1_short_sessions_end_cleanly(framework_installs, world, tmp_path):  
     told = [s["notifications"] for s in record["sessions"] if any("list_changed" in n for n in s["notifications"])]
     assert not told, f"sessions told of lists they never fetched: {told[:3]}"
     assert len(record["sessions"]) == SESSIONS
+
+
+def test_local_decoding_compilers_accept_every_schema(framework_installs, served, tmp_path):
+    """llguidance and outlines-core compile every tool's schema into a grammar, without a warning."""
+    tool = installed(framework_installs, "decoding")
+    config = {"schemas": served, "out": str(tmp_path / "record.json")}
+    record = _run([str(tool.program), str(HERE / "drivers" / "decoding.py")], config, tmp_path)
+    assert record["compiled"] == len(served)
+    assert not record["llguidance"], json.dumps(record["llguidance"], indent=1)[:4000]
+    assert not record["outlines_core"], json.dumps(record["outlines_core"], indent=1)[:4000]
