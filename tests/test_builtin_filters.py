@@ -69,7 +69,8 @@ async def test_both_tools_advertise_their_filters(plexor):
     async with plexor.client() as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         health = tools["plexor_health"].input_schema
-        assert health["properties"]["plugin"]["type"] == ["string", "null"] and "required" not in health
+        assert health["properties"]["plugin"]["type"] == "string" and "required" not in health
+        assert health["properties"]["plugin"]["nullable"] is True
         plugins = tools["plexor_plugins"].input_schema["properties"]
         assert set(plugins) == {"plugin", "state"}
         assert "failed" in str(plugins["state"]) and plugins["state"].get("description")

@@ -75,13 +75,17 @@ async def test_a_plugin_that_fails_while_starting_takes_its_tools_away_and_says_
     params = StdioServerParameters(command=os.sys.executable, args=["-m", "plexor", "serve"], env=env)
     async with Client(params, mode="legacy", message_handler=watcher) as client:
         before = [t.name for t in (await client.list_tools()).tools]
+        # a session hears that a list changed only when it fetched that list (plexor.serving.lists)
+        prompts_before = [p.name for p in (await client.list_prompts()).prompts]
         with anyio.fail_after(30):
             while "notifications/tools/list_changed" not in watcher.seen:
                 await anyio.sleep(0.05)
         after = [t.name for t in (await client.list_tools()).tools]
         prompts = [p.name for p in (await client.list_prompts()).prompts]
     assert "slowpoke_touch" in before and "slowpoke_touch" not in after and "plexor_health" in after
+    assert "slowpoke_greet" in prompts_before
     assert "notifications/prompts/list_changed" in watcher.seen and "slowpoke_greet" not in prompts
+    assert watcher.seen.count("notifications/tools/list_changed") == 1  # one change, said once
 
 
 async def test_http_client_listing_at_connect_ends_with_the_full_list(tmp_path):

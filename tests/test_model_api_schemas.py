@@ -261,7 +261,8 @@ async def test_free_form_metadata_travels_as_json_text(plexor):
     async with plexor.client(installed=["arbor"]) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         prop = tools["arbor_tree_create"].input_schema["properties"]["metadata"]
-        assert prop["type"] == ["string", "null"] and prop["contentMediaType"] == "application/json"
+        assert prop["type"] == "string" and prop["contentMediaType"] == "application/json"
+        assert "metadata" not in tools["arbor_tree_create"].input_schema.get("required", [])
         as_text = await client.call_tool("arbor_tree_create", {"metadata": json.dumps({"title": "Trip", "n": [1]})})
         assert as_text.structured_content["metadata"] == {"title": "Trip", "n": [1]}
         tree = as_text.structured_content["id"]
@@ -288,11 +289,14 @@ class _Point(pydantic.BaseModel):
     x: int = pydantic.Field(description="across")
 
 
-def _shape(points: list[_Point], kind: Literal["a", "b"] = "a", where: _Point | None = None,
-           note: str | None = None, size: int = 3, extra: JSONObject | None = None) -> dict[str, Any]:
+def _shape(points: list[_Point], key: str | int, kind: Literal["a", "b"] = "a", where: _Point | None = None,
+           note: str | None = None, size: int = 3, extra: JSONObject | None = None,
+           names: str | list[str] = "*") -> dict[str, Any]:
     """Shape things.
 
     :param points: the points.
+    :param key: a name or a code.
+    :param names: which.
     :param kind: which kind.
     :param where: an anchor.
     :param note: a note.
@@ -311,17 +315,29 @@ def test_generated_schemas_are_portable():
     assert "$ref" not in text and "$defs" not in text and "additionalProperties" not in text
     props = schema["properties"]
     assert props["points"]["items"]["properties"]["x"] == {"description": "across", "type": "integer"}
-    assert props["kind"] == {"default": "a", "description": "which kind.", "enum": ["a", "b"], "type": "string"}
-    assert props["note"] == {"type": ["string", "null"], "default": None, "description": "a note."}
-    assert props["size"] == {"type": ["integer", "null"], "default": 3, "description": "how big."}
-    assert props["where"]["type"] == ["object", "null"] and props["where"]["description"] == "an anchor."
-    assert props["extra"]["type"] == ["string", "null"] and props["extra"]["contentMediaType"] == "application/json"
-    assert schema["required"] == ["points"]
-    got = sig.validate({"points": [{"x": 1}], "size": None, "extra": '{"k": 1}'})
-    assert got["size"] == 3 and got["extra"] == {"k": 1} and got["kind"] == "a"
-    assert sig.validate({"points": [{"x": 2.0}]})["points"][0].x == 2
-    for bad in ({"points": [{"x": True}]}, {"points": [{"x": "1"}]}, {"points": [], "size": "3"},
-                {"points": [], "kind": None}, {"points": [], "note": 5}):
+    assert props["kind"] == {"default": "a", "description": "which kind.", "enum": ["a", "b"], "type": "string",
+                             "nullable": True}
+    # optional parameters: their plain type, left out of required, "nullable" (null and unions confuse
+    # converters; smolagents reads an input without "nullable" as required)
+    assert props["note"] == {"type": "string", "default": None, "description": "a note.", "nullable": True}
+    assert props["size"] == {"type": "integer", "default": 3, "description": "how big.", "nullable": True}
+    assert props["where"]["type"] == "object" and props["where"]["description"] == "an anchor."
+    assert props["where"]["properties"]["x"] == {"description": "across", "type": "integer"}
+    assert props["extra"]["type"] == "string" and props["extra"]["contentMediaType"] == "application/json"
+    assert props["names"] == {"type": "array", "items": {"type": "string"}, "default": ["*"], "description": "which.",
+                              "nullable": True}
+    assert props["key"] == {"type": "string", "description": "a name or a code."}
+    assert schema["required"] == ["points", "key"]
+    # null is "not given" for every optional parameter, a choice included (strict-mode converters send it)
+    got = sig.validate({"points": [{"x": 1}], "key": 5, "size": None, "extra": '{"k": 1}', "kind": None,
+                        "names": None, "note": None, "where": None})
+    assert got["size"] == 3 and got["extra"] == {"k": 1} and got["kind"] == "a" and got["names"] == "*"
+    assert got["note"] is None and got["where"] is None and got["key"] == 5  # the union is still accepted whole
+    assert sig.validate({"points": [], "key": "a", "names": "b"})["names"] == "b"
+    assert sig.validate({"points": [{"x": 2.0}], "key": "a"})["points"][0].x == 2
+    for bad in ({"points": [{"x": True}], "key": "a"}, {"points": [{"x": "1"}], "key": "a"},
+                {"points": [], "key": "a", "size": "3"}, {"points": [], "key": "a", "note": 5},
+                {"points": [], "key": "a", "kind": "c"}, {"points": [], "key": True}, {"points": [], "key": None}):
         with pytest.raises(Exception, match="argument"):
             sig.validate(bad)
     before = copy.deepcopy(schema)

@@ -152,6 +152,7 @@ async def test_a_plugin_withdraws_and_offers_a_tool_and_clients_hear_it(plexor):
 
     async with plexor.client([("feed", offering_plugin())], mode="legacy", message_handler=handler) as client:
         assert "feed_extra" in [t.name for t in (await client.list_tools()).tools]
+        assert "feed_hint" in [p.name for p in (await client.list_prompts()).prompts]  # told only of lists it saw
         await client.call_tool("feed_switch", {"on": False})
         await _until(lambda: {"notifications/tools/list_changed", "notifications/prompts/list_changed"} <= set(heard))
         assert "feed_extra" not in [t.name for t in (await client.list_tools()).tools]
@@ -164,6 +165,28 @@ async def test_a_plugin_withdraws_and_offers_a_tool_and_clients_hear_it(plexor):
         await _until(lambda: "notifications/tools/list_changed" in heard)
         assert "feed_extra" in [t.name for t in (await client.list_tools()).tools]
         assert (await client.call_tool("feed_extra", {})).structured_content == {"here": True}
+
+
+async def test_a_session_hears_of_a_list_it_fetched_once_per_change_it_has_not_seen(plexor):
+    """``*/list_changed`` only for a list the session fetched, and once until it fetches it again:
+    unsolicited ones break mcp 1.x clients that are closing (tests/clients, the mcp 1.x sessions)."""
+    heard: list[str] = []
+
+    async def handler(message: object) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method:
+            heard.append(method)
+
+    async with plexor.client([("feed", offering_plugin())], mode="legacy", message_handler=handler) as client:
+        await client.list_tools()  # never the prompts
+        await client.call_tool("feed_switch", {"on": False})
+        await _until(lambda: "notifications/tools/list_changed" in heard)
+        await client.call_tool("feed_switch", {"on": True})  # changed again, not fetched since: nothing new
+        await client.list_tools()
+        await client.call_tool("feed_switch", {"on": False})
+        await _until(lambda: heard.count("notifications/tools/list_changed") >= 2)
+        await client.list_tools()  # a round trip after the last notification was sent
+    assert heard == ["notifications/tools/list_changed"] * 2, heard
 
 
 async def test_a_modern_client_hears_offer_changes_on_its_listen_stream(plexor):

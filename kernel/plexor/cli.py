@@ -198,6 +198,7 @@ def tools_cmd(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(tools, indent=2))
         return
+    accepts = {t.name: t.signature.accepts or t.signature.input_schema for t in good}  # unions whole, for people
     import textwrap
 
     from plexor.schema import _type_text  # the wording of the kernel's argument errors
@@ -206,7 +207,7 @@ def tools_cmd(as_json: bool) -> None:
         first = (entry["description"] or "").strip().split("\n\n")[0]
         click.echo(f"{entry['name']}  [{entry['plugin']}]")
         click.echo(textwrap.fill(" ".join(first.split()), 100, initial_indent="    ", subsequent_indent="    "))
-        props = entry["input_schema"].get("properties", {})
+        props = accepts[entry["name"]].get("properties", {})
         required = set(entry["input_schema"].get("required", []))
         for name, prop in props.items():
             click.echo(f"    - {name}: {_type_text(prop)}{' (required)' if name in required else ''}")
@@ -272,7 +273,7 @@ def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
             failed = exc.data.get("state") == "failed" and not (rec is not None and rec.failed_by_config)
             return ("failed" if failed else "usage", exc.render())
         try:
-            args = _parse_args(pairs, raw_json, spec.signature.input_schema)
+            args = _parse_args(pairs, raw_json, spec.signature.accepts or spec.signature.input_schema)
         except click.UsageError as exc:
             return ("usage", exc.format_message())
         return ("ok", await kernel.call_tool(spec.name, args))

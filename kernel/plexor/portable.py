@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-__all__ = ["JSONObject", "JSONText", "portable"]
+__all__ = ["JSONObject", "JSONText", "one_branch", "plain", "portable"]
 
 
 def _json_kind(value: Any) -> str:
@@ -73,20 +73,41 @@ _NULL = {"type": "null"}
 _NOT_SCHEMAS = frozenset({"default", "enum", "const", "examples", "required"})
 
 
-def portable(schema: dict[str, Any]) -> dict[str, Any]:
+def portable(schema: dict[str, Any], *, narrow: bool = True) -> dict[str, Any]:
     """Rewrite a generated JSON schema into the shape every model API's converter keeps.
 
     ``$ref`` to ``$defs`` are inlined (a recursive one is kept, with its ``$defs``);
     ``additionalProperties: false`` is dropped from objects that list their
-    properties; ``anyOf: [T, null]`` becomes ``type: [T, "null"]`` when T is a
-    plain typed schema, and otherwise T gets the description too.
+    properties; ``anyOf: [T, null]`` becomes ``type: [T, "null"]`` when T is a plain
+    typed schema, and otherwise T gets the description too.
+
+    With ``narrow`` (what is advertised), every property reads as one plain type, because
+    several converters cannot read a type list or an ``anyOf`` (docs/authoring.md measures
+    them): a property left out of ``required`` loses ``null`` (leaving it out already says
+    "not given"), and a union advertises one of its branches, which the tool accepts like
+    any other: a value or a list of values (``str | list[str]``) is a list, a choice of
+    scalars (``str | int``) a string when it may be one. Without ``narrow``, the whole
+    accepted type is kept (the kernel words its errors from it).
     """
     defs = schema.get("$defs", {})
     kept: dict[str, Any] = {}
     out = _rewrite({k: v for k, v in schema.items() if k != "$defs"}, defs, (), kept)
     if kept:
         out["$defs"] = {name: _rewrite(defs[name], defs, (name,), kept) for name in defs}
-    return dict(out)
+    return _narrow(out) if narrow else dict(out)
+
+
+def _narrow(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_narrow(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: (v if k in _NOT_SCHEMAS or k == "properties" else _narrow(v)) for k, v in node.items()}
+    if isinstance(out.get("properties"), dict):
+        required = set(out.get("required") or ())
+        out["properties"] = {name: _narrow(prop if name in required else plain(prop))
+                             for name, prop in out["properties"].items()}
+    return one_branch(out)
 
 
 def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...], kept: dict[str, Any]) -> Any:
@@ -114,4 +135,57 @@ def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...], kept: dict[
         if isinstance(other, dict) and "description" in rest:
             other = {**other, "description": rest["description"]}
         return {**rest, "anyOf": [other, _NULL]}
+    return out
+
+
+def plain(prop: Any) -> Any:
+    """An optional property's schema without ``null``: ``type: [T, "null"]`` becomes ``type: T``, and
+    ``anyOf: [S, null]`` becomes S (with the property's description, default and other keys). It says
+    ``"nullable": true`` instead: smolagents reads every input without it as required, and the
+    others ignore it (null is "not given" to the kernel)."""
+    if not isinstance(prop, dict):
+        return prop
+    out = {**prop, "nullable": True}  # "default": null stays too: dspy reads a property without a default as required
+    typ = out.get("type")
+    if isinstance(typ, list) and "null" in typ:
+        rest = [t for t in typ if t != "null"]
+        if rest:
+            out["type"] = rest[0] if len(rest) == 1 else rest
+    if isinstance(out.get("enum"), list) and None in out["enum"] and len(out["enum"]) > 1:
+        out["enum"] = [v for v in out["enum"] if v is not None]
+    options = out.get("anyOf")
+    if isinstance(options, list) and _NULL in options:
+        rest = [o for o in options if o != _NULL]
+        if len(rest) == 1 and isinstance(rest[0], dict):
+            del out["anyOf"]
+            return plain({**rest[0], **out})  # an enum, an object: their own keys, and ours
+        if rest:
+            out["anyOf"] = rest
+    return out
+
+
+_SCALARS = ("string", "number", "integer", "boolean")
+
+
+def one_branch(prop: dict[str, Any]) -> dict[str, Any]:
+    """A union without ``null`` as one of its branches: ``[T, list of T]`` as the list, a choice of
+    plain scalars as its string (else number, else the first). Any other union is kept."""
+    options = prop.get("anyOf")
+    if not isinstance(options, list) or len(options) < 2 or _NULL in options \
+            or not all(isinstance(o, dict) for o in options):
+        return prop
+    chosen: dict[str, Any] | None = None
+    if len(options) == 2:
+        for one, other in (options, options[::-1]):
+            if one.get("type") == "array" and one.get("items") == other:
+                chosen = one
+    if chosen is None and all(o.get("type") in _SCALARS and set(o) <= {"type", "format"} for o in options):
+        types = [o["type"] for o in options]
+        pick = next((t for t in ("string", "number") if t in types), types[0])
+        chosen = next(o for o in options if o["type"] == pick)
+    if chosen is None:
+        return prop
+    out = {**chosen, **{k: v for k, v in prop.items() if k != "anyOf"}}
+    if chosen.get("type") == "array" and "default" in out and not isinstance(out["default"], list):
+        out["default"] = [out["default"]]  # "*" as the list it stands for, so the default fits the type
     return out

@@ -10,11 +10,12 @@ some valid JSON Schema. So the generated schema has no ``$ref`` (``$defs`` are
 inlined), no boolean ``additionalProperties`` on objects that declare their
 properties (Google's converter crashes on it; OpenAI's strict conversion closes
 objects itself, and the validator refuses unknown properties anyway), and
-nullable values as ``"type": [T, "null"]`` (Google's converter drops the
-description of a nullable ``anyOf``). A parameter with a default (other than
-a choice of values) also accepts ``null``, meaning "use the default": OpenAI's
-strict mode makes every property required, and null is how a model in that mode
-leaves one out.
+optional parameters declared with their plain type, left out of ``required``
+(a type list or a nullable ``anyOf`` breaks semantic-kernel, autogen, dspy,
+anthropic's ``transform_schema``, LangChain.js and Ollama: docs/authoring.md).
+Every optional parameter also accepts ``null``, meaning "not given" (its
+default): strict-mode converters make every property required and nullable,
+and null is how a model in that mode leaves one out.
 Scalars are strict: arguments are checked as JSON (a boolean is not an integer,
 ``"5"`` is not a number), the way the advertised schema says.
 """
@@ -132,6 +133,9 @@ class Signature:
     json_validator: Any = None  # for a hand-written input schema (jsonschema), instead of ``model``
     defaults: dict[str, Any] = field(default_factory=dict)  # parameters whose null means "the default"
     strict: bool = True  # False for prompts: MCP sends their arguments as strings ("3" for an int)
+    # What the validator accepts, unions and null included, where the advertised schema says less
+    # (portable(): one plain type per property); errors are worded from it.
+    accepts: dict[str, Any] | None = None
 
     def validate(self, arguments: dict[str, Any] | None) -> dict[str, Any]:
         """Check ``arguments``; raise :class:`InvalidArgument` naming each bad one."""
@@ -195,7 +199,7 @@ class Signature:
             return self.model.model_validate_json(_JSON.encode(_whole_floats(arguments)).encode(), strict=True)
 
     def _problems(self, exc: Any, arguments: dict[str, Any]) -> list[str]:
-        props = self.input_schema.get("properties", {})
+        props = (self.accepts or self.input_schema).get("properties", {})
         errors = exc.errors(include_url=False)
         by_top: dict[str, list[Any]] = {}
         for err in errors:
@@ -221,6 +225,13 @@ class Signature:
         return problems
 
     def _validate_json(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        # null for an optional property means "not given" (strict-mode converters send it), even
+        # where the hand-written schema would refuse it: the function never sees that key.
+        required = set(self.input_schema.get("required") or ())
+        props = self.input_schema.get("properties") or {}
+        arguments = {k: v for k, v in arguments.items()
+                     if not (v is None and k not in required and isinstance(props.get(k), dict)
+                             and not self.json_validator.evolve(schema=props[k]).is_valid(None))}
         problems = []
         for err in sorted(self.json_validator.iter_errors(arguments), key=lambda e: list(e.absolute_path)):
             where = ".".join(str(p) for p in err.absolute_path)
@@ -258,7 +269,7 @@ def _whole_floats(value: Any) -> Any:
 
 
 def _accepted(sig: Signature) -> str:
-    props = sig.input_schema.get("properties", {})
+    props = (sig.accepts or sig.input_schema).get("properties", {})
     required = set(sig.input_schema.get("required", []))
     if not props:
         return "This takes no arguments; call it with {}."
@@ -344,24 +355,29 @@ def analyse(
         if ann is inspect.Parameter.empty:
             ann = Any
         default = ... if param.default is inspect.Parameter.empty else param.default
-        if strict and default is not ... and not _admits_none(ann) and not _is_header(ann) and not _is_choice(ann):
-            # null means "the default": how a model in OpenAI's strict mode leaves it out (a choice
-            # keeps its plain enum, which clients render as a list; a model picks one of its values)
+        if strict and default is not ... and not _admits_none(ann):
+            # null means "not given", so the default: strict-mode converters make every property
+            # required and nullable, and send null for one the model leaves out. The schema still
+            # says the plain type (portable() keeps null out of optional properties).
             defaults[name] = default
             ann = typing.Optional[ann]  # noqa: UP045 - ann may be a string or special form
         fields[name] = (ann, pydantic.Field(default, description=param_docs.get(name)))
         names.append(name)
     model = None
     schema: dict[str, Any] = {"type": "object", "properties": {}}
+    accepts: dict[str, Any] | None = None
     if fields:
         model = pydantic.create_model(  # type: ignore[call-overload]
             f"{getattr(func, '__name__', 'tool')}_arguments",
             __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
             **fields,
         )
-        schema = portable(_strip_titles(model.model_json_schema()))
-        schema.pop("additionalProperties", None)
-        schema.setdefault("properties", {})
+        generated = _strip_titles(model.model_json_schema())
+        schema = portable(generated)
+        accepts = portable(generated, narrow=False)
+        for each in (schema, accepts):
+            each.pop("additionalProperties", None)
+            each.setdefault("properties", {})
         _mark_headers(func, hints, names, schema)
     wraps = False
     if output_schema is None:
@@ -370,7 +386,7 @@ def analyse(
         output_schema = {"type": "object", "properties": {"result": output_schema}, "required": ["result"]}
         wraps = True
     return Signature(description, schema, tuple(context), tuple(names), model, output_schema, wraps,
-                     defaults=defaults, strict=strict)
+                     defaults=defaults, strict=strict, accepts=accepts)
 
 
 def _admits_none(ann: Any) -> bool:
@@ -383,20 +399,6 @@ def _admits_none(ann: Any) -> bool:
     if typing.get_origin(ann) is typing.Literal:
         return None in typing.get_args(ann)
     return False
-
-
-def _is_choice(ann: Any) -> bool:
-    import enum
-
-    if typing.get_origin(ann) is Annotated:
-        return _is_choice(typing.get_args(ann)[0])
-    return typing.get_origin(ann) is typing.Literal or (isinstance(ann, type) and issubclass(ann, enum.Enum))
-
-
-def _is_header(ann: Any) -> bool:
-    from plexor.params import Header
-
-    return any(isinstance(meta, Header) for meta in getattr(ann, "__metadata__", ()))
 
 
 def _mark_headers(func: Callable[..., Any], hints: dict[str, Any], names: list[str], schema: dict[str, Any]) -> None:

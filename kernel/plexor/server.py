@@ -35,6 +35,7 @@ from plexor.serving.asked import (
     stateless_era,
 )
 from plexor.serving.boot import Boot
+from plexor.serving.lists import saw, unseen_change
 from plexor.serving.session import check_order, explain_params
 
 __all__ = ["RESOURCE_NOT_FOUND", "Boot", "build_server"]
@@ -182,6 +183,7 @@ class Handlers:
         self._listening: Any = None  # the notifier's unsubscribe, once subscribed from the serving loop
         self._pending: dict[tuple[str, str], Any] = {}  # events coalesced until the loop's next turn
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.closing = False  # set when the kernel drains: no more change notifications to anyone
         self.task_events: Any = lambda event: None  # tasks/status events, to plexor.tasks.listen (build_server)
         kernel.on_change(self.on_change)
 
@@ -264,9 +266,11 @@ class Handlers:
                          "resources/list_changed": ResourcesListChanged()}.get(event.kind)
             self.bus.fan_out(sdk_event if sdk_event is not None else ResourceUpdated(uri=str(uri)))
             for session in self.sessions.all():
-                if not getattr(session, "has_standalone_channel", True):
+                if self.closing or not getattr(session, "has_standalone_channel", True):
                     continue
                 if event.kind == "resources/updated" and uri not in _state(session).get(SUBSCRIPTIONS, ()):
+                    continue
+                if sdk_event is not None and not unseen_change(_state(session), event.kind):
                     continue
                 task = asyncio.get_running_loop().create_task(self._send(session, event.kind, uri))
                 self._tasks.add(task)
@@ -448,6 +452,7 @@ class Handlers:
             connection = getattr(ctx.session, "_connection", None)
             if connection is not None:
                 self.sessions.add(connection)
+                saw(_state(connection), ctx.method)  # tools/list, ...: changes from now on are news to it
         if ctx.method in ASKING_METHODS and ctx.params and "inputResponses" in ctx.params and stateless_era(ctx):
             check_input_responses(ctx.params["inputResponses"])
         started = time.perf_counter()
@@ -500,6 +505,7 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     listen = Listen(h.bus, kernel)  # the SDK's listen contract, plus the tasks extension's taskIds
     h.task_events = listen.on_task_event
     kernel.on_drain(listen.close)  # open listen streams end (gracefully) when the server drains
+    kernel.on_drain(lambda: setattr(h, "closing", True))  # a closing session is told nothing more
 
     with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28, still served to 2025 clients
         warnings.simplefilter("ignore")

@@ -5,8 +5,8 @@
 
 Python clients: one venv per library (they pin ``mcp`` 1.x or 2.x independently of Plexor's), built
 from ``tests/clients/requirements/<client>.txt`` (a full ``pip freeze``, installed with ``--no-deps``).
-Node clients (the TypeScript SDK, the AI SDK's MCP client, mcp-remote, and Node 22 for the AI SDK
-when the system's is older): ``npm ci`` of ``tests/clients/package.json`` and its lock.
+Node clients (the TypeScript SDK, the AI SDK's MCP client, mcp-remote, LangChain.js's MCP adapters, and
+Node 22 for the AI SDK when the system's is older): ``npm ci`` of ``tests/clients/package.json`` and its lock.
 
 Where: ``$PLEXOR_CLIENTS_CACHE``, else ``$XDG_CACHE_HOME/plexor/clients``, else
 ``~/.cache/plexor/clients``: outside the checkout, so a fresh clone (CI) on the same machine reuses it.
@@ -31,7 +31,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements"
-PYTHON_CLIENTS = ("fastmcp", "langchain-mcp-adapters", "pydantic-ai", "openai-agents", "llama-index-tools-mcp")
+PYTHON_CLIENTS = ("fastmcp", "langchain-mcp-adapters", "pydantic-ai", "openai-agents", "llama-index-tools-mcp",
+                  # the agent frameworks of test_frameworks.py, and a plain mcp 1.x ClientSession
+                  "anthropic", "ollama", "semantic-kernel", "autogen-ext", "dspy", "smolagents", "mcp-1",
+                  "decoding")  # llguidance and outlines-core, over every tool's schema
 NODE_MIN = (22, 0)  # @ai-sdk/mcp's engines field; the SDK and mcp-remote need less
 INSTALL_TIMEOUT = 900
 
