@@ -397,3 +397,21 @@ async def test_resource_templates(edgelake: Any) -> None:
         with pytest.raises(Exception, match="error 132: Local table not declared") as missing:
             await client.read_resource("edgelake://database/mydb/table/nope")
         assert missing.value.error.code == -32002  # not found, like an unknown database (was -32603)
+
+
+async def test_repeated_and_alternating_queries_each_send_their_own_command(edgelake: Any, node: StandIn) -> None:
+    # The plugin remembers the command rendered for the same arguments (issue 27, overhead): a repeat, another
+    # where, another limit or another destination must each still send exactly their own command.
+    base = {"database": "mydb", "table": "temperature", "select": "device, value"}
+    calls = [({"where": "device = 'dev1'", "limit": 3}, "network"),
+             ({"where": "device = 'dev2'", "limit": 3}, "network"),
+             ({"where": "device = 'dev1'", "limit": 2}, "network"),
+             ({"where": "device = 'dev1'", "limit": 3, "destination": "local"}, None),
+             ({"where": "device = 'dev1'", "limit": 3}, "network")]
+    async with edgelake() as client:
+        results = [await call(client, "query", **base, **args) for args, _ in calls]
+    sent = [(r.command, r.destination or None) for r in node.requests if r.command.startswith("sql ")]
+    assert sent == [(f'sql mydb format = json "select device, value from temperature where {a["where"]} '
+                     f'limit {a["limit"]}"', dest) for a, dest in calls]
+    assert [r["source"]["command"] for r in results] == [c for c, _ in sent]
+    assert [len(r["rows"]) for r in results][:3] == [3, 3, 2] and results[4]["rows"] == results[0]["rows"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from plexor import InvalidArgument, NotFound, Result
@@ -76,6 +76,9 @@ class Engine:
         """The command, and the SQL built for it (its ``renames``, ``order``, ``limit``), if any."""
         if plan.constant is not None:
             return plan.constant, None
+        key = _render_key(plain, destination) if types is None else None
+        if key is not None and key in plan.rendered:
+            return plan.rendered[key]  # the same arguments again: the same command (rendering is pure)
         assert tool.command is not None
         values: dict[str, str | None] = {name: param.render(plain[name]) for name, param in tool.params.items()}
         network = destination is not None
@@ -87,7 +90,12 @@ class Engine:
             else:
                 values[name] = cmd.BUILDERS[builder](plain, network, types)
                 sql = values[name] if builder == "select_statement" else sql
-        return cmd.render_command(tool.command, tool.clauses, values), sql
+        rendered = cmd.render_command(tool.command, tool.clauses, values), sql
+        if key is not None:
+            if len(plan.rendered) >= _RENDERED_MAX:
+                plan.rendered.clear()
+            plan.rendered[key] = rendered
+        return rendered
 
     async def run(self, tool: ToolDef, args: Mapping[str, Any], node_choice: str | None = None,
                   dry_run: bool = False) -> Result:
@@ -336,6 +344,16 @@ def _plain_args(tool: ToolDef, args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_RENDERED_MAX = 256  # rendered commands remembered per tool
+
+
+def _render_key(plain: Mapping[str, Any], destination: str | None) -> tuple[Any, ...] | None:
+    """What a rendered command depends on besides the tool (and the column types, when known: not cached),
+    or None when a value is not a plain scalar; the types are part of the key, so ``1`` is not ``True``."""
+    types = tuple(map(type, plain.values()))
+    if not _SCALARS.issuperset(types):
+        return None
+    return destination, tuple(plain.items()), types
 
 
 @dataclass
@@ -345,6 +363,7 @@ class _Plan:
     tool: ToolDef
     constant: str | None  # the command of a tool without parameters or builders
     fast_select: bool     # its select_statement parts are parameters of the standard types
+    rendered: dict[tuple[Any, ...], tuple[str, Any]] = field(default_factory=dict)  # by _render_key
 
     @classmethod
     def of(cls, tool: ToolDef) -> _Plan:

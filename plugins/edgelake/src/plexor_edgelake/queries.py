@@ -18,6 +18,7 @@ _LIKE = re.compile(r"(?i)\blike\b")
 _TIME_LITERAL = re.compile(r"'\d{4}-\d{2}-\d{2}")
 _AGG_ITEM = re.compile(r"^(count|avg|sum|min|max)\s*\(\s*(?:distinct\s+)?([\w.*]*)\s*\)$", re.I)
 _GROUPING = re.compile(r"(?i)\b(?:distinct|count|avg|sum|min|max)\b")
+_ALIASED = re.compile(r"^(.*?)\s+as\s+(\w+)$", re.I | re.S)
 _ERROR_TAIL = re.compile(r'\{\s*"(?:method|node|err_code|err_text|Result\.set)"\s*:')
 
 
@@ -84,7 +85,7 @@ def _result_kinds(select: str, types: Mapping[str, str] | None, columns: list[st
 
     exprs: dict[str, str] = {}
     for item in _items(select or "*"):
-        m = re.match(r"^(.*?)\s+as\s+(\w+)$", item, re.I | re.S)
+        m = _ALIASED.match(item)
         body, alias = (m.group(1).strip(), m.group(2)) if m else (item.strip(), item.strip())
         exprs[alias.lower()] = body
     out = {}
@@ -131,7 +132,10 @@ def finish(data: dict[str, Any], sql: Any, plain: Mapping[str, Any], types: Mapp
         return []
     warnings: list[str] = []
     columns = list(data.get("columns") or (rows[0].keys() if rows and isinstance(rows[0], dict) else []))
-    kinds = _result_kinds(plain.get("select") or "*", types, columns)
+    blank = "" if not network else None  # how the node writes NULL in JSON: "" locally, null over the network
+    kinds: Mapping[str, str] = {}  # a JSON answer with no NULL-like value needs no kinds (costly to derive per call)
+    if table_format or any(blank in row.values() for row in rows if isinstance(row, dict)):
+        kinds = _result_kinds(plain.get("select") or "*", types, columns)
     if table_format:
         warnings += type_table_rows(rows, kinds)
         warnings += _table_nulls(rows, kinds)
