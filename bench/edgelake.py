@@ -123,6 +123,8 @@ def bare_server() -> None:
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         a = params.arguments or {}
+        if "port" not in a:  # no node: the SDK's own stdio round trip (bench/edgelake_cpu.py's floor)
+            return types.CallToolResult(content=[types.TextContent(type="text", text="")])
         body = bare.request(int(a["port"]), a["command"], a.get("destination"))
         return types.CallToolResult(content=[types.TextContent(type="text", text=body.decode("utf-8", "replace"))])
 

@@ -8,7 +8,10 @@ the same EdgeLake command three ways, in interleaved batches on warm connections
 * **plexor**: ``edgelake_node_status`` / ``edgelake_query`` through ``plexor serve`` over stdio,
   driven by the SDK's ``ClientSession`` in this process;
 * **sdk**: a bare ``mcp`` low-level server over stdio whose one tool sends the same request with
-  ``http.client`` and returns the body (``bench/edgelake.py --bare-server``): the protocol's floor.
+  ``http.client`` and returns the body (``bench/edgelake.py --bare-server``): what any MCP server pays;
+* **sdk-noop**: the same bare server in a process of its own, its tool called without a node (it
+  returns an empty text at once): the SDK's stdio round trip alone, the floor under any MCP call;
+* **before** (with ``--before DIR``): ``plexor serve`` from another copy of the code.
 
 For each batch it records the wall time per call, the client's CPU per call (``time.process_time``
 of this process: the SDK client's stdio reading, JSON-RPC framing and validation) and the server
@@ -43,7 +46,7 @@ sys.path.insert(0, str(HERE))
 from edgelake import CASES, _bare_request, start_node  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
-WHO = ["direct", "plexor", "sdk"]
+WHO = ["direct", "plexor", "sdk", "sdk-noop"]
 PROFILED = """
 import cProfile, runpy, sys, time
 out = sys.argv[1]
@@ -91,6 +94,7 @@ async def measure(host: str, port: int, batches: int, calls: int, profile: str |
     if profile:  # CPU time, not wall time: on a loaded machine a wall-clock profile charges preemption to syscalls
         plexor_args = ["-c", PROFILED, profile]
     servers = {"plexor": (plexor_args, env), "sdk": ([str(HERE / "edgelake.py"), "--bare-server"], env)}
+    servers["sdk-noop"] = servers["sdk"]  # the same bare server, called without a node: the SDK round trip alone
     who = WHO + (["before"] if before else [])
     if before:  # the same server from another copy of the code (kernel/plexor and plexor_edgelake in DIR)
         servers["before"] = (["-m", "plexor", "serve"], {**env, "PYTHONPATH": before})
@@ -101,9 +105,9 @@ async def measure(host: str, port: int, batches: int, calls: int, profile: str |
         pids: dict[str, int] = {}
         for name, (args, server_env) in servers.items():
             known = children()
-            r, w = await stack.enter_async_context(stdio_client(StdioServerParameters(
+            read, write = await stack.enter_async_context(stdio_client(StdioServerParameters(
                 command=sys.executable, args=args, env=server_env)))
-            sessions[name] = await stack.enter_async_context(ClientSession(r, w))
+            sessions[name] = await stack.enter_async_context(ClientSession(read, write))
             await sessions[name].initialize()
             await sessions[name].list_tools()
             (pids[name],) = children() - known
@@ -115,6 +119,8 @@ async def measure(host: str, port: int, batches: int, calls: int, profile: str |
             for _ in range(n):
                 if whom == "direct":
                     _bare_request(host, port, command, destination)
+                elif whom == "sdk-noop":
+                    await sessions[whom].call_tool("request", {})
                 elif whom != "sdk":
                     r = await sessions[whom].call_tool(f"edgelake_{case}", args)
                     assert not r.is_error, r
@@ -147,7 +153,7 @@ def table(out: dict[str, Any], batches: int, calls: int, node: str) -> str:
              "| call | who | wall (µs) | client CPU (µs) | server CPU (µs) | CPU total (µs) |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
     summary = ["", "Added per call over the direct request (wall: ``server − direct``; CPU: the client's and the "
-               "server's, less the direct request's own CPU)", "",
+               "server's, less the direct request's own CPU; for sdk-noop, which sends no request, all of it)", "",
                "| call | server | added wall (µs) | added CPU (µs) | wall ratio | CPU ratio |",
                "| --- | --- | ---: | ---: | ---: | ---: |"]
     for case, by in out.items():
@@ -159,7 +165,9 @@ def table(out: dict[str, Any], batches: int, calls: int, node: str) -> str:
         for w, m in med.items():
             if w != "direct":
                 cpu = m["client"] + m["server"]
-                summary.append(f"| {case} | {w} | {us(m['wall'] - d['wall'])} | {us(cpu - d['client'])} "
+                # sdk-noop sends no request: all of it is what MCP adds (its ratio: to the direct request)
+                base_wall, base_cpu = (0.0, 0.0) if w == "sdk-noop" else (d["wall"], d["client"])
+                summary.append(f"| {case} | {w} | {us(m['wall'] - base_wall)} | {us(cpu - base_cpu)} "
                                f"| {m['wall'] / d['wall']:.2f}× | {cpu / d['client']:.2f}× |")
     return "\n".join(lines + summary)
 
