@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -86,6 +88,7 @@ async def measure(host: str, port: int, batches: int, calls: int, profile: str |
     from mcp.client.stdio import stdio_client
 
     home = Path(tempfile.mkdtemp(prefix="plexor-bench-edgelake-cpu-"))
+    atexit.register(shutil.rmtree, home, True)
     (home / "config").mkdir()
     (home / "config" / "plexor.toml").write_text(f'[edgelake]\nnodes = ["{host}:{port}"]\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
