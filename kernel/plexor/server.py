@@ -528,6 +528,10 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         )
     h.server = server
     server.path.add("session", h.guidance_middleware)
+    from plexor.limits import value
+    from plexor.serving.bounds import echo_middleware
+
+    server.path.add("limits", echo_middleware(int(value("echoed_length", kernel.environ))))
     from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
     # Inside the guidance middleware, so a refused requestState gets its advice appended.

@@ -278,6 +278,10 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         if event_store is not None:
             app = SessionBinding(app)  # events are bound to their session
     app = AnswerIds(app)
+    if opts.transport != "sse":  # legacy SSE answers on the event stream (plexor.serving.sse), and its parser refuses
+        from plexor.serving.bounds import NestingLimit
+
+        app = NestingLimit(app, opts.max_body_bytes)  # both eras, before anything runs
     from plexor.auth import protect  # OAuth resource server, scopes and profiles, when configured (docs/security.md)
 
     app, oauth = protect(app, kernel, server, token=opts.token, max_body=opts.max_body_bytes, issuer=opts.auth_issuer,
