@@ -67,8 +67,8 @@ def _answer(response: httpx.Response) -> dict:
     return response.json()
 
 
-async def _echo_through_sdk(url: str, mode: str, token: str | None = None) -> str:
-    """A second, well-behaved client: the SDK's own, in era ``mode``; the echoed text."""
+async def _echo_through_sdk(url: str, mode: str, token: str | None = None, tool: str = "test_echo") -> str:
+    """A second, well-behaved client: the SDK's own, in era ``mode``; the tool's text."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -76,7 +76,7 @@ async def _echo_through_sdk(url: str, mode: str, token: str | None = None) -> st
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
             Client(streamable_http_client(url, http_client=http), mode=mode) as client:
-        result = await client.call_tool("test_echo", {"text": "still served"})
+        result = await client.call_tool(tool, {"text": "still served"} if tool == "test_echo" else {})
         assert not result.is_error, result
         return str(result.content[0].text)
 
@@ -122,3 +122,180 @@ def test_an_echoed_progress_token_or_id_is_length_capped(tmp_path):
         assert "still served" in modern_post(served, "tools/call", {"name": "test_echo", "arguments": {
             "text": "still served"}}, name="test_echo")[1]["result"]["content"][0]["text"]
         assert healthz(served)["kernel"]["state"] == "ready"
+
+
+# ---------------------------------------------------------------- JWKS and introspection fetches
+class Keys:
+    """A misbehaving authorization server (the attacker's, or one having a bad day): serves its JWKS
+    as ``mode`` says (``ok``, ``500``, ``drip``: a byte every 5 s, ``huge``: ``size`` bytes) and counts
+    each fetch. Only the failures the real one cannot be made to show are played here."""
+
+    def __init__(self, mode: str = "ok", size: int = 0) -> None:
+        import http.server
+        import threading
+
+        from auth.support import rsa_jwk
+
+        self.key, jwk = rsa_jwk("k1")
+        public = {k: v for k, v in jwk.items() if k in ("kty", "n", "e", "kid", "use", "alg")}
+        self.document = json.dumps({"keys": [public]}).encode()
+        self.mode, self.size, self.fetches = mode, size, 0
+        self.stop = threading.Event()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802 - the stdlib's name
+                outer.fetches += 1
+                outer.serve(self)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def serve(self, handler) -> None:
+        if self.mode == "500":
+            handler.send_error(500)
+            return
+        body = self.document
+        if self.mode == "huge":  # valid JSON, mostly padding
+            body = b'{"keys": [], "pad": "' + b"x" * self.size + b'"}'
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        if self.mode != "drip":
+            handler.wfile.write(body)
+            return
+        for byte in body:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            if self.stop.wait(5):
+                return
+
+    def mint(self, resource: str, sub: str = "alice", **claims) -> str:
+        import time
+
+        import jwt
+
+        now = int(time.time())
+        body = {"iss": self.url, "aud": resource, "sub": sub, "client_id": "c", "scope": "ledger:read ledger:write",
+                "iat": now, "exp": now + 300, **claims}
+        return jwt.encode(body, self.key, algorithm="RS256", headers={"kid": "k1"})
+
+    def close(self) -> None:
+        self.stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _oauth(tmp_path, keys: Keys, env: dict[str, str] | None = None, args: tuple[str, ...] = ()):
+    from auth.support import free_port, served_plexor
+
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    auth = {"issuer": keys.url, "resource": resource, "jwks_uri": keys.url + "/jwks", "leeway": 0}
+    return served_plexor(tmp_path / "home", port, auth=auth, args=args, env=env), resource
+
+
+LEDGER = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "ledger_balance", "arguments": {}}}
+
+
+def _call(px, token: str, body=LEDGER, **headers) -> httpx.Response:
+    return httpx.post(px.url, json=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}", **headers},
+                      timeout=60)
+
+
+async def test_with_oauth_on_deep_nesting_is_400_not_500(tmp_path):
+    keys = Keys()
+    try:
+        served, _resource = _oauth(tmp_path, keys)
+        with served as px:
+            for levels in (201, 5000):
+                deep = json.loads(deep_call(2))
+                deep["params"]["name"] = "ledger_post"
+                body = json.dumps(deep).replace("[[]]", "[" * levels + "]" * levels)
+                r = httpx.post(px.url, content=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {px.static}"},
+                               timeout=30)
+                assert r.status_code == 400 and r.json()["error"]["code"] == -32600, (levels, r.status_code, r.text[:200])
+                assert "200 levels" in r.json()["error"]["message"]
+            assert px.calls() == []  # nothing ran
+            for mode in ("legacy", "2026-07-28"):
+                assert "balance" in await _echo_through_sdk(px.url, mode, px.static, tool="ledger_balance")
+    finally:
+        keys.close()
+
+
+async def _burst(px, tokens: list[str]) -> list[httpx.Response]:
+    async with httpx.AsyncClient(timeout=60) as http:
+        import asyncio
+
+        return list(await asyncio.gather(*(http.post(px.url, json=LEDGER, headers={
+            **MCP_HEADERS, "Authorization": f"Bearer {t}"}) for t in tokens)))
+
+
+async def test_keys_that_cannot_be_loaded_are_fetched_once_then_backed_off(tmp_path):
+    keys = Keys("500")
+    try:
+        served, resource = _oauth(tmp_path, keys)
+        with served as px:
+            stranger = Keys()  # a token of another issuer, signed by its key: never makes this server fetch
+            try:
+                refused = await _burst(px, [stranger.mint(resource)] * 5 + [keys.mint(resource, aud="http://other/mcp")])
+            finally:
+                stranger.close()
+            assert [r.status_code for r in refused] == [401] * 6 and keys.fetches == 0
+            answers = await _burst(px, [keys.mint(resource, sub=f"u{i}") for i in range(40)])
+            assert [r.status_code for r in answers] == [401] * 40
+            assert keys.fetches <= 2, keys.fetches  # was 81 (two per request, no back-off)
+            assert any("not asked again" in r.headers["www-authenticate"] for r in answers)
+            for mode in ("legacy", "2026-07-28"):  # the static token's client is served throughout
+                assert "balance" in await _echo_through_sdk(px.url, mode, px.static, tool="ledger_balance")
+            keys.mode = "ok"  # the server recovers once the back-off has passed
+            import time
+
+            deadline = time.monotonic() + 30
+            while (ok := _call(px, keys.mint(resource))).status_code == 401 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert ok.status_code == 400 or ok.status_code == 200, ok.text  # past the token check (no session: 400)
+            assert keys.fetches <= 8
+    finally:
+        keys.close()
+
+
+async def test_a_dripping_key_set_is_cut_off_at_the_total_deadline(tmp_path):
+    import time
+
+    keys = Keys("drip")
+    try:
+        served, resource = _oauth(tmp_path, keys, env={"PLEXOR_AUTH_FETCH_SECONDS": "2"})
+        with served as px:
+            started = time.monotonic()
+            answers = await _burst(px, [keys.mint(resource, sub=f"u{i}") for i in range(5)])
+            took = time.monotonic() - started
+            assert [r.status_code for r in answers] == [401] * 5
+            assert took < 10, took  # was unanswered at 70 s: the 10 s timeout was per read
+            assert keys.fetches == 1  # one fetch in flight, its outcome shared
+            assert "PLEXOR_AUTH_FETCH_SECONDS" in answers[0].headers["www-authenticate"]
+            assert "balance" in await _echo_through_sdk(px.url, "2026-07-28", px.static, tool="ledger_balance")
+    finally:
+        keys.close()
+
+
+async def test_a_huge_key_set_is_refused_at_the_size_cap_without_growing_the_server(tmp_path):
+    keys = Keys("huge", size=24 * 2**20)
+    try:
+        served, resource = _oauth(tmp_path, keys, env={"PLEXOR_AUTH_FETCH_BYTES": "65536"})
+        with served as px:
+            pid = int(healthz(px, px.static)["pid"])
+            before = rss_mib(pid)
+            r = _call(px, keys.mint(resource))
+            assert r.status_code == 401 and "PLEXOR_AUTH_FETCH_BYTES" in r.headers["www-authenticate"], r.headers
+            grown = rss_mib(pid) - before
+            assert grown < 12, grown  # a 24 MiB key set read whole would add several times that
+            assert "balance" in await _echo_through_sdk(px.url, "legacy", px.static, tool="ledger_balance")
+    finally:
+        keys.close()
