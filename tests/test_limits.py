@@ -299,3 +299,91 @@ async def test_a_huge_key_set_is_refused_at_the_size_cap_without_growing_the_ser
             assert "balance" in await _echo_through_sdk(px.url, "legacy", px.static, tool="ledger_balance")
     finally:
         keys.close()
+
+
+# ---------------------------------------------------------------- subscriptions and listen
+def _listen_body(rid: int, uris: list[str]) -> dict:
+    return {"jsonrpc": "2.0", "id": rid, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": True, "resourceSubscriptions": uris}, "_meta": META}}
+
+
+def _open_listen(stack, http: httpx.Client, url: str, rid: int, token: str, uris: list[str] | None = None) -> dict:
+    """Open a listen stream and keep it open (in ``stack``); its first frame (the acknowledgement, or an error)."""
+    headers = {**MODERN, "Mcp-Method": "subscriptions/listen", "Authorization": f"Bearer {token}"}
+    headers.pop("Mcp-Name")
+    response = stack.enter_context(http.stream("POST", url, json=_listen_body(rid, uris or ["test://a"]),
+                                               headers=headers))
+    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        response.read()
+        return response.json()
+    lines = response.iter_lines()
+    _OPEN.append(lines)  # dropping the iterator would close the connection (and so the stream)
+    for line in lines:
+        if line.startswith("data:") and line[5:].strip():
+            return json.loads(line[5:])
+    raise AssertionError("the listen stream ended without a frame")
+
+
+_OPEN: list = []
+
+
+def test_listen_streams_per_caller_are_capped_below_the_server_wide_cap(tmp_path):
+    import contextlib
+
+    keys = Keys()
+    env = {"PLEXOR_MAX_LISTEN_PER_CALLER": "3", "PLEXOR_MAX_LISTEN_STREAMS": "8", "PLEXOR_MAX_SUBSCRIPTIONS": "4",
+           "PLEXOR_MAX_URI_LENGTH": "64"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env, args=("--stateless",))
+        with served as px, contextlib.ExitStack() as stack, httpx.Client(timeout=30) as http:
+            stack.callback(_OPEN.clear)
+            hog, other = keys.mint(resource, sub="hog"), keys.mint(resource, sub="other")
+            for rid in range(3):
+                ack = _open_listen(stack, http, px.url, rid, hog)
+                assert ack["method"] == "notifications/subscriptions/acknowledged", ack
+            refused = _open_listen(stack, http, px.url, 3, hog)
+            assert refused["error"]["code"] == -32600 and "PLEXOR_MAX_LISTEN_PER_CALLER" in refused["error"]["message"]
+            assert "3 open listen streams per caller" in refused["error"]["message"]
+            # another caller is served as before, while the first holds its limit
+            assert _open_listen(stack, http, px.url, 4, other)["method"] == "notifications/subscriptions/acknowledged"
+            too_many = _open_listen(stack, http, px.url, 5, other, [f"test://{i}" for i in range(5)])
+            assert "PLEXOR_MAX_SUBSCRIPTIONS" in too_many["error"]["message"], too_many
+            too_long = _open_listen(stack, http, px.url, 6, other, ["test://" + "x" * 64])
+            assert "a URI of 71 characters" in too_long["error"]["message"] and "PLEXOR_MAX_URI_LENGTH" in too_long[
+                "error"]["message"]
+            assert _call(px, other, {**LEDGER, "params": {**LEDGER["params"], "_meta": META}},
+                         **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                            "Mcp-Name": "ledger_balance"}).status_code == 200
+            for rid in range(7, 12):  # the server-wide cap still holds for everyone
+                _open_listen(stack, http, px.url, rid, keys.mint(resource, sub=f"s{rid}"))
+            full = _open_listen(stack, http, px.url, 12, keys.mint(resource, sub="late"))
+            assert "PLEXOR_MAX_LISTEN_STREAMS" in full["error"]["message"], full
+    finally:
+        keys.close()
+
+
+def test_subscriptions_per_session_and_uri_length_are_capped(tmp_path):
+    env = {"PLEXOR_MAX_SUBSCRIPTIONS": "5", "PLEXOR_MAX_URI_LENGTH": "1024"}
+    with serve_http(tmp_path, env=env) as served:
+        pid = int(healthz(served)["pid"])
+        sent = _session(served)
+
+        def subscribe(rid: int, uri: str) -> dict:
+            body = {"jsonrpc": "2.0", "id": rid, "method": "resources/subscribe", "params": {"uri": uri}}
+            return _answer(httpx.post(served.url, json=body, headers=sent, timeout=30))
+
+        for i in range(5):
+            assert "result" in subscribe(i, f"test://feed/{i}")
+        assert "result" in subscribe(5, "test://feed/0")  # again: still five
+        error = subscribe(6, "test://feed/6")["error"]
+        assert "this session would hold 6 URIs" in error["message"] and "PLEXOR_MAX_SUBSCRIPTIONS" in error["message"]
+        before = rss_mib(pid)
+        for i in range(40):  # 40 URIs of 256 KiB, refused: nothing kept
+            assert "PLEXOR_MAX_URI_LENGTH" in subscribe(100 + i, "test://" + "x" * (256 * 1024))["error"]["message"]
+        assert rss_mib(pid) - before < 6  # 10 MiB would have been kept
+        unsubscribe = {"jsonrpc": "2.0", "id": 200, "method": "resources/unsubscribe", "params": {"uri": "test://feed/0"}}
+        assert "result" in _answer(httpx.post(served.url, json=unsubscribe, headers=sent, timeout=30))
+        assert "result" in subscribe(201, "test://feed/7")  # room again
+        other = _session(served)  # another session has its own five
+        body = {"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": {"uri": "test://feed/x"}}
+        assert "result" in _answer(httpx.post(served.url, json=body, headers=other, timeout=30))
