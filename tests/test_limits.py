@@ -387,3 +387,59 @@ def test_subscriptions_per_session_and_uri_length_are_capped(tmp_path):
         other = _session(served)  # another session has its own five
         body = {"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": {"uri": "test://feed/x"}}
         assert "result" in _answer(httpx.post(served.url, json=body, headers=other, timeout=30))
+
+
+# ---------------------------------------------------------------- the SSE event store
+def _echo_call(sent: dict, rid: int, size: int) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "test_echo",
+                                                                             "arguments": {"text": "e" * size}}}
+    r = httpx.post(SERVED_URL[0], json=body, headers=sent, timeout=60)
+    assert r.status_code == 200 and '"result"' in r.text, r.text[:300]
+    return r
+
+
+SERVED_URL: list[str] = []
+
+
+@pytest.mark.parametrize("store", ["memory", "shared"])
+async def test_the_event_store_is_bounded_in_bytes_and_a_deleted_session_is_freed(tmp_path, store):
+    import sqlite3
+
+    env = {"PLEXOR_EVENT_STORE": store, "PLEXOR_EVENT_STORE_SESSION_BYTES": str(2 * 2**20),
+           "PLEXOR_EVENT_STORE_BYTES": str(3 * 2**20)}
+    with serve_http(tmp_path, env=env) as served:
+        SERVED_URL[:] = [served.url]
+        pid = int(healthz(served)["pid"])
+        hog = _session(served)
+        _echo_call(hog, 1, 512 * 1024)  # warm up: the first answer's allocations are not the store's
+        before = rss_mib(pid)
+        for rid in range(2, 26):  # 24 answers of about 1 MiB (text and structured content), kept for resumption
+            _echo_call(hog, rid, 512 * 1024)
+        grown = rss_mib(pid) - before
+        database = tmp_path / "data" / "plexor.sqlite3"
+
+        def stored(session: str | None = None) -> int:
+            with sqlite3.connect(database) as db:
+                where, args = ("WHERE session = ?", (session,)) if session else ("", ())
+                return int(db.execute(f"SELECT COALESCE(SUM(LENGTH(body)), 0) FROM plexor_sse_events {where}",
+                                      args).fetchone()[0])
+
+        if store == "memory":
+            assert grown < 14, grown  # 24 MiB of answers would have been kept
+        else:
+            assert stored() <= 3 * 2**20 * 9 // 8, stored()  # the table is trimmed (it grew 2.8 GB in 48 s)
+        other = _session(served)  # another client is served as before, and can resume its stream
+        answer = _echo_call(other, 1, 8)
+        last = [line[3:].strip() for line in answer.text.splitlines() if line.startswith("id:")][0]
+        with httpx.stream("GET", served.url, headers={**other, "Last-Event-ID": last}, timeout=30) as resumed:
+            assert resumed.status_code == 200
+            lines = resumed.iter_lines()
+            assert any('"result"' in line for line in lines if line.startswith("data:"))  # the answer, replayed
+            del lines
+        assert "still served" in await _echo_through_sdk(served.url, "legacy")
+        hog_id = hog["Mcp-Session-Id"]
+        if store == "shared":
+            assert 0 < stored(hog_id) <= 2 * 2**20 * 9 // 8
+        assert httpx.delete(served.url, headers=hog, timeout=10).status_code in (200, 204)
+        if store == "shared":
+            assert stored(hog_id) == 0  # dropped before the DELETE was answered
