@@ -443,3 +443,39 @@ async def test_the_event_store_is_bounded_in_bytes_and_a_deleted_session_is_free
         assert httpx.delete(served.url, headers=hog, timeout=10).status_code in (200, 204)
         if store == "shared":
             assert stored(hog_id) == 0  # dropped before the DELETE was answered
+
+
+# ---------------------------------------------------------------- legacy SSE connections
+async def test_legacy_sse_connections_per_caller_are_capped_and_others_keep_being_served(tmp_path):
+    import contextlib
+
+    from mcp import Client
+    from mcp.client.sse import sse_client
+
+    keys = Keys()
+    try:
+        served, resource = _oauth(tmp_path, keys, env={"PLEXOR_MAX_SSE_PER_CALLER": "4"},
+                                  args=("--transport", "sse", "--max-connections", "12"))
+        with served as px, contextlib.ExitStack() as stack, httpx.Client(timeout=30) as http:
+            stack.callback(_OPEN.clear)
+            hog = {"Authorization": f"Bearer {keys.mint(resource, sub='hog')}"}
+            statuses = []
+            for _ in range(16):  # more than the server's connections: was 503 for everyone
+                response = stack.enter_context(http.stream("GET", px.base + "/sse", headers=hog))
+                statuses.append(response.status_code)
+                if response.status_code == 200:
+                    _OPEN.append(response.iter_lines())
+                    assert next(_OPEN[-1]).startswith("event: endpoint")
+                else:
+                    response.read()
+                    assert "4 open legacy SSE connections per caller" in response.json()["message"]
+                    assert "PLEXOR_MAX_SSE_PER_CALLER" in response.json()["message"]
+                    response.close()
+            assert statuses == [200] * 4 + [429] * 12
+            assert healthz(px, px.static)["kernel"]["state"] == "ready"
+            other = {"Authorization": f"Bearer {keys.mint(resource, sub='other')}"}
+            async with Client(sse_client(px.base + "/sse", headers=other), mode="legacy") as client:
+                result = await client.call_tool("ledger_balance", {})
+                assert not result.is_error
+    finally:
+        keys.close()

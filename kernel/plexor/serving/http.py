@@ -186,9 +186,23 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=opts.max_body_bytes)
         answering = AnsweringSse(sse, opts.max_body_bytes)  # unparsable posts answered on the stream, with their id
 
+        from plexor.limits import principal, refuse, value
+        from plexor.serving.bounds import PerCaller
+
+        streams_of = PerCaller(int(value("sse_per_caller", kernel.environ)))  # so one client cannot hold every connection
+
         async def handle_sse(request: Request) -> Response:
-            async with answering.connect(request.scope, request.receive, request._send) as streams:
-                await server.run(streams[0], streams[1], server.create_initialization_options())
+            who = principal(request.scope)
+            if not streams_of.take(who):
+                message = refuse("sse_per_caller", streams_of.limit, "this client already has that many SSE connections "
+                                 "open", "close one first")
+                return JSONResponse({"error": "too_many_connections", "message": message}, status_code=429,
+                                    headers={"Retry-After": "1"})
+            try:
+                async with answering.connect(request.scope, request.receive, request._send) as streams:
+                    await server.run(streams[0], streams[1], server.create_initialization_options())
+            finally:
+                streams_of.give_back(who)
             return Response()
 
         @contextlib.asynccontextmanager
