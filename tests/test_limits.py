@@ -9,7 +9,6 @@ settings for the test).
 from __future__ import annotations
 
 import json
-import os
 
 import httpx
 import pytest
@@ -101,7 +100,7 @@ async def test_nesting_is_refused_at_200_levels_in_both_eras(tmp_path, stateless
 
 
 def test_an_echoed_progress_token_or_id_is_length_capped(tmp_path):
-    with serve_http(tmp_path, env={"PLEXOR_MAX_ECHOED_LENGTH": "64"}) as served:
+    with serve_http(tmp_path, env={"PLEXOR_MAX_ECHOED_LENGTH": "64", "PLEXOR_OTEL": "1"}) as served:
         sent = _session(served)
         call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
                 "params": {"name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "p" * 65}}}
@@ -121,6 +120,8 @@ def test_an_echoed_progress_token_or_id_is_length_capped(tmp_path):
         assert error["id"] == 6 and "progress token is 65 characters" in error["error"]["message"], error
         assert "still served" in modern_post(served, "tools/call", {"name": "test_echo", "arguments": {
             "text": "still served"}}, name="test_echo")[1]["result"]["content"][0]["text"]
+        metrics = httpx.get(served.base + "/metrics", timeout=10).text  # telemetry on: each refusal is counted
+        assert 'plexor_limit_refusals_total{plexor_limit="echoed_length"} 3.0' in metrics
         assert healthz(served)["kernel"]["state"] == "ready"
 
 

@@ -66,10 +66,9 @@ class HttpOptions:
 
 def _event_store(kernel: Kernel, opts: HttpOptions) -> EventStore:
     """Stateful Streamable HTTP's event store: shared through the kernel's database, or this process's memory."""
+    from plexor.limits import value
     from plexor.state.db import database_url, kernel_state
     from plexor.state.events import SharedEventStore, wants_shared_store
-
-    from plexor.limits import value
     from plexor.state.memory_events import MemoryEventStore
 
     session_bytes = int(value("event_store_session_bytes", kernel.environ))
