@@ -9,6 +9,7 @@ settings for the test).
 from __future__ import annotations
 
 import json
+import os
 
 import httpx
 import pytest
@@ -480,3 +481,88 @@ async def test_legacy_sse_connections_per_caller_are_capped_and_others_keep_bein
                 assert not result.is_error
     finally:
         keys.close()
+
+
+# ---------------------------------------------------------------- tasks
+TASKS_CAPS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def _task_call(px, token: str, seconds: float, label: str = "", ttl: int | None = None) -> dict:
+    from auth.support import SITE as AUTH_SITE  # noqa: F401 - the served plugins are on its path
+
+    meta = {**META, "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS}
+    params: dict = {"name": "slow_compute", "arguments": {"seconds": seconds, "label": label}, "_meta": meta}
+    if ttl is not None:
+        params["task"] = {"ttl": ttl}
+    body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+    return _answer(_call(px, token, body, **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                                             "Mcp-Name": "slow_compute"}))
+
+
+def _task_get(px, token: str, task_id: str) -> dict:
+    meta = {**META, "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS}
+    body = {"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"taskId": task_id, "_meta": meta}}
+    return _answer(_call(px, token, body, **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get",
+                                             "Mcp-Name": task_id}))
+
+
+def test_tasks_are_capped_per_caller_in_arguments_and_in_results(tmp_path):
+    import time
+
+    from auth.support import SITE as AUTH_SITE
+    from conformance.serving import SITE as FIXTURES
+
+    keys = Keys()
+    env = {"PLEXOR_PLUGINS": "ledger,conformance-slow", "PYTHONPATH": os.pathsep.join([str(AUTH_SITE), str(FIXTURES)]),
+           "PLEXOR_MAX_TASKS_PER_CALLER": "2", "PLEXOR_MAX_TASK_ARGUMENTS_BYTES": "4096",
+           "PLEXOR_MAX_TASK_RESULT_BYTES": "4096"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env, args=("--stateless",))
+        with served as px:
+            hog = keys.mint(resource, sub="hog", scope="conformance-slow:read conformance-slow:write")
+            other = keys.mint(resource, sub="other", scope="conformance-slow:read conformance-slow:write ledger:read")
+            started = [_task_call(px, hog, 60) for _ in range(2)]
+            started = [t.get("result", t) for t in started]
+            assert all(t.get("resultType") == "task" for t in started), started
+            refused = _task_call(px, hog, 60)
+            assert "this caller has 2 tasks running" in refused["error"]["message"], refused
+            assert "PLEXOR_MAX_TASKS_PER_CALLER" in refused["error"]["message"]
+            assert _task_call(px, other, 0.1, ttl=60_000)["result"]["resultType"] in ("task", "complete")
+            big = _task_call(px, other, 0.1, label="x" * 5000)
+            assert "PLEXOR_MAX_TASK_ARGUMENTS_BYTES" in big["error"]["message"], big
+            grown = _task_call(px, other, 1.0, label="y" * 3000, ttl=60_000)["result"]  # 3 KB in, twice that out
+            task_id = grown["taskId"]
+            deadline = time.monotonic() + 30
+            while (task := _task_get(px, other, task_id)["result"])["status"] == "working":
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            assert task["status"] == "failed" and "PLEXOR_MAX_TASK_RESULT_BYTES" in task["statusMessage"], task
+            for running in started:  # the server then stops at once, not after the hog's 60 s
+                meta = {**META, "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS}
+                body = {"jsonrpc": "2.0", "id": 8, "method": "tasks/cancel",
+                        "params": {"taskId": running["taskId"], "_meta": meta}}
+                assert _call(px, hog, body, **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/cancel",
+                                               "Mcp-Name": running["taskId"]}).status_code == 200
+    finally:
+        keys.close()
+
+
+def test_an_expired_task_stops_running(tmp_path):
+    import time
+
+    from conformance.serving import SITE as FIXTURES  # noqa: F401
+
+    with serve_http(tmp_path, env={"PLEXOR_PLUGINS": "conformance-slow"}) as served:
+        sent = _session(served)  # 2025-11-25: the client sets the task's ttl
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "slow_compute", "arguments": {"seconds": 120}, "task": {"ttl": 1000}}}
+        reply = _answer(httpx.post(served.url, json=call, headers=sent, timeout=30))
+        assert "task" in reply["result"], reply
+        assert healthz(served)["kernel"]["inflight"] == 1
+        deadline = time.monotonic() + 20  # the task's work ends with its ttl, not after 120 s
+        while healthz(served)["kernel"]["inflight"]:
+            assert time.monotonic() < deadline, "the expired task is still running"
+            time.sleep(0.2)
+        done = modern_post(served, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "again"}},
+                           name="slow_compute")[1]
+        assert "Computed again" in done["result"]["content"][0]["text"], done
