@@ -566,3 +566,35 @@ def test_an_expired_task_stops_running(tmp_path):
         done = modern_post(served, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "again"}},
                            name="slow_compute")[1]
         assert "Computed again" in done["result"]["content"][0]["text"], done
+
+
+# ---------------------------------------------------------------- stateful sessions
+async def test_sessions_per_caller_and_in_total_make_room_by_closing_the_oldest_idle_one(tmp_path):
+    keys = Keys()
+    env = {"PLEXOR_MAX_SESSIONS_PER_CALLER": "2", "PLEXOR_MAX_SESSIONS": "4"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env)
+        with served as px:
+            def opened(sub: str) -> dict[str, str]:
+                return _session(px, {"Authorization": f"Bearer {keys.mint(resource, sub=sub)}"})
+
+            def works(sent: dict[str, str]) -> httpx.Response:
+                return httpx.post(px.url, json=LEDGER, headers=sent, timeout=30)
+
+            first, second = opened("hog"), opened("hog")
+            assert works(first).status_code == 200  # the first is now the more recently used
+            third = opened("hog")
+            closed = works(second)
+            assert closed.status_code == 404, closed.text
+            assert "PLEXOR_MAX_SESSIONS_PER_CALLER" in closed.json()["error"]["message"]
+            assert "to make room for a newer one" in closed.json()["error"]["message"]
+            assert works(first).status_code == 200 and works(third).status_code == 200
+            mine = [opened("other"), opened("other")]  # another caller has its own two
+            assert all(works(s).status_code == 200 for s in mine)
+            late = opened("late")  # five in all: the oldest idle of anyone's goes
+            gone = works(first)
+            assert gone.status_code == 404 and "(PLEXOR_MAX_SESSIONS)" in gone.json()["error"]["message"]
+            assert all(works(s).status_code == 200 for s in (third, *mine, late))
+            assert "balance" in await _echo_through_sdk(px.url, "legacy", px.static, tool="ledger_balance")
+    finally:
+        keys.close()

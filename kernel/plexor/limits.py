@@ -41,6 +41,8 @@ _ALL = (
     Limit("event_store_session_bytes", "PLEXOR_EVENT_STORE_SESSION_BYTES", 64 * 2**20,
           "bytes of resumable events per session"),
     Limit("event_store_bytes", "PLEXOR_EVENT_STORE_BYTES", 256 * 2**20, "bytes of resumable events in total"),
+    Limit("sessions_per_caller", "PLEXOR_MAX_SESSIONS_PER_CALLER", 256, "open stateful HTTP sessions per caller"),
+    Limit("sessions", "PLEXOR_MAX_SESSIONS", 2048, "open stateful HTTP sessions in total"),
     Limit("tasks_per_caller", "PLEXOR_MAX_TASKS_PER_CALLER", 100, "tasks running per caller in one server process"),
     Limit("task_arguments_bytes", "PLEXOR_MAX_TASK_ARGUMENTS_BYTES", 2**20, "bytes of a task's arguments"),
     Limit("task_result_bytes", "PLEXOR_MAX_TASK_RESULT_BYTES", 16 * 2**20, "bytes of a task's result"),

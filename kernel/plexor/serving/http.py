@@ -254,7 +254,9 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         elif isinstance(event_store, MemoryEventStore):
             event_store.holds = sessions.__contains__  # an expired session's events go with the next one written
         if event_store is not None:
-            app = SessionBinding(ForgetOnDelete(app, event_store))  # events are bound to their session
+            from plexor.serving.sessions import limit_sessions
+
+            app = SessionBinding(ForgetOnDelete(limit_sessions(app, sessions, kernel.environ), event_store))
     app = AnswerIds(app)
     if opts.transport != "sse":  # legacy SSE answers on the event stream (plexor.serving.sse), and its parser refuses
         from plexor.serving.bounds import NestingLimit
