@@ -506,6 +506,14 @@ def _task_get(px, token: str, task_id: str) -> dict:
                                              "Mcp-Name": task_id}))
 
 
+def _task_cancel(px, token: str, task_id: str) -> None:
+    meta = {**META, "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS}
+    body = {"jsonrpc": "2.0", "id": 8, "method": "tasks/cancel", "params": {"taskId": task_id, "_meta": meta}}
+    answer = _call(px, token, body, **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/cancel",
+                                       "Mcp-Name": task_id})
+    assert answer.status_code == 200 and "result" in _answer(answer), answer.text
+
+
 def test_tasks_are_capped_per_caller_in_arguments_and_in_results(tmp_path):
     import time
 
@@ -515,7 +523,7 @@ def test_tasks_are_capped_per_caller_in_arguments_and_in_results(tmp_path):
     keys = Keys()
     env = {"PLEXOR_PLUGINS": "ledger,conformance-slow", "PYTHONPATH": os.pathsep.join([str(AUTH_SITE), str(FIXTURES)]),
            "PLEXOR_MAX_TASKS_PER_CALLER": "2", "PLEXOR_MAX_TASK_ARGUMENTS_BYTES": "4096",
-           "PLEXOR_MAX_TASK_RESULT_BYTES": "4096"}
+           "PLEXOR_MAX_TASK_RESULT_BYTES": "4096", "PLEXOR_MAX_STORED_TASKS_PER_CALLER": "3"}
     try:
         served, resource = _oauth(tmp_path, keys, env=env, args=("--stateless",))
         with served as px:
@@ -527,6 +535,12 @@ def test_tasks_are_capped_per_caller_in_arguments_and_in_results(tmp_path):
             refused = _task_call(px, hog, 60)
             assert "this caller has 2 tasks running" in refused["error"]["message"], refused
             assert "PLEXOR_MAX_TASKS_PER_CALLER" in refused["error"]["message"]
+            _task_cancel(px, hog, started.pop(0)["taskId"])  # still kept (cancelled) until it expires
+            started.append(_task_call(px, hog, 60)["result"])
+            _task_cancel(px, hog, started.pop(0)["taskId"])
+            kept = _task_call(px, hog, 60)  # one running, three kept
+            assert "this caller has 3 tasks kept" in kept["error"]["message"], kept
+            assert "PLEXOR_MAX_STORED_TASKS_PER_CALLER" in kept["error"]["message"]
             assert _task_call(px, other, 0.1, ttl=60_000)["result"]["resultType"] in ("task", "complete")
             big = _task_call(px, other, 0.1, label="x" * 5000)
             assert "PLEXOR_MAX_TASK_ARGUMENTS_BYTES" in big["error"]["message"], big
@@ -538,11 +552,7 @@ def test_tasks_are_capped_per_caller_in_arguments_and_in_results(tmp_path):
                 time.sleep(0.2)
             assert task["status"] == "failed" and "PLEXOR_MAX_TASK_RESULT_BYTES" in task["statusMessage"], task
             for running in started:  # the server then stops at once, not after the hog's 60 s
-                meta = {**META, "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS}
-                body = {"jsonrpc": "2.0", "id": 8, "method": "tasks/cancel",
-                        "params": {"taskId": running["taskId"], "_meta": meta}}
-                assert _call(px, hog, body, **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/cancel",
-                                               "Mcp-Name": running["taskId"]}).status_code == 200
+                _task_cancel(px, hog, running["taskId"])
     finally:
         keys.close()
 

@@ -44,6 +44,7 @@ _ALL = (
     Limit("sessions_per_caller", "PLEXOR_MAX_SESSIONS_PER_CALLER", 256, "open stateful HTTP sessions per caller"),
     Limit("sessions", "PLEXOR_MAX_SESSIONS", 2048, "open stateful HTTP sessions in total"),
     Limit("tasks_per_caller", "PLEXOR_MAX_TASKS_PER_CALLER", 100, "tasks running per caller in one server process"),
+    Limit("stored_tasks_per_caller", "PLEXOR_MAX_STORED_TASKS_PER_CALLER", 10_000, "unexpired tasks kept per caller"),
     Limit("task_arguments_bytes", "PLEXOR_MAX_TASK_ARGUMENTS_BYTES", 2**20, "bytes of a task's arguments"),
     Limit("task_result_bytes", "PLEXOR_MAX_TASK_RESULT_BYTES", 16 * 2**20, "bytes of a task's result"),
     Limit("auth_fetch_bytes", "PLEXOR_AUTH_FETCH_BYTES", 2**20,

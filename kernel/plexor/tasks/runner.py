@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from plexor.asking import Elicit, Exchange, ListRoots, Question, Sample, check_answer, declares, missing_capability
 from plexor.errors import PlexorError
+from plexor.tasks.bounds import check_new_task, oversized
 from plexor.tasks.store import TaskRow, TaskStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -195,7 +196,7 @@ class Tasks:
         (unless ``start`` is false: a detaching call runs on as it is). With ``store`` false it is kept in
         memory until :meth:`materialize` (a call that ends at once is answered without ever storing it)."""
         self.ensure_loop()
-        self._within_limits(owner, arguments)
+        await check_new_task(self, owner, arguments)
         now = time.time()
         ttl = DEFAULT_TTL_MS if ttl_ms is None else max(1_000, min(int(ttl_ms), MAX_TTL_MS))
         row = TaskRow(
@@ -214,24 +215,6 @@ class Tasks:
             self.start(row)
         return row
 
-    def _within_limits(self, owner: str, arguments: dict[str, Any]) -> None:
-        """Refuse a task over ``PLEXOR_MAX_TASK_ARGUMENTS_BYTES`` or past ``PLEXOR_MAX_TASKS_PER_CALLER`` running here."""
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
-
-        from plexor.limits import refuse, value
-
-        most = int(value("task_arguments_bytes", self.kernel.environ))
-        size = len(json.dumps(arguments, default=str))
-        if size > most:
-            raise MCPError(types.INVALID_PARAMS, refuse("task_arguments_bytes", most, f"the task's arguments are {size} "
-                                                        "bytes", "pass a reference (a path, a URI) instead of the data"))
-        running = sum(1 for row in self.started.values() if row.owner == owner)
-        most = int(value("tasks_per_caller", self.kernel.environ))
-        if running >= most:
-            raise MCPError(types.INVALID_REQUEST, refuse("tasks_per_caller", most, f"this caller has {running} tasks "
-                                                         "running", "wait for one to end, or cancel one"))
-
     def start(self, row: TaskRow) -> None:
         self.started[row.task_id] = row
         self.running[row.task_id] = asyncio.get_running_loop().create_task(self._run(row), name=f"plexor-task-{row.task_id}")
@@ -242,7 +225,7 @@ class Tasks:
             outcome = await self.kernel.call_tool(row.tool, row.arguments, session=TaskSession(self, task_id),
                                                   request_id=f"task:{task_id}", exchange=TaskExchange(self, row))
             result = tool_result(outcome)
-            too_big = _oversized(result, self.kernel.environ)
+            too_big = oversized(result, self.kernel.environ)
             if too_big is not None:
                 await self._finish(task_id, "failed", too_big, error={"code": -32603, "message": too_big,
                                                                       "data": {"type": "result_too_large"}})
@@ -422,18 +405,6 @@ class Tasks:
             await self.db(self.store.settle, task_id, "failed", advice,
                           error={"code": WORKER_DIED, "message": advice, "data": {"type": "server_stopped"}})
             self.publish(task_id)
-
-
-def _oversized(result: dict[str, Any], environ: Mapping[str, str]) -> str | None:
-    """Why ``result`` cannot be stored (over ``PLEXOR_MAX_TASK_RESULT_BYTES``), or None."""
-    from plexor.limits import refuse, value
-
-    most = int(value("task_result_bytes", environ))
-    size = len(json.dumps(result, default=str))
-    if size <= most:
-        return None
-    return refuse("task_result_bytes", most, f"the task's result is {size} bytes", "return less (page it, or write "
-                  "it to a file and return its path)")
 
 
 def tool_error(exc: BaseException) -> dict[str, Any]:
