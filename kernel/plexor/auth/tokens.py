@@ -7,6 +7,12 @@ issuer, carry this server's resource URL in ``aud`` (RFC 8707), and be inside ``
 key the cache does not know triggers one refetch (key rotation), at most every
 ``MIN_REFRESH`` seconds. Verified tokens are cached until they expire, so a busy client costs a
 dictionary lookup per request, not a signature check.
+
+Fetches from the authorization server are bounded (``docs/security.md#limits``): an answer of at most
+``PLEXOR_AUTH_FETCH_BYTES``, a deadline of ``PLEXOR_AUTH_FETCH_SECONDS`` for the whole exchange, one key
+fetch in flight whose outcome every waiting request shares, and, while no key could be loaded, no new
+try before a back-off (1 s, doubling up to ``PLEXOR_AUTH_FETCH_BACKOFF``). A token naming another
+issuer or audience is refused before anything is fetched.
 """
 
 from __future__ import annotations

@@ -41,7 +41,10 @@ class SessionLimits:
             if why is not None and sid not in self.sessions:
                 await _ended(send, why)
                 return
-            await self._serve(sid, scope, receive, send)
+            if sid in self.sessions:
+                await self._serve(sid, scope, receive, send)
+            else:  # unknown here (ended, another process's, or junk): the SDK answers, nothing is recorded
+                await self.app(scope, receive, send)
             return
         if scope.get("method") == "POST" and not await self._make_room(scope, send):
             return
