@@ -89,17 +89,18 @@ def describe() -> list[tuple[str, str, str]]:
 
 
 def principal(scope: Mapping[str, Any] | None) -> str:
-    """Who a request is, for per-caller limits: the OAuth subject, the static token, else the client's address.
+    """Who a request is, for per-caller limits: the OAuth principal, the static token, else the client's address.
 
-    Kept small on purpose: the request path's own principal (issue 24) may replace it.
+    The OAuth principal is the one the guard derives for task ownership (``Access.principal``:
+    issuer, subject and client); without a token every local client at one address is one caller.
     """
     if not scope:
         return "local"
     access = scope.get("plexor.access")  # plexor.auth.guard.ACCESS_KEY, set when OAuth is on
-    subject = getattr(access, "subject", None)
-    if subject:
-        return f"oauth:{getattr(access, 'issuer', '') or ''}|{subject}|{getattr(access, 'client', '') or ''}"
-    if any(k == b"authorization" for k, _ in scope.get("headers") or ()):
+    owner = getattr(access, "principal", "")
+    if owner:
+        return f"oauth:{owner}"
+    if getattr(access, "subject", None) or any(k == b"authorization" for k, _ in scope.get("headers") or ()):
         return "token"  # the static --token: every holder is the same caller
     client = scope.get("client")
     return f"address:{client[0]}" if client else "local"
