@@ -328,14 +328,14 @@ async def test_the_request_layers_sit_in_their_declared_order_whatever_order_the
     from plexor.serving.layers import ORDER
 
     async with plexor.kernel() as kernel:
-        server = build_server(kernel)  # session, request-state and tasks are added here
+        server = build_server(kernel)  # session, limits, request-state and tasks are added here
         before = list(server.middleware)
 
         async def authorization(ctx, call_next):
             return await call_next(ctx)
 
         server.path.add("authorization", authorization)  # added last, as plexor.auth does
-        assert server.path.names() == ["sdk", "session", "request-state", "authorization", "tasks"]
+        assert server.path.names() == ["sdk", "session", "limits", "request-state", "authorization", "tasks"]
         assert server.middleware == [*before[:-1], authorization, before[-1]]  # the SDK's list, in place
         from plexor.tasks.protocol import TaskProtocol
 

@@ -35,7 +35,8 @@ ENV_HELP = (
     "default 15) bounds how long a call waits for its plugin to start; PLEXOR_PAGE_SIZE (default 100) "
     "sizes list pages. Many hosts (docs/deploy.md): PLEXOR_DATABASE_URL puts the kernel's tasks, "
     "notifications and events on PostgreSQL; PLEXOR_STATE_KEY or PLEXOR_STATE_KEY_FILE gives every host the "
-    "same request-state key (PLEXOR_STATE_KEY_PREVIOUS during a rotation)."
+    "same request-state key (PLEXOR_STATE_KEY_PREVIOUS during a rotation). Limits per caller and on what the "
+    "server keeps (PLEXOR_MAX_*, PLEXOR_EVENT_STORE_*_BYTES, PLEXOR_AUTH_FETCH_*): docs/security.md#limits."
 )
 
 def stdio_hint() -> str:

@@ -413,7 +413,13 @@ class Handlers:
     async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         # 2025-11-25 era: notifications/resources/updated for this URI go to this session from now on
         # (published by plugins with PluginHandle.resource_updated). Any URI may be subscribed.
-        _state(getattr(ctx.session, "_connection", None)).setdefault(SUBSCRIPTIONS, set()).add(str(params.uri))
+        from plexor.tasks.listen import check_uris
+
+        held = _state(getattr(ctx.session, "_connection", None)).setdefault(SUBSCRIPTIONS, set())
+        uri = str(params.uri)
+        if uri not in held:
+            check_uris([uri], self.kernel.environ, "this session", len(held))
+        held.add(uri)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
@@ -534,6 +540,10 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
         )
     h.server = server
     server.path.add("session", h.guidance_middleware)
+    from plexor.limits import value
+    from plexor.serving.bounds import echo_middleware
+
+    server.path.add("limits", echo_middleware(int(value("echoed_length", kernel.environ))))
     from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
     # Inside the guidance middleware, so a refused requestState gets its advice appended.

@@ -248,7 +248,8 @@ def toml_value(value: Any) -> str:
 
 @contextlib.contextmanager
 def served_plexor(home: Path, port: int, *, auth: dict[str, Any] | None = None, profiles: dict[str, Any] | None = None,
-                  args: tuple[str, ...] = (), static: str | None = "static-test-token") -> Iterator[Plexor]:
+                  args: tuple[str, ...] = (), static: str | None = "static-test-token",
+                  env: dict[str, str] | None = None) -> Iterator[Plexor]:
     """``plexor serve --transport http --port PORT`` with the ledger plugin, as a resource server when ``auth``."""
     sys.path.insert(0, str(REPO / "tests"))
     from conformance.serving import serve_http
@@ -263,7 +264,7 @@ def served_plexor(home: Path, port: int, *, auth: dict[str, Any] | None = None, 
     (home / "config").mkdir(exist_ok=True)
     (home / "config" / "plexor.toml").write_text("\n".join(lines) + "\n")
     env = {"PLEXOR_PLUGINS": "ledger", "PLEXOR_LOG_LEVEL": "info",
-           "PYTHONPATH": os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")]), **(env or {})}
     extra = ("--token", static) if static else ()
     with serve_http(home, "--port", str(port), *extra, *args, env=env, token=static) as served:
         yield Plexor(served.base, served.url, record, served.stderr_path, static or "")

@@ -252,8 +252,8 @@ class AccessGuard:
         """What each request of a JSON-RPC body (a batch too) reaches; junk gives none (the SDK answers it)."""
         try:
             parsed = json.loads(body)
-        except ValueError:
-            return []
+        except (ValueError, RecursionError):
+            return []  # the SDK (or plexor.serving.bounds.NestingLimit) answers it
         out: list[Target] = []
         for message in parsed if isinstance(parsed, list) else [parsed]:
             if isinstance(message, dict) and message.get("method") in DECIDED:

@@ -7,6 +7,12 @@ issuer, carry this server's resource URL in ``aud`` (RFC 8707), and be inside ``
 key the cache does not know triggers one refetch (key rotation), at most every
 ``MIN_REFRESH`` seconds. Verified tokens are cached until they expire, so a busy client costs a
 dictionary lookup per request, not a signature check.
+
+Fetches from the authorization server are bounded (``docs/security.md#limits``): an answer of at most
+``PLEXOR_AUTH_FETCH_BYTES``, a deadline of ``PLEXOR_AUTH_FETCH_SECONDS`` for the whole exchange, one key
+fetch in flight whose outcome every waiting request shares, and, while no key could be loaded, no new
+try before a back-off (1 s, doubling up to ``PLEXOR_AUTH_FETCH_BACKOFF``). A token naming another
+issuer or audience is refused before anything is fetched.
 """
 
 from __future__ import annotations
@@ -71,13 +77,39 @@ class _Cache:
             self.items.popitem(last=False)
 
 
-async def _get_json(url: str, **kwargs: Any) -> Any:
+async def _fetch(method: str, url: str, **kwargs: Any) -> Any:
+    """JSON from the authorization server, within ``PLEXOR_AUTH_FETCH_BYTES`` and ``PLEXOR_AUTH_FETCH_SECONDS``.
+
+    The deadline covers the whole exchange (connecting, headers, every byte of the body), not each
+    read: a server dripping a byte every few seconds is cut off like one that never answers.
+    """
+    import json
+
+    import anyio
     import httpx2
 
-    async with httpx2.AsyncClient(timeout=10.0, follow_redirects=False) as client:
-        response = await client.get(url, headers={"Accept": "application/json"}, **kwargs)
-        response.raise_for_status()
-        return response.json()
+    from plexor.limits import refuse, value
+
+    cap, seconds = int(value("auth_fetch_bytes")), value("auth_fetch_seconds")
+    try:
+        with anyio.fail_after(seconds):
+            async with httpx2.AsyncClient(timeout=seconds, follow_redirects=False) as client, \
+                    client.stream(method, url, headers={"Accept": "application/json"}, **kwargs) as response:
+                response.raise_for_status()
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > cap:
+                        raise OSError(refuse("auth_fetch_bytes", cap, f"the answer from {url} is larger than {cap} bytes",
+                                             "ask the authorization server's operator why"))
+    except TimeoutError:
+        raise OSError(refuse("auth_fetch_seconds", seconds, f"{url} did not answer completely within {seconds:g} s",
+                             "check the authorization server")) from None
+    return json.loads(bytes(body))
+
+
+async def _get_json(url: str, **kwargs: Any) -> Any:
+    return await _fetch("GET", url, **kwargs)
 
 
 async def discover_metadata(issuer: str) -> dict[str, Any]:
@@ -125,6 +157,10 @@ class JwtVerifier(_Verifier):
         self.keys: dict[str | None, Any] = {}
         self.fetched = 0.0
         self._lock: asyncio.Lock | None = None
+        self.attempts = 0  # fetches of the keys begun
+        self.failures = 0  # failed fetches in a row
+        self.retry_at = 0.0  # no new fetch before this (monotonic), while failing
+        self.failure: TokenRefused | None = None
         self.cache = _Cache()
         self.jwks_uri = config.jwks_uri
 
@@ -141,6 +177,7 @@ class JwtVerifier(_Verifier):
         alg = header.get("alg")
         if alg not in self.algorithms:
             raise TokenRefused("algorithm", f"the access token is signed with {alg!r}; accepted: {', '.join(self.algorithms)}")
+        self._addressed_here(token)  # before any fetch: a stranger's token never makes the server fetch keys
         key = await self._key(header.get("kid"))
         try:
             claims = jwt.decode(token, key, algorithms=[alg], audience=self.audience, issuer=self.issuer,
@@ -166,12 +203,27 @@ class JwtVerifier(_Verifier):
         self.cache.put(token, access)
         return access
 
+    def _addressed_here(self, token: str) -> None:
+        """Refuse, unverified and without fetching anything, a token naming another issuer or audience."""
+        import jwt
+
+        try:
+            claims = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError as exc:
+            raise TokenRefused("malformed", f"the access token is invalid ({exc})") from None
+        for claim in ("iss", "aud"):
+            if claim not in claims:
+                raise TokenRefused("claims", f"the access token lacks the {claim!r} claim")
+        if claims["iss"] != self.issuer:
+            raise TokenRefused("issuer", f"the access token was not issued by {self.issuer}")
+        aud = claims["aud"]
+        if not any(a in self.audience for a in ([aud] if isinstance(aud, str) else aud if isinstance(aud, list) else [])):
+            raise TokenRefused("audience", f"the access token was not issued for this server ({self.config.resource})")
+
     async def _key(self, kid: str | None) -> Any:
         now = time.monotonic()
-        if not self.keys or now - self.fetched > MAX_AGE:
-            await self._refresh(force=True)
-        elif kid not in self.keys and now - self.fetched > MIN_REFRESH:
-            await self._refresh(force=False)  # a key added since the last fetch (rotation)
+        if not self.keys or now - self.fetched > MAX_AGE or (kid not in self.keys and now - self.fetched > MIN_REFRESH):
+            await self._refresh()  # the first load, the hourly one, or a key added since (rotation)
         key = self.keys.get(kid)
         if key is None and kid is None and len(self.keys) == 1:
             key = next(iter(self.keys.values()))
@@ -179,29 +231,53 @@ class JwtVerifier(_Verifier):
             raise TokenRefused("unknown_key", f"the access token is signed by a key ({kid!r}) the issuer does not publish")
         return key
 
-    async def _refresh(self, *, force: bool) -> None:
+    async def _refresh(self) -> None:
+        """Fetch the keys: one fetch at a time, its outcome shared by every request that waited for it; after a
+        failure, no new try for a back-off (1 s, doubling up to ``PLEXOR_AUTH_FETCH_BACKOFF``) while no key is held."""
+        from plexor.limits import REFUSALS, value
+
         if self._lock is None:
             self._lock = asyncio.Lock()
-        seen = self.fetched
+        seen = self.attempts
         async with self._lock:
-            if self.fetched != seen and not force:
-                return  # another request refreshed meanwhile
-            import jwt
-
-            if self.jwks_uri is None:
-                self.jwks_uri = str((await discover_metadata(self.issuer)).get("jwks_uri") or "") or None
-                if self.jwks_uri is None:
-                    raise TokenRefused("issuer_unreachable", "the authorization server's metadata names no jwks_uri")
+            if self.attempts != seen:  # a fetch finished while this request waited: its outcome stands
+                if self.failure is not None and not self.keys:
+                    raise self.failure
+                return
+            wait = self.retry_at - time.monotonic()
+            if wait > 0:
+                if self.keys:
+                    return  # keep the keys held until the authorization server answers again
+                REFUSALS["auth_fetch_backoff"] += 1
+                assert self.failure is not None
+                raise TokenRefused("issuer_unreachable", f"{self.failure.description}; not asked again for {wait:.0f} s "
+                                   "(the back-off grows to PLEXOR_AUTH_FETCH_BACKOFF)")
+            self.attempts += 1
             try:
-                document = await _get_json(self.jwks_uri)
-                keyset = jwt.PyJWKSet.from_dict(document)
-            except TokenRefused:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the keys cannot be had: every token is refused, with this reason
-                self.fetched = time.monotonic()
-                raise TokenRefused("issuer_unreachable", f"cannot read the signing keys at {self.jwks_uri}: {exc}") from None
-            self.keys = {k.key_id: k for k in keyset.keys if getattr(k, "public_key_use", None) in (None, "sig")}
-            self.fetched = time.monotonic()
+                await self._load()
+            except TokenRefused as refused:
+                self.failures += 1
+                self.retry_at = time.monotonic() + min(value("auth_fetch_backoff"), 2.0 ** (self.failures - 1))
+                self.failure, self.fetched = refused, time.monotonic()
+                if not self.keys:
+                    raise
+                return
+            self.failures, self.retry_at, self.failure = 0, 0.0, None
+
+    async def _load(self) -> None:
+        import jwt
+
+        if self.jwks_uri is None:
+            self.jwks_uri = str((await discover_metadata(self.issuer)).get("jwks_uri") or "") or None
+            if self.jwks_uri is None:
+                raise TokenRefused("issuer_unreachable", "the authorization server's metadata names no jwks_uri")
+        try:
+            document = await _get_json(self.jwks_uri)
+            keyset = jwt.PyJWKSet.from_dict(document)
+        except Exception as exc:  # noqa: BLE001 - the keys cannot be had: every token is refused, with this reason
+            raise TokenRefused("issuer_unreachable", f"cannot read the signing keys at {self.jwks_uri}: {exc}") from None
+        self.keys = {k.key_id: k for k in keyset.keys if getattr(k, "public_key_use", None) in (None, "sig")}
+        self.fetched = time.monotonic()
 
 
 class IntrospectionVerifier(_Verifier):
@@ -212,22 +288,14 @@ class IntrospectionVerifier(_Verifier):
         self.config = config
         self.cache = _Cache()
         self.checked: dict[str, float] = {}
+        self._asking: dict[str, asyncio.Future[Any]] = {}  # introspections in flight, by token
+        self.failures, self.retry_at, self.failure = 0, 0.0, ""
 
     async def check(self, token: str) -> AccessToken:
         found = self.cache.get(token, 0.0)
         if found is not None and time.monotonic() - self.checked.get(token, 0.0) < 60.0:
             return found
-        import httpx2
-
-        auth: Any = (self.config.client_id, self.config.client_secret or "") if self.config.client_id else None
-        try:
-            async with httpx2.AsyncClient(timeout=10.0) as client:
-                response = await client.post(str(self.config.introspection_endpoint), data={"token": token},
-                                             auth=auth, headers={"Accept": "application/json"})
-                response.raise_for_status()
-                answer = response.json()
-        except Exception as exc:  # noqa: BLE001
-            raise TokenRefused("issuer_unreachable", f"token introspection failed: {exc}") from None
+        answer = await self._ask(token)
         if not isinstance(answer, dict) or answer.get("active") is not True:
             raise TokenRefused("inactive", "the authorization server says the access token is not active")
         if answer.get("iss") is not None and not _same_url(str(answer["iss"]), str(self.config.issuer)):
@@ -248,6 +316,34 @@ class IntrospectionVerifier(_Verifier):
         if len(self.checked) > CACHE_SIZE:
             self.checked = {k: v for k, v in self.checked.items() if k in self.cache.items}
         return access
+
+
+    async def _ask(self, token: str) -> Any:
+        """The introspection answer: one question per token in flight, none while the endpoint is backed off."""
+        from plexor.limits import REFUSALS, value
+
+        wait = self.retry_at - time.monotonic()
+        if wait > 0:
+            REFUSALS["auth_fetch_backoff"] += 1
+            raise TokenRefused("issuer_unreachable", f"token introspection failed ({self.failure}); not asked again for "
+                               f"{wait:.0f} s (the back-off grows to PLEXOR_AUTH_FETCH_BACKOFF)")
+        asked = self._asking.get(token)
+        if asked is None:
+            asked = self._asking[token] = asyncio.ensure_future(self._post(token))
+            asked.add_done_callback(lambda _done: self._asking.pop(token, None))
+        try:
+            answer = await asyncio.shield(asked)
+        except Exception as exc:  # noqa: BLE001
+            self.failures += 1
+            self.failure = str(exc)
+            self.retry_at = time.monotonic() + min(value("auth_fetch_backoff"), 2.0 ** (self.failures - 1))
+            raise TokenRefused("issuer_unreachable", f"token introspection failed: {exc}") from None
+        self.failures = 0
+        return answer
+
+    async def _post(self, token: str) -> Any:
+        auth: Any = (self.config.client_id, self.config.client_secret or "") if self.config.client_id else None
+        return await _fetch("POST", str(self.config.introspection_endpoint), data={"token": token}, auth=auth)
 
 
 def make_verifier(config: AuthConfig) -> JwtVerifier | IntrospectionVerifier:

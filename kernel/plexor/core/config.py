@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from plexor.errors import ConfigError
+from plexor.limits import LIMITS
 from plexor.settings import ConfigSpec, Settings
 
 __all__ = ["KERNEL_VARIABLES", "LOG_LEVELS", "Paths", "check_log_level", "env_name", "load_config_file", "paths",
@@ -30,6 +31,7 @@ KERNEL_VARIABLES = (
     "PLEXOR_OTEL_RECORD_ARGUMENTS", "PLEXOR_HTTP_OPTIONS", "PLEXOR_DATABASE_URL",
     "PLEXOR_AUTH_ISSUER", "PLEXOR_RESOURCE_URL",
     "PLEXOR_STATE_KEY", "PLEXOR_STATE_KEY_FILE", "PLEXOR_STATE_KEY_PREVIOUS", "PLEXOR_STATE_KEY_PREVIOUS_FILE", "PLEXOR_EVENT_STORE",
+    *(limit.env for limit in LIMITS.values()),
 )
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 

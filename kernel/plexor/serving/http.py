@@ -12,9 +12,7 @@ keeps a bounded in-memory event store, so a client whose SSE stream drops can re
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import itertools
 import json
 import os
 import signal
@@ -66,55 +64,18 @@ class HttpOptions:
         return cls(**json.loads(raw))
 
 
-class _MemoryEventStore(EventStore):
-    """The SDK's ``EventStore`` kept in memory: the last ``limit`` events of all streams.
-
-    Enough for a client to resume a dropped SSE stream with ``Last-Event-ID``
-    (and for the server to send the priming event and ``retry`` hint). Each event is
-    bound to its session (``plexor.state.events.SESSION``): stream ids are request
-    ids, the same numbers in every session, so without it one session's replay
-    could carry another's events.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self._events: collections.OrderedDict[str, tuple[str, str, Any]] = collections.OrderedDict()
-        self._limit = max(16, limit)
-        self._ids = itertools.count(1)
-
-    async def store_event(self, stream_id: str, message: Any) -> str:
-        from plexor.state.events import current_session
-
-        event_id = f"{next(self._ids)}"
-        self._events[event_id] = (current_session(), stream_id, message)
-        while len(self._events) > self._limit:
-            self._events.popitem(last=False)
-        return event_id
-
-    async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
-        from mcp.server.streamable_http import EventMessage
-
-        from plexor.state.events import current_session
-
-        if last_event_id not in self._events or self._events[last_event_id][0] != current_session():
-            return None
-        session, stream_id = self._events[last_event_id][:2]
-        found = False
-        for event_id, (owner, sid, message) in list(self._events.items()):
-            if found and owner == session and sid == stream_id and message is not None:
-                await send_callback(EventMessage(message, event_id))
-            if event_id == last_event_id:
-                found = True
-        return stream_id
-
-
 def _event_store(kernel: Kernel, opts: HttpOptions) -> EventStore:
     """Stateful Streamable HTTP's event store: shared through the kernel's database, or this process's memory."""
+    from plexor.limits import value
     from plexor.state.db import database_url, kernel_state
     from plexor.state.events import SharedEventStore, wants_shared_store
+    from plexor.state.memory_events import MemoryEventStore
 
+    session_bytes = int(value("event_store_session_bytes", kernel.environ))
+    total_bytes = int(value("event_store_bytes", kernel.environ))
     if wants_shared_store(kernel.environ, database_url(kernel.environ, getattr(kernel, "_config", {}) or {})):
-        return SharedEventStore(kernel_state(kernel))
-    return _MemoryEventStore(opts.event_history)
+        return SharedEventStore(kernel_state(kernel), session_bytes=session_bytes, total_bytes=total_bytes)
+    return MemoryEventStore(opts.event_history, session_bytes, total_bytes)
 
 
 def _shares_notifications(kernel: Kernel, opts: HttpOptions) -> bool:
@@ -224,9 +185,23 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=opts.max_body_bytes)
         answering = AnsweringSse(sse, opts.max_body_bytes)  # unparsable posts answered on the stream, with their id
 
+        from plexor.limits import principal, refuse, value
+        from plexor.serving.bounds import PerCaller
+
+        streams_of = PerCaller(int(value("sse_per_caller", kernel.environ)))  # so one client cannot hold every connection
+
         async def handle_sse(request: Request) -> Response:
-            async with answering.connect(request.scope, request.receive, request._send) as streams:
-                await server.run(streams[0], streams[1], server.create_initialization_options())
+            who = principal(request.scope)
+            if not streams_of.take(who):
+                message = refuse("sse_per_caller", streams_of.limit, "this client already has that many SSE connections "
+                                 "open", "close one first")
+                return JSONResponse({"error": "too_many_connections", "message": message}, status_code=429,
+                                    headers={"Retry-After": "1"})
+            try:
+                async with answering.connect(request.scope, request.receive, request._send) as streams:
+                    await server.run(streams[0], streams[1], server.create_initialization_options())
+            finally:
+                streams_of.give_back(who)
             return Response()
 
         @contextlib.asynccontextmanager
@@ -269,15 +244,24 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
 
         inner.router.lifespan_context = http_lifespan
         app = TrimMcpHeaders(inner)
-        from plexor.state.events import ResumeAnywhere, SessionBinding, SharedEventStore
+        from plexor.state.events import ForgetOnDelete, ResumeAnywhere, SessionBinding, SharedEventStore
+        from plexor.state.memory_events import MemoryEventStore
 
+        manager = getattr(server, "_session_manager", None)
+        sessions = getattr(manager, "_server_instances", {})
         if isinstance(event_store, SharedEventStore):  # a stream may be resumed through any process
-            manager = getattr(server, "_session_manager", None)
-            sessions = getattr(manager, "_server_instances", {})
             app = ResumeAnywhere(app, event_store, sessions.__contains__, retry_ms=opts.sse_retry_ms)
+        elif isinstance(event_store, MemoryEventStore):
+            event_store.holds = sessions.__contains__  # an expired session's events go with the next one written
         if event_store is not None:
-            app = SessionBinding(app)  # events are bound to their session
+            from plexor.serving.sessions import limit_sessions
+
+            app = SessionBinding(ForgetOnDelete(limit_sessions(app, sessions, kernel.environ), event_store))
     app = AnswerIds(app)
+    if opts.transport != "sse":  # legacy SSE answers on the event stream (plexor.serving.sse), and its parser refuses
+        from plexor.serving.bounds import NestingLimit
+
+        app = NestingLimit(app, opts.max_body_bytes)  # both eras, before anything runs
     from plexor.auth import protect  # OAuth resource server, scopes and profiles, when configured (docs/security.md)
 
     app, oauth = protect(app, kernel, server, token=opts.token, max_body=opts.max_body_bytes, issuer=opts.auth_issuer,

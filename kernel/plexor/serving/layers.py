@@ -9,13 +9,15 @@ sits, whatever the order of the calls:
 2. ``sdk``: the SDK's own first middleware (its OpenTelemetry span, from ``params._meta``);
 3. ``session``: session and era checks, the readiness gate, every failure made guidance
    (``plexor.server``);
-4. ``request-state``: the SDK's ``RequestStateBoundary`` (SEP-2322 ``requestState``);
-5. ``authorization``: one decision, scopes and profile, for every request that names a tool,
+4. ``limits``: a request id or progress token too long to send back is refused before it
+   runs (``plexor.serving.bounds``, ``docs/security.md#limits``);
+5. ``request-state``: the SDK's ``RequestStateBoundary`` (SEP-2322 ``requestState``);
+6. ``authorization``: one decision, scopes and profile, for every request that names a tool,
    prompt, resource or URI, and the filtering of every list (``plexor.auth.guard``); the
    caller's principal was established before the SDK, by the ASGI guard;
-6. ``tasks``: a ``tools/call`` may become a task (``plexor.tasks``), decided only after
+7. ``tasks``: a ``tools/call`` may become a task (``plexor.tasks``), decided only after
    authorization, so a call the connection may not make never becomes a task;
-7. ``timeout``: the per-request time limit (``plexor.serving.http``);
+8. ``timeout``: the per-request time limit (``plexor.serving.http``);
 
 then the handler (the kernel's pipeline).
 """
@@ -26,7 +28,7 @@ from typing import Any
 
 __all__ = ["ORDER", "RequestPath"]
 
-ORDER = ("trace", "sdk", "session", "request-state", "authorization", "tasks", "timeout")
+ORDER = ("trace", "sdk", "session", "limits", "request-state", "authorization", "tasks", "timeout")
 
 
 class RequestPath:

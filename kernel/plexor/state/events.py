@@ -38,7 +38,7 @@ from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.state.db import StateDB
 
-__all__ = ["SESSION", "ResumeAnywhere", "SessionBinding", "SharedEventStore", "current_session", "replay_elsewhere",
+__all__ = ["SESSION", "ForgetOnDelete", "ResumeAnywhere", "SessionBinding", "SharedEventStore", "current_session", "replay_elsewhere",
            "wants_shared_store"]
 
 KEEP_SECONDS = 600.0
@@ -67,6 +67,25 @@ def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
         if key.lower() == name:
             return bytes(value).decode("latin-1")
     return None
+
+
+class ForgetOnDelete:
+    """ASGI middleware: once a ``DELETE`` of a session is answered with success, the store drops its events."""
+
+    def __init__(self, app: Any, store: Any) -> None:
+        self.app, self.store = app, store
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        session = _header(scope, b"mcp-session-id") if scope.get("type") == "http" else None
+        if session is None or scope.get("method") != "DELETE":
+            await self.app(scope, receive, send)
+            return
+        async def watch(message: Any) -> None:
+            if message.get("type") == "http.response.start" and 200 <= int(message["status"]) < 300:
+                await self.store.release(session)  # before the client hears the session is gone
+            await send(message)
+
+        await self.app(scope, receive, watch)
 
 
 class SessionBinding:
@@ -108,10 +127,14 @@ def _create_events(state: StateDB) -> None:
 class SharedEventStore(EventStore):
     """The SDK's ``EventStore`` over ``plexor_sse_events`` (see the module docstring)."""
 
-    def __init__(self, state: StateDB, *, keep_seconds: float = KEEP_SECONDS) -> None:
+    def __init__(self, state: StateDB, *, keep_seconds: float = KEEP_SECONDS, session_bytes: int = 64 * 2**20,
+                 total_bytes: int = 256 * 2**20) -> None:
         self.state = state
         self.keep_seconds = keep_seconds
+        self.session_bytes, self.total_bytes = session_bytes, total_bytes
         self._writes = 0
+        self._since: dict[str, int] = {}  # bytes this process wrote per session since it last measured it
+        self._since_total = 0
         state.migrate("sse_events", {1: _create_events})
 
     def _insert(self, session: str, stream: str, body: str | None) -> int:
@@ -119,9 +142,54 @@ class SharedEventStore(EventStore):
         self._writes += 1
         if self._writes % 256 == 1:
             self.state.execute("DELETE FROM plexor_sse_events WHERE at < ?", (now - self.keep_seconds,))
+        size = len(body or "")
+        if size > self.session_bytes:  # cannot be kept, nor what came before it (a replay would skip it)
+            from plexor.limits import REFUSALS
+
+            REFUSALS["event_store_session_bytes"] += 1
+            self.forget_now(session)
+            body = None
         rows = self.state.query("INSERT INTO plexor_sse_events (session, stream, body, at) VALUES (?, ?, ?, ?) "
                                 "RETURNING id", (session, stream, body, now))
+        self._bound(session, len(body or ""))
         return int(rows[0][0])
+
+    def _bound(self, session: str, size: int) -> None:
+        """Keep the session's and the table's bytes under their limits, measured once every eighth of a limit
+        written by this process (other processes measure what they write)."""
+        self._since[session] = self._since.get(session, 0) + size
+        self._since_total += size
+        if self._since[session] * 8 > self.session_bytes:
+            self._since[session] = 0
+            self._trim("WHERE session = ?", (session,), self.session_bytes, "event_store_session_bytes")
+        if self._since_total * 8 > self.total_bytes:
+            self._since_total = 0
+            self._trim("", (), self.total_bytes, "event_store_bytes")
+        if len(self._since) > 4096:
+            self._since.clear()
+
+    def _trim(self, where: str, args: tuple[Any, ...], most: int, limit: str) -> None:
+        """Delete the oldest events (of ``where``) beyond ``most`` bytes."""
+        kept = 0
+        for event_id, size in self.state.query(f"SELECT id, LENGTH(body) FROM plexor_sse_events {where} "
+                                               "ORDER BY id DESC", args):
+            kept += int(size or 0)
+            if kept > most:
+                from plexor.limits import REFUSALS
+
+                REFUSALS[limit] += 1
+                joiner = "AND" if where else "WHERE"
+                self.state.execute(f"DELETE FROM plexor_sse_events {where} {joiner} id <= ?", (*args, event_id))
+                return
+
+    def forget_now(self, session: str) -> None:
+        """Delete every event kept for ``session``."""
+        self.state.execute("DELETE FROM plexor_sse_events WHERE session = ?", (session,))
+        self._since.pop(session, None)
+
+    async def release(self, session: str) -> None:
+        """Drop what a deleted session kept."""
+        await self.state.run(self.forget_now, session)
 
     async def store_event(self, stream_id: str, message: Any) -> str:
         body = None if message is None else message.model_dump_json(by_alias=True, exclude_unset=True)

@@ -95,6 +95,20 @@ def _requested_task_ids(ctx: Any, params: types.SubscriptionsListenRequestParams
     return list(dict.fromkeys(raw))
 
 
+def check_uris(uris: list[str], environ: Mapping[str, str], where: str, held: int = 0) -> None:
+    """Refuse more than ``PLEXOR_MAX_SUBSCRIPTIONS`` URIs (``held`` already) or one longer than ``PLEXOR_MAX_URI_LENGTH``."""
+    from plexor.limits import refuse, value
+
+    most, longest = int(value("subscriptions", environ)), int(value("uri_length", environ))
+    for uri in uris:
+        if len(uri) > longest:
+            raise MCPError(types.INVALID_PARAMS, refuse("uri_length", longest, f"a URI of {len(uri)} characters",
+                                                        "subscribe to a shorter URI"))
+    if held + len(uris) > most:
+        raise MCPError(types.INVALID_PARAMS, refuse("subscriptions", most, f"{where} would hold {held + len(uris)} URIs",
+                                                    "unsubscribe from some first"))
+
+
 class Listen:
     """Serves ``subscriptions/listen``: one call is one stream (see the module's documentation).
 
@@ -102,10 +116,14 @@ class Listen:
     :meth:`on_task_event` takes the notifier's ``tasks/status`` events.
     """
 
-    def __init__(self, bus: Any, kernel: Kernel, *, max_subscriptions: int = 1024, max_buffered_events: int = 1024) -> None:
+    def __init__(self, bus: Any, kernel: Kernel, *, max_subscriptions: int | None = None, max_buffered_events: int = 1024) -> None:
+        from plexor.limits import value
+        from plexor.serving.bounds import PerCaller
+
         self._bus = bus
         self._kernel = kernel
-        self._max_subscriptions = max_subscriptions
+        self._max_subscriptions = max_subscriptions or int(value("listen_streams", kernel.environ))
+        self._per_caller = PerCaller(int(value("listen_per_caller", kernel.environ)))
         self._max_buffered_events = max_buffered_events
         self._streams: set[Any] = set()
         self._watched: Counter[str] = Counter()  # task id -> open streams that asked for it
@@ -140,9 +158,25 @@ class Listen:
         subscription_id = ctx.request_id
         if subscription_id is None:
             raise MCPError(types.INVALID_REQUEST, "subscriptions/listen requires a request id")
+        from plexor.limits import principal, refuse
+
         if len(self._streams) >= self._max_subscriptions:
-            raise MCPError(types.INTERNAL_ERROR, f"Subscription limit reached ({self._max_subscriptions} open listen "
-                           "streams): close one, or retry later")
+            raise MCPError(types.INTERNAL_ERROR, "Subscription limit reached: " + refuse(
+                "listen_streams", self._max_subscriptions, f"{len(self._streams)} listen streams are open",
+                "close one, or retry later"))
+        check_uris(list(params.notifications.resource_subscriptions or ()), self._kernel.environ, "this listen stream")
+        who = principal(getattr(getattr(ctx, "request", None), "scope", None))
+        if not self._per_caller.take(who):
+            raise MCPError(types.INVALID_REQUEST, refuse(
+                "listen_per_caller", self._per_caller.limit, "this caller already has that many listen streams open",
+                "close one of them first (or name more URIs in one stream)"))
+        try:
+            return await self._stream(ctx, params, subscription_id)
+        finally:
+            self._per_caller.give_back(who)
+
+    async def _stream(self, ctx: Any, params: types.SubscriptionsListenRequestParams,
+                      subscription_id: Any) -> types.SubscriptionsListenResult:
         requested_ids = _requested_task_ids(ctx, params)
         owner = _owner(ctx) if requested_ids is not None else ""
         asked = frozenset(requested_ids or ())

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from plexor.asking import Elicit, Exchange, ListRoots, Question, Sample, check_answer, declares, missing_capability
 from plexor.errors import PlexorError
+from plexor.tasks.bounds import check_new_task, oversized
 from plexor.tasks.store import TaskRow, TaskStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -139,6 +140,7 @@ class Tasks:
         self.pid = os.getpid()
         self.worker = f"{self.host}:{self.pid}:{uuid.uuid4().hex[:8]}"
         self.running: dict[str, asyncio.Task[None]] = {}
+        self.started: dict[str, TaskRow] = {}  # the rows of the tasks running here (owner, expiry)
         self._wake: dict[str, asyncio.Event] = {}
         self._ended: dict[str, asyncio.Event] = {}
         self.unstored: dict[str, Unstored] = {}  # tasks whose call may still be answered directly
@@ -194,6 +196,7 @@ class Tasks:
         (unless ``start`` is false: a detaching call runs on as it is). With ``store`` false it is kept in
         memory until :meth:`materialize` (a call that ends at once is answered without ever storing it)."""
         self.ensure_loop()
+        await check_new_task(self, owner, arguments)
         now = time.time()
         ttl = DEFAULT_TTL_MS if ttl_ms is None else max(1_000, min(int(ttl_ms), MAX_TTL_MS))
         row = TaskRow(
@@ -213,6 +216,7 @@ class Tasks:
         return row
 
     def start(self, row: TaskRow) -> None:
+        self.started[row.task_id] = row
         self.running[row.task_id] = asyncio.get_running_loop().create_task(self._run(row), name=f"plexor-task-{row.task_id}")
 
     async def _run(self, row: TaskRow) -> None:
@@ -221,6 +225,11 @@ class Tasks:
             outcome = await self.kernel.call_tool(row.tool, row.arguments, session=TaskSession(self, task_id),
                                                   request_id=f"task:{task_id}", exchange=TaskExchange(self, row))
             result = tool_result(outcome)
+            too_big = oversized(result, self.kernel.environ)
+            if too_big is not None:
+                await self._finish(task_id, "failed", too_big, error={"code": -32603, "message": too_big,
+                                                                      "data": {"type": "result_too_large"}})
+                return
             summary = "the tool reported an error" if outcome.is_error else "the task completed"
             await self._finish(task_id, "completed", summary, result=result)
         except asyncio.CancelledError:
@@ -238,6 +247,7 @@ class Tasks:
                 raise
         finally:
             self.running.pop(task_id, None)
+            self.started.pop(task_id, None)
             self._wake.pop(task_id, None)
             ended = self._ended.pop(task_id, None)
             if ended is not None:
@@ -343,6 +353,10 @@ class Tasks:
                 running.cancel()
         await self.reap()
         now = time.time()
+        for task_id, row in list(self.started.items()):
+            if row.expires_at is not None and row.expires_at < now and task_id in self.running:  # nobody can fetch it
+                self.kernel.log.info("task_expired_running", task=task_id, tool=row.tool)
+                self.running[task_id].cancel()
         if now - self._last_sweep >= SWEEP_SECONDS:
             self._last_sweep = now
             swept = await self.db(self.store.sweep, now)

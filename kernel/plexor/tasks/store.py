@@ -139,6 +139,11 @@ class TaskStore:
         rows = self.state.query(f"SELECT {', '.join(_COLUMNS)} FROM plexor_tasks WHERE task_id = ?", (task_id,))
         return TaskRow.from_db(rows[0]) if rows else None
 
+    def owned(self, owner: str, now: float) -> int:
+        """How many unexpired tasks ``owner`` has stored."""
+        return int(self.state.query("SELECT COUNT(*) FROM plexor_tasks WHERE owner = ? AND expires_at > ?",
+                                    (owner, now))[0][0])
+
     def page(self, owner: str, offset: int, limit: int) -> list[TaskRow]:
         rows = self.state.query(f"SELECT {', '.join(_COLUMNS)} FROM plexor_tasks WHERE owner = ? "
                                 "ORDER BY created_at, task_id LIMIT ? OFFSET ?", (owner, limit, offset))

@@ -33,6 +33,7 @@ DURATION_HELP = "How long the server took to answer an MCP request, from the pip
 IN_FLIGHT_HELP = "Requests being served now (what a drain waits for)."
 PLUGINS_HELP = "1 for each plugin, labelled with its current state."
 SESSIONS_HELP = "Client sessions open now (stdio, Streamable HTTP before 2026-07-28), by protocol version."
+LIMIT_HELP = "Requests, connections and stored data refused or dropped at a limit (docs/security.md#limits), per limit."
 SPAN_HELP = "How long the remote and storage calls plugins make (plexor.span) took."
 # The Prometheus labels of the duration histogram: the OpenTelemetry attribute names, dots as underscores.
 LABELS = ("mcp_method_name", "plexor_plugin_name", "gen_ai_tool_name", "gen_ai_prompt_name", "mcp_protocol_version",
@@ -160,6 +161,14 @@ class _Gauges:
             for version, count in self.telemetry.session_counts().items():
                 sessions.add_metric([version], count)
             yield sessions
+        from prometheus_client.core import CounterMetricFamily
+
+        from plexor.limits import REFUSALS
+
+        refusals = CounterMetricFamily("plexor_limit_refusals", LIMIT_HELP, labels=["plexor_limit"])
+        for limit, count in sorted(REFUSALS.items()):
+            refusals.add_metric([limit], count)
+        yield refusals
         for rec in records:
             for gauge in list(rec.handle._gauges.values()) if rec.handle is not None else ():
                 values = gauge.values(self.kernel.log)

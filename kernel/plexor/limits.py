@@ -1,0 +1,106 @@
+"""The bounds that keep one caller from exhausting the server for every other (``docs/security.md#limits``).
+
+Each limit has a default a laptop user never meets, an environment variable that changes it, and a
+refusal that names both. :func:`refuse` counts each refusal per limit; with telemetry on the counts
+are the ``plexor_limit_refusals_total`` metric. A limit *per caller* is kept per :func:`principal`:
+the OAuth subject (with its issuer and client), the static token, else the client's address.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["LIMITS", "REFUSALS", "Limit", "describe", "principal", "refuse", "value"]
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One bound: its metric label, the variable that sets it, its default, and what it counts."""
+
+    name: str
+    env: str
+    default: float
+    what: str
+
+    def text(self, number: float | None = None) -> str:
+        shown = self.default if number is None else number
+        return f"{shown:g} {self.what} ({self.env})"
+
+
+_ALL = (
+    Limit("echoed_length", "PLEXOR_MAX_ECHOED_LENGTH", 4096, "characters of a request id or progress token"),
+    Limit("subscriptions", "PLEXOR_MAX_SUBSCRIPTIONS", 10_000, "resource URIs per session or listen stream"),
+    Limit("uri_length", "PLEXOR_MAX_URI_LENGTH", 8192, "characters of a subscribed URI"),
+    Limit("listen_streams", "PLEXOR_MAX_LISTEN_STREAMS", 1024, "open listen streams in total"),
+    Limit("listen_per_caller", "PLEXOR_MAX_LISTEN_PER_CALLER", 64, "open listen streams per caller"),
+    Limit("sse_per_caller", "PLEXOR_MAX_SSE_PER_CALLER", 64, "open legacy SSE connections per caller"),
+    Limit("event_store_session_bytes", "PLEXOR_EVENT_STORE_SESSION_BYTES", 64 * 2**20,
+          "bytes of resumable events per session"),
+    Limit("event_store_bytes", "PLEXOR_EVENT_STORE_BYTES", 256 * 2**20, "bytes of resumable events in total"),
+    Limit("sessions_per_caller", "PLEXOR_MAX_SESSIONS_PER_CALLER", 256, "open stateful HTTP sessions per caller"),
+    Limit("sessions", "PLEXOR_MAX_SESSIONS", 2048, "open stateful HTTP sessions in total"),
+    Limit("tasks_per_caller", "PLEXOR_MAX_TASKS_PER_CALLER", 100, "tasks running per caller in one server process"),
+    Limit("stored_tasks_per_caller", "PLEXOR_MAX_STORED_TASKS_PER_CALLER", 10_000, "unexpired tasks kept per caller"),
+    Limit("task_arguments_bytes", "PLEXOR_MAX_TASK_ARGUMENTS_BYTES", 2**20, "bytes of a task's arguments"),
+    Limit("task_result_bytes", "PLEXOR_MAX_TASK_RESULT_BYTES", 16 * 2**20, "bytes of a task's result"),
+    Limit("auth_fetch_bytes", "PLEXOR_AUTH_FETCH_BYTES", 2**20,
+          "bytes of an authorization server's answer (keys, metadata, introspection)"),
+    Limit("auth_fetch_seconds", "PLEXOR_AUTH_FETCH_SECONDS", 10, "seconds for a whole fetch from the authorization server"),
+    Limit("auth_fetch_backoff", "PLEXOR_AUTH_FETCH_BACKOFF", 60,
+          "seconds at most between two tries while the signing keys cannot be loaded"),
+)
+LIMITS: dict[str, Limit] = {limit.name: limit for limit in _ALL}
+REFUSALS: Counter[str] = Counter()  # this process's refusals per limit (plexor_limit_refusals_total)
+
+
+def value(name: str, environ: Mapping[str, str] | None = None) -> float:
+    """The limit ``name`` as set (its variable) or its default; a bad value is a ``ConfigError`` naming the variable."""
+    from plexor.errors import ConfigError
+
+    limit = LIMITS[name]
+    raw = (os.environ if environ is None else environ).get(limit.env, "").strip()
+    if not raw:
+        return limit.default
+    try:
+        number = float(raw)
+    except ValueError:
+        number = 0.0
+    if not number > 0:
+        raise ConfigError(f"{limit.env}={raw!r} is not a valid limit",
+                          f"Set {limit.env} to a positive number ({limit.what}; default {limit.default:g}), or unset it.")
+    return number
+
+
+def refuse(name: str, number: float, detail: str, fix: str = "") -> str:
+    """Count a refusal of limit ``name`` (at ``number``) and say what was refused, the limit and its setting."""
+    REFUSALS[name] += 1
+    limit = LIMITS[name]
+    advice = fix or "stay under it"
+    return f"{detail}: the limit is {limit.text(number)}; {advice}, or raise {limit.env} on the server."
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """(variable, default, what it bounds) of every limit, for documentation and ``--help``."""
+    return [(limit.env, f"{limit.default:g}", limit.what) for limit in _ALL]
+
+
+def principal(scope: Mapping[str, Any] | None) -> str:
+    """Who a request is, for per-caller limits: the OAuth principal, the static token, else the client's address.
+
+    The OAuth principal is the one the guard derives for task ownership (``Access.principal``:
+    issuer, subject and client); without a token every local client at one address is one caller.
+    """
+    if not scope:
+        return "local"
+    access = scope.get("plexor.access")  # plexor.auth.guard.ACCESS_KEY, set when OAuth is on
+    owner = getattr(access, "principal", "")
+    if owner:
+        return f"oauth:{owner}"
+    if getattr(access, "subject", None) or any(k == b"authorization" for k, _ in scope.get("headers") or ()):
+        return "token"  # the static --token: every holder is the same caller
+    client = scope.get("client")
+    return f"address:{client[0]}" if client else "local"

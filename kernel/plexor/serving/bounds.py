@@ -1,0 +1,131 @@
+"""Per-request and per-caller bounds in front of the SDK (``docs/security.md#limits``).
+
+- :class:`NestingLimit`: a POST to ``/mcp`` nested deeper than the parser's limit (200 levels) is
+  answered -32600 (HTTP 400) with the request's id, in both protocol eras. The SDK refuses such a
+  body only in the 2025-11-25 era (its pydantic parser); the 2026-07-28 era parses it with
+  ``json.loads``, which took ~900 levels and ran the request. A body with few brackets is never
+  scanned, so the well-formed path costs two ``bytes.count`` calls.
+- :func:`echo_middleware`: a request id or progress token longer than ``PLEXOR_MAX_ECHOED_LENGTH``
+  is refused before it runs, since the server sends it back with every answer and progress
+  notification (a 3 MiB progress token made a 120 MiB answer).
+- :class:`PerCaller`: counts what each caller holds open (legacy SSE connections, listen streams).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["NestingLimit", "PerCaller", "echo_middleware", "too_deep"]
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def too_deep(body: bytes, limit: int) -> bool:
+    """Whether the JSON text ``body`` nests arrays and objects more than ``limit`` levels below the message itself.
+
+    Counted as the SDK's pydantic parser counts (it takes 200 levels inside the outermost object, not 201).
+    """
+    if body.count(b"[") + body.count(b"{") <= limit + 1:
+        return False
+    depth = 0
+    for found in _BRACKET.finditer(_STRING.sub(b"", body)):
+        if found.group() in (b"[", b"{"):
+            depth += 1
+            if depth > limit + 1:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+class NestingLimit:
+    """ASGI: a POST body nested deeper than ``plexor.serving.wire.MAX_DEPTH`` gets -32600 (400), naming the limit."""
+
+    def __init__(self, app: Any, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size, more, tail = 0, True, None
+        while more and size <= self.max_body:  # a larger body is the SDK's to refuse (413)
+            message = await receive()
+            if message["type"] != "http.request":
+                tail = message
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = bool(message.get("more_body"))
+        body = b"".join(chunks)
+        if not more and tail is None and await self._refused(body, send):
+            return
+        replay = [{"type": "http.request", "body": body, "more_body": more or tail is not None}]
+        if tail is not None:
+            replay.append(tail)
+
+        async def replayed() -> Any:
+            return replay.pop(0) if replay else await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _refused(self, body: bytes, send: Any) -> bool:
+        from plexor.limits import REFUSALS
+        from plexor.serving.wire import INVALID_REQUEST, MAX_DEPTH, Reply, _lexical_id, _too_deep
+
+        if not too_deep(body, MAX_DEPTH):
+            return False
+        REFUSALS["nesting"] += 1
+        found = _lexical_id(body.decode("utf-8", "replace"))
+        payload = json.dumps(Reply(found, INVALID_REQUEST, _too_deep()).wire()).encode()
+        await send({"type": "http.response.start", "status": 400, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+        await send({"type": "http.response.body", "body": payload})
+        return True
+
+
+def echo_middleware(limit: int) -> Callable[..., Any]:
+    """SDK middleware: refuse a request whose id or progress token is longer than ``limit`` characters."""
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    from plexor.limits import refuse
+
+    async def middleware(ctx: Any, call_next: Any) -> Any:
+        params = ctx.params if isinstance(ctx.params, dict) else {}
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        for what, echoed in (("request id", ctx.request_id), ("progress token", token)):
+            if isinstance(echoed, str) and len(echoed) > limit:
+                raise MCPError(types.INVALID_REQUEST, refuse(
+                    "echoed_length", limit, f"the {what} is {len(echoed)} characters long",
+                    f"send a shorter {what} (a counter or a UUID)"))
+        return await call_next(ctx)
+
+    return middleware
+
+
+class PerCaller:
+    """How many of one kind of thing each caller holds open, refused past ``limit`` (a caller is a principal)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held: Counter[str] = Counter()
+
+    def take(self, who: str) -> bool:
+        if self.held[who] >= self.limit:
+            return False
+        self.held[who] += 1
+        return True
+
+    def give_back(self, who: str) -> None:
+        self.held[who] -= 1
+        if self.held[who] <= 0:
+            del self.held[who]

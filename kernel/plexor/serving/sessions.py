@@ -1,0 +1,123 @@
+"""Stateful Streamable HTTP sessions capped per caller and in total; the oldest idle one makes room.
+
+Without a cap only the 30-minute idle timeout bounded them (6,000 sessions never closed took the
+server from 70 to 321 MiB), and the SDK's own cap refuses every new client once it is reached. Here a
+new session past ``PLEXOR_MAX_SESSIONS_PER_CALLER`` (that caller's) or ``PLEXOR_MAX_SESSIONS`` (anyone's)
+first closes the session that has been idle longest, and that session's client is told so, naming the
+limit, at its next request (404, as for any ended session, so it opens a new one).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import time
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+__all__ = ["SessionLimits", "limit_sessions"]
+
+REMEMBERED = 4096  # closed sessions whose clients are still owed the reason
+
+
+class SessionLimits:
+    """ASGI middleware in front of the SDK's session manager (``sessions``: its id -> transport mapping)."""
+
+    def __init__(self, app: Any, sessions: MutableMapping[str, Any], *, per_caller: int, total: int) -> None:
+        self.app, self.sessions = app, sessions
+        self.per_caller, self.total = per_caller, total
+        self.owner: dict[str, str] = {}
+        self.seen: dict[str, float] = {}
+        self.busy: collections.Counter[str] = collections.Counter()
+        self.closed: collections.OrderedDict[str, str] = collections.OrderedDict()  # session -> why
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        sid = next((v.decode("latin-1") for k, v in scope.get("headers") or () if k == b"mcp-session-id"), None)
+        if sid is not None:
+            why = self.closed.pop(sid, None)
+            if why is not None and sid not in self.sessions:
+                await _ended(send, why)
+                return
+            if sid in self.sessions:
+                await self._serve(sid, scope, receive, send)
+            else:  # unknown here (ended, another process's, or junk): the SDK answers, nothing is recorded
+                await self.app(scope, receive, send)
+            return
+        if scope.get("method") == "POST" and not await self._make_room(scope, send):
+            return
+
+        async def learn(message: Any) -> None:
+            if message.get("type") == "http.response.start":
+                new = next((v.decode("latin-1") for k, v in message.get("headers") or () if k == b"mcp-session-id"), None)
+                if new is not None and new not in self.owner:
+                    from plexor.limits import principal
+
+                    self.owner[new], self.seen[new] = principal(scope), time.monotonic()
+            await send(message)
+
+        await self.app(scope, receive, learn)
+
+    async def _serve(self, sid: str, scope: Any, receive: Any, send: Any) -> None:
+        self.busy[sid] += 1
+        self.seen[sid] = time.monotonic()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.busy[sid] -= 1
+            if self.busy[sid] <= 0:
+                del self.busy[sid]
+            self.seen[sid] = time.monotonic()
+
+    async def _make_room(self, scope: Any, send: Any) -> bool:
+        """Close the oldest idle session of this caller, or of anyone, when a new one would pass a limit."""
+        from plexor.limits import principal, refuse
+
+        for sid in [s for s in self.owner if s not in self.sessions]:  # ended by themselves (DELETE, idle timeout)
+            self.owner.pop(sid, None)
+            self.seen.pop(sid, None)
+        who = principal(scope)
+        for limit, most, among in (("sessions_per_caller", self.per_caller, [s for s, o in self.owner.items() if o == who]),
+                                   ("sessions", self.total, list(self.sessions))):
+            if len(among) < most:
+                continue
+            idle = [s for s in among if not self.busy.get(s)]
+            if not idle:
+                text = refuse(limit, most, "every session is busy", "retry in a moment")
+                await _answer(send, 429, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}})
+                return False
+            oldest = min(idle, key=lambda s: self.seen.get(s, 0.0))
+            self.closed[oldest] = refuse(limit, most, "this session was closed to make room for a newer one",
+                                         "open a new session (initialize again)")
+            while len(self.closed) > REMEMBERED:
+                self.closed.popitem(last=False)
+            await self._close(oldest)
+        return True
+
+    async def _close(self, sid: str) -> None:
+        transport = self.sessions.pop(sid, None)
+        self.owner.pop(sid, None)
+        self.seen.pop(sid, None)
+        if transport is not None and not getattr(transport, "is_terminated", False):
+            await transport.terminate()
+
+
+def limit_sessions(app: Any, sessions: MutableMapping[str, Any], environ: Mapping[str, str]) -> SessionLimits:
+    """``app`` behind the session limits as set in ``environ``."""
+    from plexor.limits import value
+
+    return SessionLimits(app, sessions, per_caller=int(value("sessions_per_caller", environ)),
+                         total=int(value("sessions", environ)))
+
+
+async def _ended(send: Any, why: str) -> None:
+    await _answer(send, 404, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Session not found: {why}"}})
+
+
+async def _answer(send: Any, status: int, body: dict[str, Any]) -> None:
+    payload = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+    await send({"type": "http.response.body", "body": payload})

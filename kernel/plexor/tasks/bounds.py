@@ -1,0 +1,51 @@
+"""What a caller's tasks may take (``docs/security.md#limits``): how many run and are kept, and how big they are."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor.tasks.runner import Tasks
+
+__all__ = ["check_new_task", "oversized"]
+
+
+async def check_new_task(tasks: Tasks, owner: str, arguments: dict[str, Any]) -> None:
+    """Refuse a task over ``PLEXOR_MAX_TASK_ARGUMENTS_BYTES``, past ``PLEXOR_MAX_TASKS_PER_CALLER`` running in this
+    process, or past ``PLEXOR_MAX_STORED_TASKS_PER_CALLER`` kept (unexpired) anywhere."""
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    from plexor.limits import refuse, value
+
+    environ = tasks.kernel.environ
+    most = int(value("task_arguments_bytes", environ))
+    size = len(json.dumps(arguments, default=str))
+    if size > most:
+        raise MCPError(types.INVALID_PARAMS, refuse("task_arguments_bytes", most, f"the task's arguments are {size} "
+                                                    "bytes", "pass a reference (a path, a URI) instead of the data"))
+    running = sum(1 for row in tasks.started.values() if row.owner == owner)
+    most = int(value("tasks_per_caller", environ))
+    if running >= most:
+        raise MCPError(types.INVALID_REQUEST, refuse("tasks_per_caller", most, f"this caller has {running} tasks "
+                                                     "running", "wait for one to end, or cancel one"))
+    most = int(value("stored_tasks_per_caller", environ))
+    kept = await tasks.db(tasks.store.owned, owner, time.time())
+    if kept >= most:
+        raise MCPError(types.INVALID_REQUEST, refuse("stored_tasks_per_caller", most, f"this caller has {kept} tasks "
+                                                     "kept", "ask for shorter ttls, or wait for some to expire"))
+
+
+def oversized(result: dict[str, Any], environ: Mapping[str, str]) -> str | None:
+    """Why ``result`` cannot be stored (over ``PLEXOR_MAX_TASK_RESULT_BYTES``), or None."""
+    from plexor.limits import refuse, value
+
+    most = int(value("task_result_bytes", environ))
+    size = len(json.dumps(result, default=str))
+    if size <= most:
+        return None
+    return refuse("task_result_bytes", most, f"the task's result is {size} bytes", "return less (page it, or write "
+                  "it to a file and return its path)")

@@ -1,0 +1,610 @@
+"""Every surface bounded per caller (docs/security.md#limits), each through a real ``plexor serve``.
+
+Each test drives one client to a limit and proves with a second, real MCP client that the server
+still serves everyone else; where the limit is about memory, the server's own RSS is read from
+``/proc``. Payloads are the smallest that still show the bound (the limits are lowered by their
+settings for the test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import httpx
+import pytest
+from conformance.serving import INIT, MCP_HEADERS, healthz, modern_post, serve_http
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def rss_mib(pid: int) -> float:
+    """The resident set of process ``pid`` in MiB (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def deep_call(levels: int, rid: int | str = 41) -> bytes:
+    nested = "[" * levels + "]" * levels
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                       "params": {"name": "test_echo", "arguments": {"text": "x", "deep": "@"}}}).replace(
+        '"@"', nested).encode()
+
+
+MODERN = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+          "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "test_echo"}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "plexor-tests", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def _modern_deep(levels: int) -> bytes:
+    body = json.loads(deep_call(2))
+    body["params"]["_meta"] = META
+    return json.dumps(body).replace("[[]]", "[" * levels + "]" * levels).encode()
+
+
+def _session(served, headers=None) -> dict[str, str]:
+    r = httpx.post(served.url, json=INIT, headers={**MCP_HEADERS, **(headers or {})}, timeout=30)
+    assert r.status_code == 200, r.text
+    sent = {**MCP_HEADERS, **(headers or {}), "Mcp-Session-Id": r.headers["mcp-session-id"]}
+    httpx.post(served.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=sent, timeout=30)
+    return sent
+
+
+def _answer(response: httpx.Response) -> dict:
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:] for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        return json.loads(data[-1])
+    return response.json()
+
+
+async def _echo_through_sdk(url: str, mode: str, token: str | None = None, tool: str = "test_echo") -> str:
+    """A second, well-behaved client: the SDK's own, in era ``mode``; the tool's text."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+            Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+        result = await client.call_tool(tool, {"text": "still served"} if tool == "test_echo" else {})
+        assert not result.is_error, result
+        return str(result.content[0].text)
+
+
+# ---------------------------------------------------------------- parsing
+@pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
+async def test_nesting_is_refused_at_200_levels_in_both_eras(tmp_path, stateless):
+    with serve_http(tmp_path, *(["--stateless"] if stateless else [])) as served:
+        legacy = MCP_HEADERS if stateless else _session(served)
+        for levels in (201, 900, 5000):
+            for headers, body in ((legacy, deep_call(levels)), (MODERN, _modern_deep(levels))):
+                r = httpx.post(served.url, content=body, headers=headers, timeout=30)
+                assert r.status_code == 400, (levels, headers["MCP-Protocol-Version"], r.status_code, r.text[:300])
+                error = r.json()
+                assert error["id"] == 41 and error["error"]["code"] == -32600
+                assert "nested deeper than 200 levels" in error["error"]["message"]
+        # 200 levels below the message (params, arguments and 198 more) are still taken, as before
+        ok = httpx.post(served.url, content=_modern_deep(198), headers=MODERN, timeout=30)
+        assert ok.status_code == 200 and _answer(ok)["id"] == 41 and "result" in _answer(ok), ok.text[:300]
+        for mode in ("legacy", "2026-07-28"):
+            assert "still served" in await _echo_through_sdk(served.url, mode)
+
+
+def test_an_echoed_progress_token_or_id_is_length_capped(tmp_path):
+    with serve_http(tmp_path, env={"PLEXOR_MAX_ECHOED_LENGTH": "64", "PLEXOR_OTEL": "1"}) as served:
+        sent = _session(served)
+        call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": {"name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "p" * 65}}}
+        error = _answer(httpx.post(served.url, json=call, headers=sent, timeout=30))
+        assert error["id"] == 5 and error["error"]["code"] == -32600, error
+        assert "progress token is 65 characters" in error["error"]["message"]
+        assert "PLEXOR_MAX_ECHOED_LENGTH" in error["error"]["message"]
+        long_id = {**call, "id": "i" * 65, "params": {"name": "test_echo", "arguments": {"text": "x"}}}
+        error = _answer(httpx.post(served.url, json=long_id, headers=sent, timeout=30))
+        assert "request id is 65 characters" in error["error"]["message"]
+        call["params"]["_meta"]["progressToken"] = "p" * 64  # at the limit: served, with its progress
+        done = httpx.post(served.url, json=call, headers=sent, timeout=30)
+        assert done.text.count('"progressToken":"' + "p" * 64) >= 1 and '"result"' in done.text
+        modern = {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+            "name": "test_echo", "arguments": {"text": "x"}, "_meta": {**META, "progressToken": "q" * 65}}}
+        error = _answer(httpx.post(served.url, json=modern, headers=MODERN, timeout=30))
+        assert error["id"] == 6 and "progress token is 65 characters" in error["error"]["message"], error
+        assert "still served" in modern_post(served, "tools/call", {"name": "test_echo", "arguments": {
+            "text": "still served"}}, name="test_echo")[1]["result"]["content"][0]["text"]
+        metrics = httpx.get(served.base + "/metrics", timeout=10).text  # telemetry on: each refusal is counted
+        assert 'plexor_limit_refusals_total{plexor_limit="echoed_length"} 3.0' in metrics
+        assert healthz(served)["kernel"]["state"] == "ready"
+
+
+# ---------------------------------------------------------------- JWKS and introspection fetches
+class Keys:
+    """A misbehaving authorization server (the attacker's, or one having a bad day): serves its JWKS
+    as ``mode`` says (``ok``, ``500``, ``drip``: a byte every 5 s, ``huge``: ``size`` bytes) and counts
+    each fetch. Only the failures the real one cannot be made to show are played here."""
+
+    def __init__(self, mode: str = "ok", size: int = 0) -> None:
+        import http.server
+        import threading
+
+        from auth.support import rsa_jwk
+
+        self.key, jwk = rsa_jwk("k1")
+        public = {k: v for k, v in jwk.items() if k in ("kty", "n", "e", "kid", "use", "alg")}
+        self.document = json.dumps({"keys": [public]}).encode()
+        self.mode, self.size, self.fetches = mode, size, 0
+        self.stop = threading.Event()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802 - the stdlib's name
+                outer.fetches += 1
+                outer.serve(self)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def serve(self, handler) -> None:
+        if self.mode == "500":
+            handler.send_error(500)
+            return
+        body = self.document
+        if self.mode == "huge":  # valid JSON, mostly padding
+            body = b'{"keys": [], "pad": "' + b"x" * self.size + b'"}'
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        if self.mode != "drip":
+            handler.wfile.write(body)
+            return
+        for byte in body:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            if self.stop.wait(5):
+                return
+
+    def mint(self, resource: str, sub: str = "alice", **claims) -> str:
+        import time
+
+        import jwt
+
+        now = int(time.time())
+        body = {"iss": self.url, "aud": resource, "sub": sub, "client_id": "c", "scope": "ledger:read ledger:write",
+                "iat": now, "exp": now + 300, **claims}
+        return jwt.encode(body, self.key, algorithm="RS256", headers={"kid": "k1"})
+
+    def close(self) -> None:
+        self.stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _oauth(tmp_path, keys: Keys, env: dict[str, str] | None = None, args: tuple[str, ...] = ()):
+    from auth.support import free_port, served_plexor
+
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    auth = {"issuer": keys.url, "resource": resource, "jwks_uri": keys.url + "/jwks", "leeway": 0}
+    return served_plexor(tmp_path / "home", port, auth=auth, args=args, env=env), resource
+
+
+LEDGER = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "ledger_balance", "arguments": {}}}
+
+
+def _call(px, token: str, body=LEDGER, **headers) -> httpx.Response:
+    return httpx.post(px.url, json=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}", **headers},
+                      timeout=60)
+
+
+async def test_with_oauth_on_deep_nesting_is_400_not_500(tmp_path):
+    keys = Keys()
+    try:
+        served, _resource = _oauth(tmp_path, keys)
+        with served as px:
+            for levels in (201, 5000):
+                deep = json.loads(deep_call(2))
+                deep["params"]["name"] = "ledger_post"
+                body = json.dumps(deep).replace("[[]]", "[" * levels + "]" * levels)
+                r = httpx.post(px.url, content=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {px.static}"},
+                               timeout=30)
+                assert r.status_code == 400 and r.json()["error"]["code"] == -32600, (levels, r.status_code, r.text[:200])
+                assert "200 levels" in r.json()["error"]["message"]
+            assert px.calls() == []  # nothing ran
+            for mode in ("legacy", "2026-07-28"):
+                assert "balance" in await _echo_through_sdk(px.url, mode, px.static, tool="ledger_balance")
+    finally:
+        keys.close()
+
+
+async def _burst(px, tokens: list[str]) -> list[httpx.Response]:
+    async with httpx.AsyncClient(timeout=60) as http:
+        import asyncio
+
+        return list(await asyncio.gather(*(http.post(px.url, json=LEDGER, headers={
+            **MCP_HEADERS, "Authorization": f"Bearer {t}"}) for t in tokens)))
+
+
+async def test_keys_that_cannot_be_loaded_are_fetched_once_then_backed_off(tmp_path):
+    keys = Keys("500")
+    try:
+        served, resource = _oauth(tmp_path, keys)
+        with served as px:
+            stranger = Keys()  # a token of another issuer, signed by its key: never makes this server fetch
+            try:
+                refused = await _burst(px, [stranger.mint(resource)] * 5 + [keys.mint(resource, aud="http://other/mcp")])
+            finally:
+                stranger.close()
+            assert [r.status_code for r in refused] == [401] * 6 and keys.fetches == 0
+            answers = await _burst(px, [keys.mint(resource, sub=f"u{i}") for i in range(40)])
+            assert [r.status_code for r in answers] == [401] * 40
+            assert keys.fetches <= 2, keys.fetches  # was 81 (two per request, no back-off)
+            assert any("not asked again" in r.headers["www-authenticate"] for r in answers)
+            for mode in ("legacy", "2026-07-28"):  # the static token's client is served throughout
+                assert "balance" in await _echo_through_sdk(px.url, mode, px.static, tool="ledger_balance")
+            keys.mode = "ok"  # the server recovers once the back-off has passed
+            import time
+
+            deadline = time.monotonic() + 30
+            while (ok := _call(px, keys.mint(resource))).status_code == 401 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert ok.status_code == 400 or ok.status_code == 200, ok.text  # past the token check (no session: 400)
+            assert keys.fetches <= 8
+    finally:
+        keys.close()
+
+
+async def test_a_dripping_key_set_is_cut_off_at_the_total_deadline(tmp_path):
+    import time
+
+    keys = Keys("drip")
+    try:
+        served, resource = _oauth(tmp_path, keys, env={"PLEXOR_AUTH_FETCH_SECONDS": "2"})
+        with served as px:
+            started = time.monotonic()
+            answers = await _burst(px, [keys.mint(resource, sub=f"u{i}") for i in range(5)])
+            took = time.monotonic() - started
+            assert [r.status_code for r in answers] == [401] * 5
+            assert took < 10, took  # was unanswered at 70 s: the 10 s timeout was per read
+            assert keys.fetches == 1  # one fetch in flight, its outcome shared
+            assert "PLEXOR_AUTH_FETCH_SECONDS" in answers[0].headers["www-authenticate"]
+            assert "balance" in await _echo_through_sdk(px.url, "2026-07-28", px.static, tool="ledger_balance")
+    finally:
+        keys.close()
+
+
+async def test_a_huge_key_set_is_refused_at_the_size_cap_without_growing_the_server(tmp_path):
+    keys = Keys("huge", size=24 * 2**20)
+    try:
+        served, resource = _oauth(tmp_path, keys, env={"PLEXOR_AUTH_FETCH_BYTES": "65536"})
+        with served as px:
+            pid = int(healthz(px, px.static)["pid"])
+            before = rss_mib(pid)
+            r = _call(px, keys.mint(resource))
+            assert r.status_code == 401 and "PLEXOR_AUTH_FETCH_BYTES" in r.headers["www-authenticate"], r.headers
+            grown = rss_mib(pid) - before
+            assert grown < 12, grown  # a 24 MiB key set read whole would add several times that
+            assert "balance" in await _echo_through_sdk(px.url, "legacy", px.static, tool="ledger_balance")
+    finally:
+        keys.close()
+
+
+# ---------------------------------------------------------------- subscriptions and listen
+def _listen_body(rid: int, uris: list[str]) -> dict:
+    return {"jsonrpc": "2.0", "id": rid, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": True, "resourceSubscriptions": uris}, "_meta": META}}
+
+
+def _open_listen(stack, http: httpx.Client, url: str, rid: int, token: str, uris: list[str] | None = None) -> dict:
+    """Open a listen stream and keep it open (in ``stack``); its first frame (the acknowledgement, or an error)."""
+    headers = {**MODERN, "Mcp-Method": "subscriptions/listen", "Authorization": f"Bearer {token}"}
+    headers.pop("Mcp-Name")
+    response = stack.enter_context(http.stream("POST", url, json=_listen_body(rid, uris or ["test://a"]),
+                                               headers=headers))
+    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        response.read()
+        return response.json()
+    lines = response.iter_lines()
+    _OPEN.append(lines)  # dropping the iterator would close the connection (and so the stream)
+    for line in lines:
+        if line.startswith("data:") and line[5:].strip():
+            return json.loads(line[5:])
+    raise AssertionError("the listen stream ended without a frame")
+
+
+_OPEN: list = []
+
+
+def test_listen_streams_per_caller_are_capped_below_the_server_wide_cap(tmp_path):
+    import contextlib
+
+    keys = Keys()
+    env = {"PLEXOR_MAX_LISTEN_PER_CALLER": "3", "PLEXOR_MAX_LISTEN_STREAMS": "8", "PLEXOR_MAX_SUBSCRIPTIONS": "4",
+           "PLEXOR_MAX_URI_LENGTH": "64"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env, args=("--stateless",))
+        with served as px, contextlib.ExitStack() as stack, httpx.Client(timeout=30) as http:
+            stack.callback(_OPEN.clear)
+            hog, other = keys.mint(resource, sub="hog"), keys.mint(resource, sub="other")
+            for rid in range(3):
+                ack = _open_listen(stack, http, px.url, rid, hog)
+                assert ack["method"] == "notifications/subscriptions/acknowledged", ack
+            refused = _open_listen(stack, http, px.url, 3, hog)
+            assert refused["error"]["code"] == -32600 and "PLEXOR_MAX_LISTEN_PER_CALLER" in refused["error"]["message"]
+            assert "3 open listen streams per caller" in refused["error"]["message"]
+            # another caller is served as before, while the first holds its limit
+            assert _open_listen(stack, http, px.url, 4, other)["method"] == "notifications/subscriptions/acknowledged"
+            too_many = _open_listen(stack, http, px.url, 5, other, [f"test://{i}" for i in range(5)])
+            assert "PLEXOR_MAX_SUBSCRIPTIONS" in too_many["error"]["message"], too_many
+            too_long = _open_listen(stack, http, px.url, 6, other, ["test://" + "x" * 64])
+            assert "a URI of 71 characters" in too_long["error"]["message"] and "PLEXOR_MAX_URI_LENGTH" in too_long[
+                "error"]["message"]
+            assert _call(px, other, {**LEDGER, "params": {**LEDGER["params"], "_meta": META}},
+                         **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                            "Mcp-Name": "ledger_balance"}).status_code == 200
+            for rid in range(7, 12):  # the server-wide cap still holds for everyone
+                _open_listen(stack, http, px.url, rid, keys.mint(resource, sub=f"s{rid}"))
+            full = _open_listen(stack, http, px.url, 12, keys.mint(resource, sub="late"))
+            assert "PLEXOR_MAX_LISTEN_STREAMS" in full["error"]["message"], full
+    finally:
+        keys.close()
+
+
+def test_subscriptions_per_session_and_uri_length_are_capped(tmp_path):
+    env = {"PLEXOR_MAX_SUBSCRIPTIONS": "5", "PLEXOR_MAX_URI_LENGTH": "1024"}
+    with serve_http(tmp_path, env=env) as served:
+        pid = int(healthz(served)["pid"])
+        sent = _session(served)
+
+        def subscribe(rid: int, uri: str) -> dict:
+            body = {"jsonrpc": "2.0", "id": rid, "method": "resources/subscribe", "params": {"uri": uri}}
+            return _answer(httpx.post(served.url, json=body, headers=sent, timeout=30))
+
+        for i in range(5):
+            assert "result" in subscribe(i, f"test://feed/{i}")
+        assert "result" in subscribe(5, "test://feed/0")  # again: still five
+        error = subscribe(6, "test://feed/6")["error"]
+        assert "this session would hold 6 URIs" in error["message"] and "PLEXOR_MAX_SUBSCRIPTIONS" in error["message"]
+        before = rss_mib(pid)
+        for i in range(40):  # 40 URIs of 256 KiB, refused: nothing kept
+            assert "PLEXOR_MAX_URI_LENGTH" in subscribe(100 + i, "test://" + "x" * (256 * 1024))["error"]["message"]
+        assert rss_mib(pid) - before < 6  # 10 MiB would have been kept
+        unsubscribe = {"jsonrpc": "2.0", "id": 200, "method": "resources/unsubscribe", "params": {"uri": "test://feed/0"}}
+        assert "result" in _answer(httpx.post(served.url, json=unsubscribe, headers=sent, timeout=30))
+        assert "result" in subscribe(201, "test://feed/7")  # room again
+        other = _session(served)  # another session has its own five
+        body = {"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": {"uri": "test://feed/x"}}
+        assert "result" in _answer(httpx.post(served.url, json=body, headers=other, timeout=30))
+
+
+# ---------------------------------------------------------------- the SSE event store
+def _echo_call(sent: dict, rid: int, size: int) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "test_echo",
+                                                                             "arguments": {"text": "e" * size}}}
+    r = httpx.post(SERVED_URL[0], json=body, headers=sent, timeout=60)
+    assert r.status_code == 200 and '"result"' in r.text, r.text[:300]
+    return r
+
+
+SERVED_URL: list[str] = []
+
+
+@pytest.mark.parametrize("store", ["memory", "shared"])
+async def test_the_event_store_is_bounded_in_bytes_and_a_deleted_session_is_freed(tmp_path, store):
+    import sqlite3
+
+    env = {"PLEXOR_EVENT_STORE": store, "PLEXOR_EVENT_STORE_SESSION_BYTES": str(2 * 2**20),
+           "PLEXOR_EVENT_STORE_BYTES": str(3 * 2**20)}
+    with serve_http(tmp_path, env=env) as served:
+        SERVED_URL[:] = [served.url]
+        pid = int(healthz(served)["pid"])
+        hog = _session(served)
+        _echo_call(hog, 1, 512 * 1024)  # warm up: the first answer's allocations are not the store's
+        before = rss_mib(pid)
+        for rid in range(2, 26):  # 24 answers of about 1 MiB (text and structured content), kept for resumption
+            _echo_call(hog, rid, 512 * 1024)
+        grown = rss_mib(pid) - before
+        database = tmp_path / "data" / "plexor.sqlite3"
+
+        def stored(session: str | None = None) -> int:
+            with sqlite3.connect(database) as db:
+                where, args = ("WHERE session = ?", (session,)) if session else ("", ())
+                return int(db.execute(f"SELECT COALESCE(SUM(LENGTH(body)), 0) FROM plexor_sse_events {where}",
+                                      args).fetchone()[0])
+
+        if store == "memory":
+            assert grown < 14, grown  # 24 MiB of answers would have been kept
+        else:
+            assert stored() <= 3 * 2**20 * 9 // 8, stored()  # the table is trimmed (it grew 2.8 GB in 48 s)
+        other = _session(served)  # another client is served as before, and can resume its stream
+        answer = _echo_call(other, 1, 8)
+        last = [line[3:].strip() for line in answer.text.splitlines() if line.startswith("id:")][0]
+        with httpx.stream("GET", served.url, headers={**other, "Last-Event-ID": last}, timeout=30) as resumed:
+            assert resumed.status_code == 200
+            lines = resumed.iter_lines()
+            assert any('"result"' in line for line in lines if line.startswith("data:"))  # the answer, replayed
+            del lines
+        assert "still served" in await _echo_through_sdk(served.url, "legacy")
+        hog_id = hog["Mcp-Session-Id"]
+        if store == "shared":
+            assert 0 < stored(hog_id) <= 2 * 2**20 * 9 // 8
+        assert httpx.delete(served.url, headers=hog, timeout=10).status_code in (200, 204)
+        if store == "shared":
+            assert stored(hog_id) == 0  # dropped before the DELETE was answered
+
+
+# ---------------------------------------------------------------- legacy SSE connections
+async def test_legacy_sse_connections_per_caller_are_capped_and_others_keep_being_served(tmp_path):
+    import contextlib
+
+    from mcp import Client
+    from mcp.client.sse import sse_client
+
+    keys = Keys()
+    try:
+        served, resource = _oauth(tmp_path, keys, env={"PLEXOR_MAX_SSE_PER_CALLER": "4"},
+                                  args=("--transport", "sse", "--max-connections", "12"))
+        with served as px, contextlib.ExitStack() as stack, httpx.Client(timeout=30) as http:
+            stack.callback(_OPEN.clear)
+            hog = {"Authorization": f"Bearer {keys.mint(resource, sub='hog')}"}
+            statuses = []
+            for _ in range(16):  # more than the server's connections: was 503 for everyone
+                response = stack.enter_context(http.stream("GET", px.base + "/sse", headers=hog))
+                statuses.append(response.status_code)
+                if response.status_code == 200:
+                    _OPEN.append(response.iter_lines())
+                    assert next(_OPEN[-1]).startswith("event: endpoint")
+                else:
+                    response.read()
+                    assert "4 open legacy SSE connections per caller" in response.json()["message"]
+                    assert "PLEXOR_MAX_SSE_PER_CALLER" in response.json()["message"]
+                    response.close()
+            assert statuses == [200] * 4 + [429] * 12
+            assert healthz(px, px.static)["kernel"]["state"] == "ready"
+            other = {"Authorization": f"Bearer {keys.mint(resource, sub='other')}"}
+            async with Client(sse_client(px.base + "/sse", headers=other), mode="legacy") as client:
+                result = await client.call_tool("ledger_balance", {})
+                assert not result.is_error
+    finally:
+        keys.close()
+
+
+# ---------------------------------------------------------------- tasks
+TASKS_CAPS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def _task_call(px, token: str, seconds: float, label: str = "", ttl: int | None = None) -> dict:
+    from auth.support import SITE as AUTH_SITE  # noqa: F401 - the served plugins are on its path
+
+    meta = {**META, "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS}
+    params: dict = {"name": "slow_compute", "arguments": {"seconds": seconds, "label": label}, "_meta": meta}
+    if ttl is not None:
+        params["task"] = {"ttl": ttl}
+    body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+    return _answer(_call(px, token, body, **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                                             "Mcp-Name": "slow_compute"}))
+
+
+def _task_get(px, token: str, task_id: str) -> dict:
+    meta = {**META, "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS}
+    body = {"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"taskId": task_id, "_meta": meta}}
+    return _answer(_call(px, token, body, **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get",
+                                             "Mcp-Name": task_id}))
+
+
+def _task_cancel(px, token: str, task_id: str) -> None:
+    meta = {**META, "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS}
+    body = {"jsonrpc": "2.0", "id": 8, "method": "tasks/cancel", "params": {"taskId": task_id, "_meta": meta}}
+    answer = _call(px, token, body, **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/cancel",
+                                       "Mcp-Name": task_id})
+    assert answer.status_code == 200 and "result" in _answer(answer), answer.text
+
+
+def test_tasks_are_capped_per_caller_in_arguments_and_in_results(tmp_path):
+    import time
+
+    from auth.support import SITE as AUTH_SITE
+    from conformance.serving import SITE as FIXTURES
+
+    keys = Keys()
+    env = {"PLEXOR_PLUGINS": "ledger,conformance-slow", "PYTHONPATH": os.pathsep.join([str(AUTH_SITE), str(FIXTURES)]),
+           "PLEXOR_MAX_TASKS_PER_CALLER": "2", "PLEXOR_MAX_TASK_ARGUMENTS_BYTES": "4096",
+           "PLEXOR_MAX_TASK_RESULT_BYTES": "4096", "PLEXOR_MAX_STORED_TASKS_PER_CALLER": "3"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env, args=("--stateless",))
+        with served as px:
+            hog = keys.mint(resource, sub="hog", scope="conformance-slow:read conformance-slow:write")
+            other = keys.mint(resource, sub="other", scope="conformance-slow:read conformance-slow:write ledger:read")
+            started = [_task_call(px, hog, 60) for _ in range(2)]
+            started = [t.get("result", t) for t in started]
+            assert all(t.get("resultType") == "task" for t in started), started
+            refused = _task_call(px, hog, 60)
+            assert "this caller has 2 tasks running" in refused["error"]["message"], refused
+            assert "PLEXOR_MAX_TASKS_PER_CALLER" in refused["error"]["message"]
+            _task_cancel(px, hog, started.pop(0)["taskId"])  # still kept (cancelled) until it expires
+            started.append(_task_call(px, hog, 60)["result"])
+            _task_cancel(px, hog, started.pop(0)["taskId"])
+            kept = _task_call(px, hog, 60)  # one running, three kept
+            assert "this caller has 3 tasks kept" in kept["error"]["message"], kept
+            assert "PLEXOR_MAX_STORED_TASKS_PER_CALLER" in kept["error"]["message"]
+            assert _task_call(px, other, 0.1, ttl=60_000)["result"]["resultType"] in ("task", "complete")
+            big = _task_call(px, other, 0.1, label="x" * 5000)
+            assert "PLEXOR_MAX_TASK_ARGUMENTS_BYTES" in big["error"]["message"], big
+            grown = _task_call(px, other, 1.0, label="y" * 3000, ttl=60_000)["result"]  # 3 KB in, twice that out
+            task_id = grown["taskId"]
+            deadline = time.monotonic() + 30
+            while (task := _task_get(px, other, task_id)["result"])["status"] == "working":
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            assert task["status"] == "failed" and "PLEXOR_MAX_TASK_RESULT_BYTES" in task["statusMessage"], task
+            for running in started:  # the server then stops at once, not after the hog's 60 s
+                _task_cancel(px, hog, running["taskId"])
+    finally:
+        keys.close()
+
+
+def test_an_expired_task_stops_running(tmp_path):
+    import time
+
+    from conformance.serving import SITE as FIXTURES  # noqa: F401
+
+    with serve_http(tmp_path, env={"PLEXOR_PLUGINS": "conformance-slow"}) as served:
+        sent = _session(served)  # 2025-11-25: the client sets the task's ttl
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "slow_compute", "arguments": {"seconds": 120}, "task": {"ttl": 1000}}}
+        reply = _answer(httpx.post(served.url, json=call, headers=sent, timeout=30))
+        assert "task" in reply["result"], reply
+        assert healthz(served)["kernel"]["inflight"] == 1
+        deadline = time.monotonic() + 20  # the task's work ends with its ttl, not after 120 s
+        while healthz(served)["kernel"]["inflight"]:
+            assert time.monotonic() < deadline, "the expired task is still running"
+            time.sleep(0.2)
+        done = modern_post(served, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "again"}},
+                           name="slow_compute")[1]
+        assert "Computed again" in done["result"]["content"][0]["text"], done
+
+
+# ---------------------------------------------------------------- stateful sessions
+async def test_sessions_per_caller_and_in_total_make_room_by_closing_the_oldest_idle_one(tmp_path):
+    keys = Keys()
+    env = {"PLEXOR_MAX_SESSIONS_PER_CALLER": "2", "PLEXOR_MAX_SESSIONS": "4"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env)
+        with served as px:
+            def opened(sub: str) -> dict[str, str]:
+                return _session(px, {"Authorization": f"Bearer {keys.mint(resource, sub=sub)}"})
+
+            def works(sent: dict[str, str]) -> httpx.Response:
+                return httpx.post(px.url, json=LEDGER, headers=sent, timeout=30)
+
+            first, second = opened("hog"), opened("hog")
+            assert works(first).status_code == 200  # the first is now the more recently used
+            third = opened("hog")
+            closed = works(second)
+            assert closed.status_code == 404, closed.text
+            assert "PLEXOR_MAX_SESSIONS_PER_CALLER" in closed.json()["error"]["message"]
+            assert "to make room for a newer one" in closed.json()["error"]["message"]
+            assert works(first).status_code == 200 and works(third).status_code == 200
+            mine = [opened("other"), opened("other")]  # another caller has its own two
+            assert all(works(s).status_code == 200 for s in mine)
+            late = opened("late")  # five in all: the oldest idle of anyone's goes
+            gone = works(first)
+            assert gone.status_code == 404 and "(PLEXOR_MAX_SESSIONS)" in gone.json()["error"]["message"]
+            assert all(works(s).status_code == 200 for s in (third, *mine, late))
+            assert "balance" in await _echo_through_sdk(px.url, "legacy", px.static, tool="ledger_balance")
+    finally:
+        keys.close()
