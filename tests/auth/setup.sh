@@ -11,29 +11,7 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/../.." && pwd)"
-CACHE="${PLEXOR_AUTH_CACHE:-$REPO/.cache/oidc-provider}"
-
-say() { echo "auth setup: $*" >&2; }
-
-current() {
-  [ -f "$CACHE/node_modules/oidc-provider/package.json" ] && cmp -s "$HERE/package-lock.json" "$CACHE/package-lock.json"
-}
-
-current && exit 0
-if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-  say "node and npm are needed to install oidc-provider into $CACHE"
-  exit 3
-fi
-mkdir -p "$CACHE"
-if [ "$CACHE" = "$REPO/.cache/oidc-provider" ] && [ ! -f "$REPO/.cache/.gitignore" ]; then
-  printf '*\n' > "$REPO/.cache/.gitignore"
-fi
-if command -v flock >/dev/null 2>&1; then  # one installer at a time; the others wait, then find it done
-  exec 9>"$CACHE/.lock"
-  flock 9
-  current && exit 0
-fi
-cp "$HERE/package.json" "$HERE/package-lock.json" "$CACHE/"
-(cd "$CACHE" && npm ci --no-audit --no-fund --loglevel=error >&2)
-say "installed oidc-provider $(node -p "require('$CACHE/node_modules/oidc-provider/package.json').version") into $CACHE"
+CACHE="${PLEXOR_AUTH_CACHE:-$(cd "$HERE/../.." && pwd)/.cache/oidc-provider}"
+# shellcheck source=tests/npm-pinned.sh
+. "$HERE/../npm-pinned.sh"
+npm_pinned auth oidc-provider "$HERE" "$CACHE" || exit $?

@@ -12,32 +12,8 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/../.." && pwd)"
-CACHE="${PLEXOR_PICTURES_CACHE:-$REPO/.cache/pictures}"
-
-say() { echo "pictures setup: $*" >&2; }
-
-current() {
-  [ -f "$CACHE/node_modules/@viz-js/viz/package.json" ] && cmp -s "$HERE/package-lock.json" "$CACHE/package-lock.json"
-}
-
-if ! current; then
-  if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-    say "node and npm are needed to install @viz-js/viz into $CACHE"
-    exit 3
-  fi
-  mkdir -p "$CACHE"
-  if [ "$CACHE" = "$REPO/.cache/pictures" ] && [ ! -f "$REPO/.cache/.gitignore" ]; then
-    printf '*\n' > "$REPO/.cache/.gitignore"
-  fi
-  if command -v flock >/dev/null 2>&1; then  # one installer at a time; the others wait, then find it done
-    exec 9>"$CACHE/.lock"
-    flock 9
-  fi
-  if ! current; then
-    cp "$HERE/package.json" "$HERE/package-lock.json" "$CACHE/"
-    (cd "$CACHE" && npm ci --no-audit --no-fund --loglevel=error >&2)
-    say "installed @viz-js/viz $(node -p "require('$CACHE/node_modules/@viz-js/viz/package.json').version") into $CACHE"
-  fi
-fi
+CACHE="${PLEXOR_PICTURES_CACHE:-$(cd "$HERE/../.." && pwd)/.cache/pictures}"
+# shellcheck source=tests/npm-pinned.sh
+. "$HERE/../npm-pinned.sh"
+npm_pinned pictures @viz-js/viz "$HERE" "$CACHE" || exit $?
 cp "$HERE/render.mjs" "$CACHE/render.mjs"
