@@ -60,8 +60,9 @@ class SubtreesMixin(StoreBase):
               " FROM down JOIN arbor_node n ON n.seq = down.seq", params)
         return tree, rows
 
-    def skeleton(self, tree_id: str) -> dict[str, Any]:
-        """The shape of the tree: every node's id, parent, children, kind and role, no content."""
+    def skeleton(self, tree_id: str, excerpt: int | None = None) -> dict[str, Any]:
+        """The shape of the tree: every node's id, parent, children, kind and role; with ``excerpt``, also the
+        first ``excerpt`` characters of its content (a handle's for an external node) and its length."""
         tree, rows = self.subtree(tree_id)
         ids = {r.seq: r.id for r in rows}
         kids: dict[int, list[tuple[int, str]]] = {}
@@ -70,13 +71,17 @@ class SubtreesMixin(StoreBase):
                 kids.setdefault(r.parent_seq, []).append((r.position, r.id))
         nodes = []
         for r in sorted(rows, key=lambda r: r.seq):
-            nodes.append({
+            node: dict[str, Any] = {
                 "id": r.id,
                 "parent": ids.get(r.parent_seq) if r.parent_seq is not None else None,
                 "children": [nid for _, nid in sorted(kids.get(r.seq, []))],
                 "kind": r.kind,
                 "role": r.role,
-            })
+            }
+            if excerpt is not None:
+                text = (r.content if r.kind == "text" else r.handle) or ""
+                node.update(excerpt=text[:excerpt], length=len(text))
+            nodes.append(node)
         out = self._tree_dict(tree, ids=ids)
         out["node_count"] = len(nodes)
         return {"tree": out, "nodes": nodes}

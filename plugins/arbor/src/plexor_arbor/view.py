@@ -34,23 +34,4 @@ def tree_view(ctx: Context, tree_id: str, excerpt: int = 80) -> dict[str, Any]:
         raise InvalidArgument(f"excerpt must be 0-{EXCERPT_MAX}, got {excerpt}", "Pass excerpt=80, for example.")
     from plexor_arbor.tools import _store
 
-    store = _store(ctx)
-    tree, rows = store.subtree(tree_id)
-    ids = {r.seq: r.id for r in rows}
-    kids: dict[int, list[tuple[int, str]]] = {}
-    for r in rows:
-        if r.parent_seq is not None:
-            kids.setdefault(r.parent_seq, []).append((r.position, r.id))
-    nodes = []
-    for r in sorted(rows, key=lambda r: r.seq):
-        text = r.content if r.kind == "text" else r.handle
-        nodes.append({
-            "id": r.id,
-            "parent": ids.get(r.parent_seq) if r.parent_seq is not None else None,
-            "children": [nid for _, nid in sorted(kids.get(r.seq, []))],
-            "kind": r.kind,
-            "role": r.role,
-            "excerpt": (text or "")[:excerpt],
-            "length": len(text or ""),
-        })
-    return {"tree": store._tree_dict(tree, ids=ids), "nodes": nodes}
+    return _store(ctx).skeleton(tree_id, excerpt=excerpt)
