@@ -62,6 +62,21 @@ async def test_an_unreachable_issuer_refuses_every_token_with_that_reason():
     assert refused.value.reason == "issuer_unreachable" and "metadata" in refused.value.description
 
 
+async def test_a_long_run_of_failed_fetches_keeps_backing_off_instead_of_overflowing():
+    # The back-off doubles per failure; 2.0 ** 1024 raised OverflowError, which turned every later
+    # request into a 500 and ended the back-off.
+    port = free_port()  # nothing listens there
+    verifier = JwtVerifier(auth_config({"issuer": f"http://127.0.0.1:{port}", "resource": RESOURCE}))
+    verifier.failures = 5000
+    key, _ = rsa_jwk("k")
+    token = jwt.encode({"iss": f"http://127.0.0.1:{port}", "aud": RESOURCE, "exp": int(time.time()) + 60}, key,
+                       algorithm="RS256", headers={"kid": "k"})
+    with pytest.raises(TokenRefused) as refused:
+        await verifier.check(token)
+    assert refused.value.reason == "issuer_unreachable" and verifier.failures == 5001
+    assert 0 < verifier.retry_at - time.monotonic() <= 60  # the default PLEXOR_AUTH_FETCH_BACKOFF
+
+
 async def test_a_cached_token_still_expires(issuer):
     key = issuer.publish("k")
     verifier = JwtVerifier(auth_config({"issuer": issuer.url, "resource": RESOURCE, "leeway": 0}))

@@ -608,3 +608,18 @@ async def test_sessions_per_caller_and_in_total_make_room_by_closing_the_oldest_
             assert "balance" in await _echo_through_sdk(px.url, "legacy", px.static, tool="ledger_balance")
     finally:
         keys.close()
+
+
+def test_a_caller_without_a_token_cannot_claim_other_addresses_with_forwarded_headers(tmp_path):
+    # Callers without a token are told apart by address; uvicorn's default would take that address from
+    # X-Forwarded-For on a loopback connection, so one local process could pass for any number of callers.
+    with serve_http(tmp_path, "--transport", "sse", env={"PLEXOR_MAX_SSE_PER_CALLER": "1"}) as px, \
+            httpx.Client(timeout=30) as http:
+        with http.stream("GET", px.base + "/sse") as first:
+            assert first.status_code == 200
+            for forwarded in ("10.0.0.1", "10.0.0.2"):
+                with http.stream("GET", px.base + "/sse", headers={"X-Forwarded-For": forwarded,
+                                                                   "X-Real-IP": forwarded}) as spoofed:
+                    assert spoofed.status_code == 429, (forwarded, spoofed.status_code)  # before reading a stream
+                    spoofed.read()
+                    assert "PLEXOR_MAX_SSE_PER_CALLER" in spoofed.json()["message"]

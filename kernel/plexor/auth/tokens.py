@@ -257,7 +257,7 @@ class JwtVerifier(_Verifier):
                 await self._load()
             except TokenRefused as refused:
                 self.failures += 1
-                self.retry_at = time.monotonic() + min(value("auth_fetch_backoff"), 2.0 ** (self.failures - 1))
+                self.retry_at = time.monotonic() + min(value("auth_fetch_backoff"), 2.0 ** min(self.failures - 1, 16))
                 self.failure, self.fetched = refused, time.monotonic()
                 if not self.keys:
                     raise
@@ -336,7 +336,7 @@ class IntrospectionVerifier(_Verifier):
         except Exception as exc:  # noqa: BLE001
             self.failures += 1
             self.failure = str(exc)
-            self.retry_at = time.monotonic() + min(value("auth_fetch_backoff"), 2.0 ** (self.failures - 1))
+            self.retry_at = time.monotonic() + min(value("auth_fetch_backoff"), 2.0 ** min(self.failures - 1, 16))
             raise TokenRefused("issuer_unreachable", f"token introspection failed: {exc}") from None
         self.failures = 0
         return answer

@@ -298,6 +298,9 @@ def _uvicorn_config(app: Any, opts: HttpOptions, **extra: Any) -> Any:
         port=opts.port,
         log_level="warning",
         access_log=False,
+        # The client address keys the per-caller limits of callers without a token: uvicorn's default
+        # (trust X-Forwarded-For from loopback) let any local process claim as many addresses as it liked.
+        proxy_headers=False,
         lifespan="on",
         http="plexor.serving.protocol:LimitedHttp",
         # uvicorn stops accepting on SIGTERM, waits this long for open requests, then the lifespan stops the kernel.
