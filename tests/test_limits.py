@@ -557,6 +557,33 @@ def test_tasks_are_capped_per_caller_in_arguments_and_in_results(tmp_path):
         keys.close()
 
 
+def test_task_caps_hold_against_a_burst_of_concurrent_calls(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from auth.support import SITE as AUTH_SITE
+    from conformance.serving import SITE as FIXTURES
+
+    keys = Keys()
+    env = {"PLEXOR_PLUGINS": "ledger,conformance-slow", "PYTHONPATH": os.pathsep.join([str(AUTH_SITE), str(FIXTURES)]),
+           "PLEXOR_MAX_TASKS_PER_CALLER": "2", "PLEXOR_MAX_STORED_TASKS_PER_CALLER": "3"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env, args=("--stateless",))
+        with served as px:
+            hog = keys.mint(resource, sub="hog", scope="conformance-slow:read conformance-slow:write")
+            other = keys.mint(resource, sub="other", scope="conformance-slow:read conformance-slow:write ledger:read")
+            with ThreadPoolExecutor(12) as pool:  # twelve at once, each on its own connection
+                burst = list(pool.map(lambda i: _task_call(px, hog, 60, f"b{i}"), range(12)))
+            tasks = [a["result"] for a in burst if a.get("result", {}).get("resultType") == "task"]
+            refused = [a["error"]["message"] for a in burst if "error" in a]
+            assert len(tasks) == 2 and len(refused) == 10, burst  # all twelve became tasks before the fix
+            assert all("PLEXOR_MAX_TASKS_PER_CALLER" in m for m in refused), refused
+            assert _task_call(px, other, 0.1, ttl=60_000)["result"]["resultType"] in ("task", "complete")
+            for running in tasks:
+                _task_cancel(px, hog, running["taskId"])
+    finally:
+        keys.close()
+
+
 def test_an_expired_task_stops_running(tmp_path):
     import time
 
