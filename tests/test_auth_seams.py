@@ -23,6 +23,7 @@ import anyio
 import httpx
 import pytest
 from auth.support import Issuer, free_port, served_plexor
+from conformance.serving import INIT, MCP_HEADERS
 
 pytestmark = pytest.mark.anyio
 
@@ -242,6 +243,22 @@ async def test_the_server_card_lists_only_what_the_caller_may_use(stack, era):
         assert "ledger_post" not in listed
     full = httpx.get(card_url, headers={"Authorization": f"Bearer {px.static}"}, timeout=30).json()
     assert {"ledger_post", "ledger_purge", "plexor_health"} <= {t["name"] for t in full["tools"]}  # the operator's
+
+
+# -- a profile claim that is not a plain string -----------------------------------------------------
+async def test_a_profile_claim_in_a_list_binds_and_any_other_shape_is_refused(stack):
+    _, _, px = stack
+    one = token(stack, "ledger:read plexor:read", plexor_profile=["health"])  # arrays are common for custom claims
+    for url, headers in ((px.url, {}), (px.url + "/reader", {}), (px.url, {"Plexor-Profile": "reader"})):
+        async with client(url, one, "2026-07-28", **headers) as c:
+            assert [t.name for t in (await c.list_tools()).tools] == ["plexor_health"]
+            refused = await c.call_tool("ledger_balance", {})
+            assert refused.is_error and "not in this connection's profile 'health'" in refused.content[0].text
+    for claim in (["health", "reader"], [], {"name": "health"}, 7, None, ""):
+        bad = token(stack, "ledger:read plexor:read", plexor_profile=claim)
+        r = httpx.post(px.url, json=INIT, headers={**MCP_HEADERS, "Authorization": f"Bearer {bad}"}, timeout=30)
+        assert r.status_code == 403 and r.json()["error"] == "invalid_profile_claim", (claim, r.status_code, r.text)
+        assert "'plexor_profile' claim" in r.json()["message"]
 
 
 # -- the relay of `plexor connect` --------------------------------------------------------------------

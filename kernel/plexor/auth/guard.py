@@ -116,8 +116,18 @@ class AccessGuard:
             if user is False:
                 return
         wanted = [v.decode("latin-1").strip() for k, v in headers if k == PROFILE_HEADER]
-        claimed = access.claims.get(self.config.profile_claim) if access.claims else None
-        name = claimed if isinstance(claimed, str) else path_profile or (wanted[0] if wanted else None) or self.default_profile
+        claim = self.config.profile_claim
+        try:
+            claimed = _claimed_profile(access.claims, claim)
+        except ValueError:  # present but not a name: refused, never read as no claim (the client would pick)
+            assert access.claims is not None
+            await _answer(send, 403, {"error": "invalid_profile_claim",
+                                      "message": f"the token's {claim!r} claim is {access.claims[claim]!r}, not a "
+                                                 "profile name",
+                                      "guidance": f"Have the authorization server set {claim!r} to one profile name (a "
+                                                  "string, or a list of exactly one), or leave it out."})
+            return
+        name = claimed or path_profile or (wanted[0] if wanted else None) or self.default_profile
         if name is not None:
             profile = self.profiles.get(name)
             if profile is None:
@@ -259,6 +269,19 @@ class AccessGuard:
             if isinstance(message, dict) and message.get("method") in DECIDED:
                 out.extend(targets(self.policy, str(message["method"]), message.get("params")))
         return out
+
+
+def _claimed_profile(claims: dict[str, Any] | None, claim: str) -> str | None:
+    """The profile a token's claim names (None when it has no such claim); ValueError when the claim is not
+    a name: a non-empty string, or a list of exactly one (custom claims are often arrays)."""
+    if not claims or claim not in claims:
+        return None
+    value = claims[claim]
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, str) or not value:
+        raise ValueError(claim)
+    return value
 
 
 class _Known:
