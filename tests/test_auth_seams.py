@@ -339,6 +339,35 @@ async def test_a_stdio_server_with_a_profile_makes_the_same_decision(tmp_path):
     assert done.returncode == 2 and "not a configured profile" in done.stderr and "health" in done.stderr
 
 
+async def test_a_stdio_profile_by_scope_uses_the_operators_scope_overrides_as_http_does(tmp_path):
+    import json
+    import os
+    import sys
+
+    from auth.support import SITE
+    from conformance.serving import fixture_env
+    from mcp import Client, StdioServerParameters
+
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    record = home / "calls.jsonl"
+    (home / "config" / "plexor.toml").write_text(  # ledger_balance declares ledger:read; the operator says admin
+        f"[ledger]\nrecord = {json.dumps(str(record))}\n[plexor.auth.scopes]\n\"ledger_balance\" = [\"ledger:admin\"]\n"
+        "[plexor.profiles.admin]\ntools = [\"scope:ledger:admin\"]\n")
+    env = fixture_env(home, PLEXOR_PLUGINS="ledger", PYTHONPATH=os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")]))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "serve", "--profile", "admin"], env=env)
+    async with Client(params, mode="2026-07-28") as c:
+        over_stdio = sorted(t.name for t in (await c.list_tools()).tools)
+        balance = await c.call_tool("ledger_balance", {})
+        assert not balance.is_error, balance  # refused as outside the profile before the fix
+    port = free_port()
+    with served_plexor(tmp_path / "http", port, auth={"scopes": {"ledger_balance": ["ledger:admin"]}},
+                       profiles={"admin": {"tools": ["scope:ledger:admin"]}}) as px:
+        async with client(px.url + "/admin", px.static, "2026-07-28") as c:
+            over_http = sorted(t.name for t in (await c.list_tools()).tools)
+    assert over_stdio == over_http == ["ledger_balance", "ledger_purge"]
+
+
 # -- the request path ---------------------------------------------------------------------------------
 async def test_the_request_layers_sit_in_their_declared_order_whatever_order_they_are_added(plexor):
     from plexor.server import build_server

@@ -18,7 +18,7 @@ from typing import Any
 
 from plexor.auth.config import AuthConfig, Profile, auth_config, profiles_config
 
-__all__ = ["AuthConfig", "Profile", "auth_config", "load", "profiles_config", "protect", "protect_stdio"]
+__all__ = ["AuthConfig", "Profile", "auth_config", "load", "profiles_config", "protect", "protect_stdio", "stdio_scopes"]
 
 
 def load(kernel: Any, *, issuer: str | None = None, resource: str | None = None) -> tuple[AuthConfig, dict[str, Profile]]:
@@ -65,9 +65,19 @@ def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: 
 
 
 def protect_stdio(server: Any, kernel: Any, profile: Profile) -> None:
-    """The stdio client of ``serve --profile``: the same ``authorization`` layer as HTTP's, with that profile."""
+    """The stdio client of ``serve --profile``: the same ``authorization`` layer as HTTP's, with that profile
+    and the operator's ``[plexor.auth.scopes]`` (which ``scope:SCOPE`` entries of a profile match against)."""
     from plexor.auth.guard import access_middleware
     from plexor.auth.scopes import Access, ScopePolicy
 
-    policy = ScopePolicy(kernel, {})
+    policy = ScopePolicy(kernel, stdio_scopes(kernel.paths.config_file))
     server.path.add("authorization", access_middleware(policy, every=Access(policy, profile=profile)))
+
+
+def stdio_scopes(config_file: Any) -> dict[str, tuple[str, ...]]:
+    """``[plexor.auth.scopes]`` read from the file (under stdio the kernel loads its plugins, and settings, later)."""
+    from plexor.core.config import load_config_file
+
+    section = load_config_file(config_file).get("plexor")
+    table = section.get("auth") if isinstance(section, dict) else None
+    return auth_config(table, where=f"[plexor.auth] of {config_file}").scopes
