@@ -302,6 +302,45 @@ async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
     assert not record.exists() or record.read_text() == ""  # nothing reached the plugin
 
 
+async def test_connect_with_a_profile_to_a_daemon_without_profiles_is_refused(tmp_path):
+    import json
+    import os
+    import sys
+
+    from auth.support import SITE
+    from conformance.serving import fixture_env
+    from mcp import Client, StdioServerParameters
+
+    from plexor.daemon import read_registry, registry_path, stop_daemon
+
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    record = home / "calls.jsonl"
+    (home / "config" / "plexor.toml").write_text(f"[ledger]\nrecord = {json.dumps(str(record))}\n")  # no profiles
+    env = fixture_env(home, PLEXOR_PLUGINS="ledger", PYTHONPATH=os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "plexor", "connect", "--profile", "health"], env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "--profile health is not a configured profile" in done.stderr, done
+    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect"], env=env)
+    try:
+        async with Client(params, mode="2026-07-28") as c:  # starts the daemon, with no profiles
+            assert not (await c.call_tool("plexor_health", {})).is_error
+            info = read_registry(registry_path(env))
+            assert info is not None
+            auth = {**MCP_HEADERS, "Authorization": f"Bearer {info['token']}"}
+            for url, headers in ((info["url"], {"Plexor-Profile": "health"}), (info["url"] + "/health", {})):
+                named = httpx.post(url, json=INIT, headers={**auth, **headers}, timeout=30)  # what the relay sends
+                assert named.status_code == 404 and named.json()["error"] == "unknown_profile", (url, named.text)
+                assert "no profile named 'health'" in named.json()["message"]
+            assert httpx.post(info["url"], json=INIT, headers=auth, timeout=30).status_code == 200
+    finally:
+        info = read_registry(registry_path(env))
+        if info is not None:
+            with contextlib.suppress(OSError):
+                stop_daemon(info, wait=10)
+    assert not record.exists() or record.read_text() == ""  # nothing reached the plugin
+
+
 # -- stdio: `plexor serve --profile` -----------------------------------------------------------------
 async def test_a_stdio_server_with_a_profile_makes_the_same_decision(tmp_path):
     import json

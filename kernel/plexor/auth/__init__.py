@@ -50,7 +50,7 @@ def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: 
 
             raise ConfigError(f"--profile {profile} names a profile, but none are configured",
                               f"Add [plexor.profiles.{profile}] tools = [...] to {kernel.paths.config_file}.")
-        return app, False
+        return NoProfiles(app), False
     if profile is not None and profile not in profiles:
         from plexor.errors import ConfigError
 
@@ -62,6 +62,27 @@ def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: 
     guard = AccessGuard(app, policy, config, profiles, verifier=verifier, static_token=token if config.enabled else None,
                         max_body=max_body, default_profile=profile)
     return guard, config.enabled
+
+
+class NoProfiles:
+    """In front of a server with no profiles: a request naming one (``Plexor-Profile``, ``/mcp/NAME``; e.g. from
+    ``plexor connect --profile``) is answered 404 ``unknown_profile``, never served with every tool."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from plexor.auth.guard import PROFILE_HEADER, unknown_profile
+
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            named = path[5:] if path.startswith("/mcp/") and path.count("/") == 2 and len(path) > 5 else None
+            wanted = [v.decode("latin-1").strip() for k, v in scope.get("headers") or () if k == PROFILE_HEADER]
+            name = named or (wanted[0] if wanted else None)
+            if name:
+                await unknown_profile(send, name, {})
+                return
+        await self.app(scope, receive, send)
 
 
 def protect_stdio(server: Any, kernel: Any, profile: Profile) -> None:

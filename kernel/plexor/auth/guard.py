@@ -36,7 +36,7 @@ from plexor.auth.scopes import Access, ScopePolicy, granted_scopes
 from plexor.auth.search import FIND_TOOLS, find_tools, find_tools_wire
 from plexor.auth.tokens import IntrospectionVerifier, JwtVerifier, TokenRefused
 
-__all__ = ["ACCESS_KEY", "PROFILE_HEADER", "AccessGuard", "access_middleware"]
+__all__ = ["ACCESS_KEY", "PROFILE_HEADER", "AccessGuard", "access_middleware", "unknown_profile"]
 
 ACCESS_KEY = "plexor.access"  # where the Access of a request is kept in its ASGI scope
 PROFILE_HEADER = b"plexor-profile"
@@ -53,6 +53,13 @@ async def _answer(send: Any, status: int, body: dict[str, Any], headers: Iterabl
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode()), *headers]})
     await send({"type": "http.response.body", "body": raw})
+
+
+async def unknown_profile(send: Any, name: str, profiles: dict[str, Profile]) -> None:
+    """404 for a request naming a profile the server does not have."""
+    known = ", ".join(sorted(profiles)) or "none are configured"
+    await _answer(send, 404, {"error": "unknown_profile", "message": f"no profile named {name!r}",
+                              "guidance": f"Use one of the profiles in [plexor.profiles] of plexor.toml ({known})."})
 
 
 class AccessGuard:
@@ -131,9 +138,7 @@ class AccessGuard:
         if name is not None:
             profile = self.profiles.get(name)
             if profile is None:
-                known = ", ".join(sorted(self.profiles)) or "none are configured"
-                await _answer(send, 404, {"error": "unknown_profile", "message": f"no profile named {name!r}",
-                                          "guidance": f"Use one of the profiles in [plexor.profiles] of plexor.toml ({known})."})
+                await unknown_profile(send, name, self.profiles)
                 return
             access.profile = profile
         scope = {**scope, ACCESS_KEY: access}
