@@ -635,3 +635,34 @@ async def test_sessions_per_caller_and_in_total_make_room_by_closing_the_oldest_
             assert "balance" in await _echo_through_sdk(px.url, "legacy", px.static, tool="ledger_balance")
     finally:
         keys.close()
+
+
+async def test_only_an_initialize_makes_room_and_a_burst_of_them_stays_under_the_cap(tmp_path):
+    import asyncio
+
+    keys = Keys()
+    env = {"PLEXOR_MAX_SESSIONS_PER_CALLER": "2", "PLEXOR_MAX_SESSIONS": "16"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env)
+        with served as px:
+            hog = {"Authorization": f"Bearer {keys.mint(resource, sub='hog')}"}
+            held = [_session(px, hog), _session(px, hog)]  # at the cap
+            ping = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
+            for body in (ping, LEDGER, [ping], {"junk": True}):  # no session id, and no initialize: nobody is closed
+                httpx.post(px.url, json=body, headers={**MCP_HEADERS, **hog}, timeout=30)
+            for sent in held:  # before the fix the ping closed the older one
+                answer = httpx.post(px.url, json=LEDGER, headers=sent, timeout=30)
+                assert answer.status_code == 200, answer.text
+
+            burst = {"Authorization": f"Bearer {keys.mint(resource, sub='burst')}"}
+            async with httpx.AsyncClient(timeout=60) as http:
+                opened = await asyncio.gather(*(http.post(px.url, json=INIT, headers={**MCP_HEADERS, **burst})
+                                                for _ in range(8)))
+                ids = [r.headers["mcp-session-id"] for r in opened if r.status_code == 200]
+                assert all(r.status_code in (200, 429) for r in opened), [r.text for r in opened]
+                alive = [s for s in ids if (await http.post(px.url, json={"jsonrpc": "2.0", "id": 6, "method": "ping"},
+                                                            headers={**MCP_HEADERS, **burst, "Mcp-Session-Id": s})
+                                            ).status_code == 200]
+            assert 1 <= len(alive) <= 2, (len(ids), len(alive))  # all eight stayed open before the fix
+    finally:
+        keys.close()
