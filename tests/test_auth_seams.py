@@ -272,7 +272,7 @@ async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
     from mcp import Client, StdioServerParameters
     from mcp.shared.exceptions import MCPError
 
-    from plexor.daemon import read_registry, stop_daemon
+    from plexor.daemon import read_registry, registry_path, stop_daemon
     from plexor.tasks.client import TasksClient
 
     home = tmp_path / "home"
@@ -295,7 +295,7 @@ async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
                     assert "not available to this connection" in refused.value.error.message
                 assert not (await c.call_tool("plexor_health", {})).is_error  # the relay works for what is allowed
     finally:
-        info = read_registry(home / "data" / "daemon.json")
+        info = read_registry(registry_path(env))  # daemon-<hash>.json: PLEXOR_PLUGINS is set
         if info is not None:
             with contextlib.suppress(OSError):
                 stop_daemon(info, wait=10)
