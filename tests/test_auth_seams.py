@@ -23,6 +23,7 @@ import anyio
 import httpx
 import pytest
 from auth.support import Issuer, free_port, served_plexor
+from conformance.serving import INIT, MCP_HEADERS
 
 pytestmark = pytest.mark.anyio
 
@@ -244,6 +245,22 @@ async def test_the_server_card_lists_only_what_the_caller_may_use(stack, era):
     assert {"ledger_post", "ledger_purge", "plexor_health"} <= {t["name"] for t in full["tools"]}  # the operator's
 
 
+# -- a profile claim that is not a plain string -----------------------------------------------------
+async def test_a_profile_claim_in_a_list_binds_and_any_other_shape_is_refused(stack):
+    _, _, px = stack
+    one = token(stack, "ledger:read plexor:read", plexor_profile=["health"])  # arrays are common for custom claims
+    for url, headers in ((px.url, {}), (px.url + "/reader", {}), (px.url, {"Plexor-Profile": "reader"})):
+        async with client(url, one, "2026-07-28", **headers) as c:
+            assert [t.name for t in (await c.list_tools()).tools] == ["plexor_health"]
+            refused = await c.call_tool("ledger_balance", {})
+            assert refused.is_error and "not in this connection's profile 'health'" in refused.content[0].text
+    for claim in (["health", "reader"], [], {"name": "health"}, 7, None, ""):
+        bad = token(stack, "ledger:read plexor:read", plexor_profile=claim)
+        r = httpx.post(px.url, json=INIT, headers={**MCP_HEADERS, "Authorization": f"Bearer {bad}"}, timeout=30)
+        assert r.status_code == 403 and r.json()["error"] == "invalid_profile_claim", (claim, r.status_code, r.text)
+        assert "'plexor_profile' claim" in r.json()["message"]
+
+
 # -- the relay of `plexor connect` --------------------------------------------------------------------
 async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
     import json
@@ -255,7 +272,7 @@ async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
     from mcp import Client, StdioServerParameters
     from mcp.shared.exceptions import MCPError
 
-    from plexor.daemon import read_registry, stop_daemon
+    from plexor.daemon import read_registry, registry_path, stop_daemon
     from plexor.tasks.client import TasksClient
 
     home = tmp_path / "home"
@@ -278,7 +295,46 @@ async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
                     assert "not available to this connection" in refused.value.error.message
                 assert not (await c.call_tool("plexor_health", {})).is_error  # the relay works for what is allowed
     finally:
-        info = read_registry(home / "data" / "daemon.json")
+        info = read_registry(registry_path(env))  # daemon-<hash>.json: PLEXOR_PLUGINS is set
+        if info is not None:
+            with contextlib.suppress(OSError):
+                stop_daemon(info, wait=10)
+    assert not record.exists() or record.read_text() == ""  # nothing reached the plugin
+
+
+async def test_connect_with_a_profile_to_a_daemon_without_profiles_is_refused(tmp_path):
+    import json
+    import os
+    import sys
+
+    from auth.support import SITE
+    from conformance.serving import fixture_env
+    from mcp import Client, StdioServerParameters
+
+    from plexor.daemon import read_registry, registry_path, stop_daemon
+
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    record = home / "calls.jsonl"
+    (home / "config" / "plexor.toml").write_text(f"[ledger]\nrecord = {json.dumps(str(record))}\n")  # no profiles
+    env = fixture_env(home, PLEXOR_PLUGINS="ledger", PYTHONPATH=os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "plexor", "connect", "--profile", "health"], env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "--profile health is not a configured profile" in done.stderr, done
+    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect"], env=env)
+    try:
+        async with Client(params, mode="2026-07-28") as c:  # starts the daemon, with no profiles
+            assert not (await c.call_tool("plexor_health", {})).is_error
+            info = read_registry(registry_path(env))
+            assert info is not None
+            auth = {**MCP_HEADERS, "Authorization": f"Bearer {info['token']}"}
+            for url, headers in ((info["url"], {"Plexor-Profile": "health"}), (info["url"] + "/health", {})):
+                named = httpx.post(url, json=INIT, headers={**auth, **headers}, timeout=30)  # what the relay sends
+                assert named.status_code == 404 and named.json()["error"] == "unknown_profile", (url, named.text)
+                assert "no profile named 'health'" in named.json()["message"]
+            assert httpx.post(info["url"], json=INIT, headers=auth, timeout=30).status_code == 200
+    finally:
+        info = read_registry(registry_path(env))
         if info is not None:
             with contextlib.suppress(OSError):
                 stop_daemon(info, wait=10)
@@ -320,6 +376,35 @@ async def test_a_stdio_server_with_a_profile_makes_the_same_decision(tmp_path):
     done = subprocess.run([sys.executable, "-m", "plexor", "serve", "--profile", "nope"], env=env, capture_output=True,
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and "not a configured profile" in done.stderr and "health" in done.stderr
+
+
+async def test_a_stdio_profile_by_scope_uses_the_operators_scope_overrides_as_http_does(tmp_path):
+    import json
+    import os
+    import sys
+
+    from auth.support import SITE
+    from conformance.serving import fixture_env
+    from mcp import Client, StdioServerParameters
+
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    record = home / "calls.jsonl"
+    (home / "config" / "plexor.toml").write_text(  # ledger_balance declares ledger:read; the operator says admin
+        f"[ledger]\nrecord = {json.dumps(str(record))}\n[plexor.auth.scopes]\n\"ledger_balance\" = [\"ledger:admin\"]\n"
+        "[plexor.profiles.admin]\ntools = [\"scope:ledger:admin\"]\n")
+    env = fixture_env(home, PLEXOR_PLUGINS="ledger", PYTHONPATH=os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")]))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "serve", "--profile", "admin"], env=env)
+    async with Client(params, mode="2026-07-28") as c:
+        over_stdio = sorted(t.name for t in (await c.list_tools()).tools)
+        balance = await c.call_tool("ledger_balance", {})
+        assert not balance.is_error, balance  # refused as outside the profile before the fix
+    port = free_port()
+    with served_plexor(tmp_path / "http", port, auth={"scopes": {"ledger_balance": ["ledger:admin"]}},
+                       profiles={"admin": {"tools": ["scope:ledger:admin"]}}) as px:
+        async with client(px.url + "/admin", px.static, "2026-07-28") as c:
+            over_http = sorted(t.name for t in (await c.list_tools()).tools)
+    assert over_stdio == over_http == ["ledger_balance", "ledger_purge"]
 
 
 # -- the request path ---------------------------------------------------------------------------------

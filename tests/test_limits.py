@@ -557,6 +557,33 @@ def test_tasks_are_capped_per_caller_in_arguments_and_in_results(tmp_path):
         keys.close()
 
 
+def test_task_caps_hold_against_a_burst_of_concurrent_calls(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from auth.support import SITE as AUTH_SITE
+    from conformance.serving import SITE as FIXTURES
+
+    keys = Keys()
+    env = {"PLEXOR_PLUGINS": "ledger,conformance-slow", "PYTHONPATH": os.pathsep.join([str(AUTH_SITE), str(FIXTURES)]),
+           "PLEXOR_MAX_TASKS_PER_CALLER": "2", "PLEXOR_MAX_STORED_TASKS_PER_CALLER": "3"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env, args=("--stateless",))
+        with served as px:
+            hog = keys.mint(resource, sub="hog", scope="conformance-slow:read conformance-slow:write")
+            other = keys.mint(resource, sub="other", scope="conformance-slow:read conformance-slow:write ledger:read")
+            with ThreadPoolExecutor(12) as pool:  # twelve at once, each on its own connection
+                burst = list(pool.map(lambda i: _task_call(px, hog, 60, f"b{i}"), range(12)))
+            tasks = [a["result"] for a in burst if a.get("result", {}).get("resultType") == "task"]
+            refused = [a["error"]["message"] for a in burst if "error" in a]
+            assert len(tasks) == 2 and len(refused) == 10, burst  # all twelve became tasks before the fix
+            assert all("PLEXOR_MAX_TASKS_PER_CALLER" in m for m in refused), refused
+            assert _task_call(px, other, 0.1, ttl=60_000)["result"]["resultType"] in ("task", "complete")
+            for running in tasks:
+                _task_cancel(px, hog, running["taskId"])
+    finally:
+        keys.close()
+
+
 def test_an_expired_task_stops_running(tmp_path):
     import time
 
@@ -623,3 +650,34 @@ def test_a_caller_without_a_token_cannot_claim_other_addresses_with_forwarded_he
                     assert spoofed.status_code == 429, (forwarded, spoofed.status_code)  # before reading a stream
                     spoofed.read()
                     assert "PLEXOR_MAX_SSE_PER_CALLER" in spoofed.json()["message"]
+
+
+async def test_only_an_initialize_makes_room_and_a_burst_of_them_stays_under_the_cap(tmp_path):
+    import asyncio
+
+    keys = Keys()
+    env = {"PLEXOR_MAX_SESSIONS_PER_CALLER": "2", "PLEXOR_MAX_SESSIONS": "16"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env)
+        with served as px:
+            hog = {"Authorization": f"Bearer {keys.mint(resource, sub='hog')}"}
+            held = [_session(px, hog), _session(px, hog)]  # at the cap
+            ping = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
+            for body in (ping, LEDGER, [ping], {"junk": True}):  # no session id, and no initialize: nobody is closed
+                httpx.post(px.url, json=body, headers={**MCP_HEADERS, **hog}, timeout=30)
+            for sent in held:  # before the fix the ping closed the older one
+                answer = httpx.post(px.url, json=LEDGER, headers=sent, timeout=30)
+                assert answer.status_code == 200, answer.text
+
+            burst = {"Authorization": f"Bearer {keys.mint(resource, sub='burst')}"}
+            async with httpx.AsyncClient(timeout=60) as http:
+                opened = await asyncio.gather(*(http.post(px.url, json=INIT, headers={**MCP_HEADERS, **burst})
+                                                for _ in range(8)))
+                ids = [r.headers["mcp-session-id"] for r in opened if r.status_code == 200]
+                assert all(r.status_code in (200, 429) for r in opened), [r.text for r in opened]
+                alive = [s for s in ids if (await http.post(px.url, json={"jsonrpc": "2.0", "id": 6, "method": "ping"},
+                                                            headers={**MCP_HEADERS, **burst, "Mcp-Session-Id": s})
+                                            ).status_code == 200]
+            assert 1 <= len(alive) <= 2, (len(ids), len(alive))  # all eight stayed open before the fix
+    finally:
+        keys.close()

@@ -121,6 +121,16 @@ def connect_cmd(log_level: str | None, profile: str | None) -> None:
 
     from plexor.daemon import DaemonError, run_connect
 
+    if profile is not None:  # the daemon refuses it too (a daemon started before the file changed)
+        from plexor.core.config import load_config_file, paths
+        from plexor.serving.command import _stdio_profile
+
+        where = paths().config_file
+        try:
+            _stdio_profile(load_config_file(where), profile, where)
+        except Exception as exc:  # noqa: BLE001 - a ConfigError: say what to fix
+            click.echo(f"error: {exc.render() if hasattr(exc, 'render') else exc}", err=True)
+            sys.exit(2)
     try:
         anyio.run(lambda: run_connect(profile=profile))
     except DaemonError as exc:

@@ -18,7 +18,7 @@ from typing import Any
 
 from plexor.auth.config import AuthConfig, Profile, auth_config, profiles_config
 
-__all__ = ["AuthConfig", "Profile", "auth_config", "load", "profiles_config", "protect", "protect_stdio"]
+__all__ = ["AuthConfig", "Profile", "auth_config", "load", "profiles_config", "protect", "protect_stdio", "stdio_scopes"]
 
 
 def load(kernel: Any, *, issuer: str | None = None, resource: str | None = None) -> tuple[AuthConfig, dict[str, Profile]]:
@@ -50,7 +50,7 @@ def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: 
 
             raise ConfigError(f"--profile {profile} names a profile, but none are configured",
                               f"Add [plexor.profiles.{profile}] tools = [...] to {kernel.paths.config_file}.")
-        return app, False
+        return NoProfiles(app), False
     if profile is not None and profile not in profiles:
         from plexor.errors import ConfigError
 
@@ -64,10 +64,41 @@ def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: 
     return guard, config.enabled
 
 
+class NoProfiles:
+    """In front of a server with no profiles: a request naming one (``Plexor-Profile``, ``/mcp/NAME``; e.g. from
+    ``plexor connect --profile``) is answered 404 ``unknown_profile``, never served with every tool."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from plexor.auth.guard import PROFILE_HEADER, unknown_profile
+
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            named = path[5:] if path.startswith("/mcp/") and path.count("/") == 2 and len(path) > 5 else None
+            wanted = [v.decode("latin-1").strip() for k, v in scope.get("headers") or () if k == PROFILE_HEADER]
+            name = named or (wanted[0] if wanted else None)
+            if name:
+                await unknown_profile(send, name, {})
+                return
+        await self.app(scope, receive, send)
+
+
 def protect_stdio(server: Any, kernel: Any, profile: Profile) -> None:
-    """The stdio client of ``serve --profile``: the same ``authorization`` layer as HTTP's, with that profile."""
+    """The stdio client of ``serve --profile``: the same ``authorization`` layer as HTTP's, with that profile
+    and the operator's ``[plexor.auth.scopes]`` (which ``scope:SCOPE`` entries of a profile match against)."""
     from plexor.auth.guard import access_middleware
     from plexor.auth.scopes import Access, ScopePolicy
 
-    policy = ScopePolicy(kernel, {})
+    policy = ScopePolicy(kernel, stdio_scopes(kernel.paths.config_file))
     server.path.add("authorization", access_middleware(policy, every=Access(policy, profile=profile)))
+
+
+def stdio_scopes(config_file: Any) -> dict[str, tuple[str, ...]]:
+    """``[plexor.auth.scopes]`` read from the file (under stdio the kernel loads its plugins, and settings, later)."""
+    from plexor.core.config import load_config_file
+
+    section = load_config_file(config_file).get("plexor")
+    table = section.get("auth") if isinstance(section, dict) else None
+    return auth_config(table, where=f"[plexor.auth] of {config_file}").scopes

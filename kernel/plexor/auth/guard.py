@@ -36,7 +36,7 @@ from plexor.auth.scopes import Access, ScopePolicy, granted_scopes
 from plexor.auth.search import FIND_TOOLS, find_tools, find_tools_wire
 from plexor.auth.tokens import IntrospectionVerifier, JwtVerifier, TokenRefused
 
-__all__ = ["ACCESS_KEY", "PROFILE_HEADER", "AccessGuard", "access_middleware"]
+__all__ = ["ACCESS_KEY", "PROFILE_HEADER", "AccessGuard", "access_middleware", "unknown_profile"]
 
 ACCESS_KEY = "plexor.access"  # where the Access of a request is kept in its ASGI scope
 PROFILE_HEADER = b"plexor-profile"
@@ -53,6 +53,13 @@ async def _answer(send: Any, status: int, body: dict[str, Any], headers: Iterabl
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode()), *headers]})
     await send({"type": "http.response.body", "body": raw})
+
+
+async def unknown_profile(send: Any, name: str, profiles: dict[str, Profile]) -> None:
+    """404 for a request naming a profile the server does not have."""
+    known = ", ".join(sorted(profiles)) or "none are configured"
+    await _answer(send, 404, {"error": "unknown_profile", "message": f"no profile named {name!r}",
+                              "guidance": f"Use one of the profiles in [plexor.profiles] of plexor.toml ({known})."})
 
 
 class AccessGuard:
@@ -116,14 +123,22 @@ class AccessGuard:
             if user is False:
                 return
         wanted = [v.decode("latin-1").strip() for k, v in headers if k == PROFILE_HEADER]
-        claimed = access.claims.get(self.config.profile_claim) if access.claims else None
-        name = claimed if isinstance(claimed, str) else path_profile or (wanted[0] if wanted else None) or self.default_profile
+        claim = self.config.profile_claim
+        try:
+            claimed = _claimed_profile(access.claims, claim)
+        except ValueError:  # present but not a name: refused, never read as no claim (the client would pick)
+            assert access.claims is not None
+            await _answer(send, 403, {"error": "invalid_profile_claim",
+                                      "message": f"the token's {claim!r} claim is {access.claims[claim]!r}, not a "
+                                                 "profile name",
+                                      "guidance": f"Have the authorization server set {claim!r} to one profile name (a "
+                                                  "string, or a list of exactly one), or leave it out."})
+            return
+        name = claimed or path_profile or (wanted[0] if wanted else None) or self.default_profile
         if name is not None:
             profile = self.profiles.get(name)
             if profile is None:
-                known = ", ".join(sorted(self.profiles)) or "none are configured"
-                await _answer(send, 404, {"error": "unknown_profile", "message": f"no profile named {name!r}",
-                                          "guidance": f"Use one of the profiles in [plexor.profiles] of plexor.toml ({known})."})
+                await unknown_profile(send, name, self.profiles)
                 return
             access.profile = profile
         scope = {**scope, ACCESS_KEY: access}
@@ -259,6 +274,19 @@ class AccessGuard:
             if isinstance(message, dict) and message.get("method") in DECIDED:
                 out.extend(targets(self.policy, str(message["method"]), message.get("params")))
         return out
+
+
+def _claimed_profile(claims: dict[str, Any] | None, claim: str) -> str | None:
+    """The profile a token's claim names (None when it has no such claim); ValueError when the claim is not
+    a name: a non-empty string, or a list of exactly one (custom claims are often arrays)."""
+    if not claims or claim not in claims:
+        return None
+    value = claims[claim]
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, str) or not value:
+        raise ValueError(claim)
+    return value
 
 
 class _Known:

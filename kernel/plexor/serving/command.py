@@ -188,6 +188,9 @@ def _stdio_profile(config: dict[str, Any], name: str | None, where: Any) -> Any:
 
         raise ConfigError(f"--profile {name} is not a configured profile",
                           f"Use one of: {', '.join(sorted(profiles)) or 'none'} (the [plexor.profiles] of {where}).")
+    from plexor.auth import stdio_scopes
+
+    stdio_scopes(where)  # a bad [plexor.auth] (whose scopes the profile uses) is a usage error now, not at the handshake
     return profiles[name]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 __all__ = ["SessionLimits", "limit_sessions"]
 
 REMEMBERED = 4096  # closed sessions whose clients are still owed the reason
+PEEK_BYTES = 4 * 1024 * 1024  # a POST larger than this is not read to see whether it is an initialize
 
 
 class SessionLimits:
@@ -29,6 +30,7 @@ class SessionLimits:
         self.owner: dict[str, str] = {}
         self.seen: dict[str, float] = {}
         self.busy: collections.Counter[str] = collections.Counter()
+        self.pending: collections.Counter[str] = collections.Counter()  # caller -> initializes not answered yet
         self.closed: collections.OrderedDict[str, str] = collections.OrderedDict()  # session -> why
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -46,19 +48,37 @@ class SessionLimits:
             else:  # unknown here (ended, another process's, or junk): the SDK answers, nothing is recorded
                 await self.app(scope, receive, send)
             return
-        if scope.get("method") == "POST" and not await self._make_room(scope, send):
-            return
+        from plexor.limits import principal
+
+        who, held = principal(scope), False
+        if scope.get("method") == "POST":
+            receive, opening = await _peek(receive)
+            if opening:  # only an initialize makes a session: nothing else may close one
+                if not await self._make_room(who, send):
+                    return
+                held = True
 
         async def learn(message: Any) -> None:
+            nonlocal held
             if message.get("type") == "http.response.start":
                 new = next((v.decode("latin-1") for k, v in message.get("headers") or () if k == b"mcp-session-id"), None)
                 if new is not None and new not in self.owner:
-                    from plexor.limits import principal
-
-                    self.owner[new], self.seen[new] = principal(scope), time.monotonic()
+                    self.owner[new], self.seen[new] = who, time.monotonic()
+                if held:  # the place held for it is now the session (or nothing, when it was refused)
+                    held = False
+                    self._release(who)
             await send(message)
 
-        await self.app(scope, receive, learn)
+        try:
+            await self.app(scope, receive, learn)
+        finally:
+            if held:
+                self._release(who)
+
+    def _release(self, who: str) -> None:
+        self.pending[who] -= 1
+        if self.pending[who] <= 0:
+            del self.pending[who]
 
     async def _serve(self, sid: str, scope: Any, receive: Any, send: Any) -> None:
         self.busy[sid] += 1
@@ -71,17 +91,19 @@ class SessionLimits:
                 del self.busy[sid]
             self.seen[sid] = time.monotonic()
 
-    async def _make_room(self, scope: Any, send: Any) -> bool:
-        """Close the oldest idle session of this caller, or of anyone, when a new one would pass a limit."""
-        from plexor.limits import principal, refuse
+    async def _make_room(self, who: str, send: Any) -> bool:
+        """Close the oldest idle session of this caller, or of anyone, when a new one would pass a limit, and hold
+        a place for the new one (``pending``: the next initialize counts it) before anything is awaited."""
+        from plexor.limits import refuse
 
         for sid in [s for s in self.owner if s not in self.sessions]:  # ended by themselves (DELETE, idle timeout)
             self.owner.pop(sid, None)
             self.seen.pop(sid, None)
-        who = principal(scope)
-        for limit, most, among in (("sessions_per_caller", self.per_caller, [s for s, o in self.owner.items() if o == who]),
-                                   ("sessions", self.total, list(self.sessions))):
-            if len(among) < most:
+        closing: list[Any] = []
+        for limit, most, among, held in (
+                ("sessions_per_caller", self.per_caller, [s for s, o in self.owner.items() if o == who], self.pending[who]),
+                ("sessions", self.total, list(self.sessions), sum(self.pending.values()))):
+            if len(among) + held < most:
                 continue
             idle = [s for s in among if not self.busy.get(s)]
             if not idle:
@@ -93,15 +115,18 @@ class SessionLimits:
                                          "open a new session (initialize again)")
             while len(self.closed) > REMEMBERED:
                 self.closed.popitem(last=False)
-            await self._close(oldest)
+            closing.append(self._detach(oldest))
+        self.pending[who] += 1
+        for transport in closing:
+            if transport is not None and not getattr(transport, "is_terminated", False):
+                await transport.terminate()
         return True
 
-    async def _close(self, sid: str) -> None:
-        transport = self.sessions.pop(sid, None)
+    def _detach(self, sid: str) -> Any:
+        """Forget a session now (so the next count is right); its transport, to terminate."""
         self.owner.pop(sid, None)
         self.seen.pop(sid, None)
-        if transport is not None and not getattr(transport, "is_terminated", False):
-            await transport.terminate()
+        return self.sessions.pop(sid, None)
 
 
 def limit_sessions(app: Any, sessions: MutableMapping[str, Any], environ: Mapping[str, str]) -> SessionLimits:
@@ -110,6 +135,36 @@ def limit_sessions(app: Any, sessions: MutableMapping[str, Any], environ: Mappin
 
     return SessionLimits(app, sessions, per_caller=int(value("sessions_per_caller", environ)),
                          total=int(value("sessions", environ)))
+
+
+async def _peek(receive: Any) -> tuple[Any, bool]:
+    """Read a POST's body; a receive that replays it, and whether it is an ``initialize`` (which makes a session).
+
+    ``NestingLimit`` in front hands over a body that fits ``--max-body`` whole; a larger one (which the SDK
+    refuses, making no session) is not judged, nor read past ``PEEK_BYTES``.
+    """
+    replay: list[Any] = []
+    size, more = 0, True
+    while more and size <= PEEK_BYTES:
+        message = await receive()
+        replay.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        more = bool(message.get("more_body"))
+    opening = False
+    if not more and replay[-1]["type"] == "http.request":
+        try:
+            parsed = json.loads(b"".join(m.get("body", b"") for m in replay))
+        except (ValueError, RecursionError):
+            parsed = None
+        messages = parsed if isinstance(parsed, list) else [parsed]
+        opening = any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages)
+
+    async def replayed() -> Any:
+        return replay.pop(0) if replay else await receive()
+
+    return replayed, opening
 
 
 async def _ended(send: Any, why: str) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from plexor.asking import Elicit, Exchange, ListRoots, Question, Sample, check_answer, declares, missing_capability
 from plexor.errors import PlexorError
-from plexor.tasks.bounds import check_new_task, oversized
+from plexor.tasks.bounds import check_new_task, oversized, release
 from plexor.tasks.store import TaskRow, TaskStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -141,6 +141,7 @@ class Tasks:
         self.worker = f"{self.host}:{self.pid}:{uuid.uuid4().hex[:8]}"
         self.running: dict[str, asyncio.Task[None]] = {}
         self.started: dict[str, TaskRow] = {}  # the rows of the tasks running here (owner, expiry)
+        self.pending: dict[str, int] = {}  # owner -> tasks admitted but not started yet (tasks.bounds)
         self._wake: dict[str, asyncio.Event] = {}
         self._ended: dict[str, asyncio.Event] = {}
         self.unstored: dict[str, Unstored] = {}  # tasks whose call may still be answered directly
@@ -197,22 +198,25 @@ class Tasks:
         memory until :meth:`materialize` (a call that ends at once is answered without ever storing it)."""
         self.ensure_loop()
         await check_new_task(self, owner, arguments)
-        now = time.time()
-        ttl = DEFAULT_TTL_MS if ttl_ms is None else max(1_000, min(int(ttl_ms), MAX_TTL_MS))
-        row = TaskRow(
-            task_id=secrets.token_urlsafe(18), owner=owner, era=era, tool=tool, arguments=arguments,
-            capabilities=capabilities, status="working", status_message="the task has started",
-            created_at=now, updated_at=now, ttl_ms=ttl, expires_at=now + ttl / 1000, poll_ms=POLL_MS,
-            result=None, error=None, input_requests={}, input_responses={}, worker=self.worker, host=self.host,
-            pid=self.pid, lease_until=now + LEASE_SECONDS, cancel_requested=False, idempotent=idempotent, attempts=1)
-        if store:
-            await self.write(self.store.create, row)
-        else:
-            self.unstored[row.task_id] = Unstored(row)
-        if session is not None:
-            self._sessions[row.task_id] = session
-        if start:
-            self.start(row)
+        try:
+            now = time.time()
+            ttl = DEFAULT_TTL_MS if ttl_ms is None else max(1_000, min(int(ttl_ms), MAX_TTL_MS))
+            row = TaskRow(
+                task_id=secrets.token_urlsafe(18), owner=owner, era=era, tool=tool, arguments=arguments,
+                capabilities=capabilities, status="working", status_message="the task has started",
+                created_at=now, updated_at=now, ttl_ms=ttl, expires_at=now + ttl / 1000, poll_ms=POLL_MS,
+                result=None, error=None, input_requests={}, input_responses={}, worker=self.worker, host=self.host,
+                pid=self.pid, lease_until=now + LEASE_SECONDS, cancel_requested=False, idempotent=idempotent, attempts=1)
+            if store:
+                await self.write(self.store.create, row)
+            else:
+                self.unstored[row.task_id] = Unstored(row)
+            if session is not None:
+                self._sessions[row.task_id] = session
+            if start:
+                self.start(row)
+        finally:
+            release(self, owner)
         return row
 
     def start(self, row: TaskRow) -> None:
