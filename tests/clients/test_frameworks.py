@@ -63,6 +63,31 @@ AUTOGEN_NESTED = frozenset({  # jsonref.replace_refs drops the description besid
     "arbor_node_create_external: handle: description lost",
     "edgelake_query: order_by[]: description lost",
 })
+MCP_USE_LIMITS = frozenset({  # mcp-use's JSONSchemaToZod: an integer is a refined z.number(), an enum a refined z.string()
+    "arbor_context_get_path: limit: type ['integer'] became ['number']",
+    "arbor_node_get_path: limit: type ['integer'] became ['number']",
+    "arbor_tree_claim: count: type ['integer'] became ['number']",
+    *(f"arbor_tree_list: {p}: type ['integer'] became ['number']" for p in ("limit", "offset")),
+    *(f"arbor_tree_list_archived: {p}: type ['integer'] became ['number']" for p in ("limit", "offset")),
+    *(f"arbor_tree_list_scheduled: {p}: type ['integer'] became ['number']" for p in ("limit", "offset")),
+    "arbor_tree_release: count: type ['integer'] became ['number']",
+    *(f"arbor_tree_render: {p}: type ['integer'] became ['number']" for p in ("limit", "max_depth", "offset")),
+    "edgelake_query: limit: type ['integer'] became ['number']",
+    "example_greet: times: type ['integer'] became ['number']",
+    "folders_find_documents: limit: type ['integer'] became ['number']",
+    "folders_get_chunks: chunk_ids[]: type ['integer'] became ['number']",
+    "folders_get_document_text: max_chars: type ['integer'] became ['number']",
+    "folders_list_documents: limit: type ['integer'] became ['number']",
+    "folders_search_content: limit: type ['integer'] became ['number']",
+    "arbor_tree_list: state: enum ['active', 'scheduled_delete', 'archived'] became None",
+    "edgelake_info_table: info_type: enum ['columns', 'exists', 'partitions'] became None",
+    "edgelake_monitor_nodes: status_type: enum ['status', 'resources', 'version', 'cpu'] became None",
+    "edgelake_query: format: enum ['json', 'table'] became None",
+    "edgelake_query: order_by[].direction: enum ['asc', 'desc'] became None",
+    "folders_get_server_info: section: enum ['folders', 'model', 'search', 'settings', 'totals', 'warnings'] became None",
+    "plexor_plugins: state: enum ['created', 'loading', 'starting', 'ready', 'draining', 'stopped', 'failed', 'disabled'] "
+    "became None",
+})
 
 
 @dataclass(frozen=True)
@@ -82,7 +107,9 @@ FRAMEWORKS = [
     Framework("dspy", "dspy", "dspy_tools.py", nulls=False),
     Framework("smolagents", "smolagents", "smolagents_tools.py", nulls=True),
     Framework("@langchain/mcp-adapters", "node", "langchain_js_tools.mjs", nulls=False),
+    Framework("mcp-use", "node-mcp-use", "mcp_use_tools.mjs", nulls=False, known=MCP_USE_LIMITS),
 ]
+NODE_FOLDERS = {"node": HERE, "node-mcp-use": HERE / "mcp-use"}  # install key: its package.json's folder
 
 
 @pytest.fixture(scope="session")
@@ -139,7 +166,7 @@ def _run(program: list[str], config: dict[str, Any], tmp: Path) -> dict[str, Any
 
 
 def _program(fw: Framework, tool: install.Installed) -> list[str]:
-    if fw.install == "node":  # ES modules resolve packages from the script's folder
+    if fw.install in NODE_FOLDERS:  # ES modules resolve packages from the script's folder
         script = tool.where / fw.driver
         shutil.copyfile(HERE / "drivers" / fw.driver, script)
         return [str(tool.program), str(script)]
@@ -175,8 +202,9 @@ def test_framework(fw: Framework, framework_installs, world, served, tmp_path): 
 
 
 def _pinned(fw: Framework) -> str:
-    if fw.install == "node":
-        return json.loads((HERE / "package.json").read_text(encoding="utf-8"))["dependencies"][fw.name]
+    if fw.install in NODE_FOLDERS:
+        package = NODE_FOLDERS[fw.install] / "package.json"
+        return json.loads(package.read_text(encoding="utf-8"))["dependencies"][fw.name]
     lock = (HERE / "requirements" / f"{fw.install}.txt").read_text(encoding="utf-8")
     pinned = re.search(rf"^{re.escape(fw.name)}==(\S+)$", lock, re.M)
     assert pinned, f"{fw.name} is not pinned in requirements/{fw.install}.txt"
