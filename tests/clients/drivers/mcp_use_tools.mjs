@@ -10,6 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+process.env.MCP_USE_ANONYMIZED_TELEMETRY = 'false';  // offline: mcp-use sends usage events to PostHog unless told not to
 const here = dirname(fileURLToPath(import.meta.url));
 const versionOf = (name) => JSON.parse(readFileSync(`${here}/node_modules/${name}/package.json`, 'utf8')).version;
 const raised = (e) => `${e?.name ?? 'Error'}: ${e?.message ?? e}`;
