@@ -343,3 +343,35 @@ def test_generated_schemas_are_portable():
     before = copy.deepcopy(schema)
     analyse(_shape)
     assert schema == before
+
+
+class _Key(pydantic.BaseModel):
+    """One sort key."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+    column: str = pydantic.Field(description="a column")
+
+
+def _sort(order: list[_Key], then: list[_Key] | None = None) -> dict[str, Any]:
+    """Sort.
+
+    :param order: sort keys.
+    """
+    return {}
+
+
+def test_an_array_item_is_described_in_the_arrays_description():
+    """autogen rebuilds an object item as a model of its own and drops the description beside it (its
+    loss report, tests/clients/test_frameworks.py): the array's description says what one item is."""
+    from plexor.schema import analyse
+
+    sig = analyse(_sort)
+    props = sig.input_schema["properties"]
+    assert props["order"]["description"] == "sort keys. Each item: One sort key."
+    assert props["then"]["description"] == "Each item: One sort key."  # an array without a description of its own
+    for prop in props.values():
+        assert "description" not in prop["items"]
+        assert prop["items"]["properties"]["column"] == {"description": "a column", "type": "string"}
+    assert sig.validate({"order": [{"column": "a"}], "then": None})["order"][0].column == "a"
+    with pytest.raises(Exception, match="argument"):
+        sig.validate({"order": [{"column": 5}]})

