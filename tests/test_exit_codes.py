@@ -8,6 +8,7 @@ are installed (a plugin's commands are checked where it is installed: tox's `all
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,23 @@ def _leaves(command: click.Command, ctx: click.Context, path: tuple[str, ...] = 
         if sub is not None and not sub.hidden:
             out += _leaves(sub, click.Context(sub, parent=ctx, info_name=name), (*path, name))
     return out
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was():
+    """The commands run in this process configure logging (a plugin command quiets it to "critical"); put it
+    back, or the tests after these would log nothing (test_tools' "the traceback went to the log" saw '')."""
+    import plexor.log
+
+    saved = dict(plexor.log._wanted)
+    yield
+    plexor.log._wanted.clear()
+    if saved:
+        plexor.log.configure(logging.getLevelName(saved["level"]).lower(), force=True)
+    else:
+        import structlog
+
+        structlog.reset_defaults()
 
 
 @pytest.fixture

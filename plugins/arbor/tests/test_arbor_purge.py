@@ -131,13 +131,14 @@ async def test_cli_purge_asks_first_and_frees_the_id_for_an_import(plexor, backe
         code, _, stderr = await cli(["export", t, "-o", str(out)], env)
         assert code == 0, stderr
 
-        # The import error names the real command that frees the id.
+        # The import error names the real command that frees the id; the command line must change (--new-ids,
+        # or purge first): exit 2 by the exit-code rule.
         code, _, stderr = await cli(["import", str(out)], env)
-        assert code == 1 and f"plexor arbor purge {t}" in stderr
+        assert code == 2 and f"plexor arbor purge {t}" in stderr
 
-        # An active tree: refused before any question, with the way out.
+        # An active tree: refused before any question, with the way out (--force: the command must change, exit 2).
         code, _, stderr = await cli(["purge", t], env, stdin="y\n")
-        assert code == 1 and "is active" in stderr and "--force" in stderr and "Purge tree" not in stderr
+        assert code == 2 and "is active" in stderr and "--force" in stderr and "Purge tree" not in stderr
         await call.ok("tree_release", tree_id=t, owner_id="system")
 
         # Answering no keeps the tree.
