@@ -681,3 +681,23 @@ async def test_only_an_initialize_makes_room_and_a_burst_of_them_stays_under_the
             assert 1 <= len(alive) <= 2, (len(ids), len(alive))  # all eight stayed open before the fix
     finally:
         keys.close()
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+@pytest.mark.parametrize(("variable", "raw", "kind"), [
+    ("PLEXOR_MAX_SESSIONS", "0.5", "whole number"),  # int() would have made it 0: every session refused
+    ("PLEXOR_MAX_SUBSCRIPTIONS", "inf", "whole number"),  # float('inf') passed, then int() raised
+    ("PLEXOR_AUTH_FETCH_SECONDS", "soon", "positive number"),
+])
+def test_a_bad_limit_value_stops_serve_at_once_naming_the_variable(tmp_path, transport, variable, raw, kind):
+    import subprocess
+    import sys
+
+    from conformance.serving import fixture_env
+
+    env = fixture_env(tmp_path, **{variable: raw, "PLEXOR_PLUGINS": "example"})
+    done = subprocess.run([sys.executable, "-m", "plexor", "serve", "--transport", transport, "--port", "0"],
+                          stdin=subprocess.PIPE, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"{variable}={raw!r} is not a valid limit" in done.stderr and kind in done.stderr
+    assert "Traceback" not in done.stderr

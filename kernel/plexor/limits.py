@@ -8,6 +8,7 @@ the OAuth subject (with its issuer and client), the static token, else the clien
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Mapping
@@ -25,6 +26,11 @@ class Limit:
     env: str
     default: float
     what: str
+
+    @property
+    def whole(self) -> bool:
+        """A count or a size is a whole number; only a time may be a fraction."""
+        return not self.what.startswith("seconds")
 
     def text(self, number: float | None = None) -> str:
         shown = self.default if number is None else number
@@ -69,9 +75,10 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> float:
         number = float(raw)
     except ValueError:
         number = 0.0
-    if not number > 0:
+    if not (number > 0 and math.isfinite(number)) or (limit.whole and number != int(number)):
+        kind = "a positive whole number" if limit.whole else "a positive number"
         raise ConfigError(f"{limit.env}={raw!r} is not a valid limit",
-                          f"Set {limit.env} to a positive number ({limit.what}; default {limit.default:g}), or unset it.")
+                          f"Set {limit.env} to {kind} ({limit.what}; default {limit.default:g}), or unset it.")
     return number
 
 

@@ -96,6 +96,10 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
         from plexor.state.keys import configured_keys
 
         configured_keys(kernel.environ)  # a bad PLEXOR_STATE_KEY* is a usage error now, not a failed request later
+        from plexor.limits import LIMITS, value
+
+        for name in LIMITS:  # a bad PLEXOR_MAX_* (or other limit) too, not a traceback once the app is built
+            value(name, kernel.environ)
         if transport != "stdio":
             from plexor.state.events import wants_shared_store
 
