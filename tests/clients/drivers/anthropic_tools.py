@@ -6,33 +6,17 @@ tool: unsupported keywords move into the description), and calls go through
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
 from importlib.metadata import version
 from typing import Any
 
 import anthropic
 from anthropic.lib.tools.mcp import async_mcp_tool
-from frameworks import main, refusal
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from frameworks import StdioDriver, main, refusal
 
 
-class Anthropic:
+class Anthropic(StdioDriver):
     library = "anthropic"
     version = version("anthropic")
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.params = StdioServerParameters(command=config["command"], args=config["args"], env=config["env"])
-        self.stack = AsyncExitStack()
-
-    async def __aenter__(self) -> Anthropic:
-        read, write = await self.stack.enter_async_context(stdio_client(self.params))
-        self.session = await self.stack.enter_async_context(ClientSession(read, write))
-        await self.session.initialize()
-        self.tools = {t.name: t for t in (await self.session.list_tools()).tools}
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stack.aclose()
 
     async def convert(self) -> tuple[dict[str, Any], dict[str, str]]:
         converted, refused = {}, {}

@@ -7,36 +7,20 @@ Calls go through ``Tool.acall``, as ``dspy.ReAct`` runs a tool call."""
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
 from importlib.metadata import version
 from typing import Any
 
 import dspy
-from frameworks import main, refusal
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from frameworks import StdioDriver, main, refusal
 
 
-class DSPy:
+class DSPy(StdioDriver):
     library = "dspy"
     version = version("dspy")
 
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.params = StdioServerParameters(command=config["command"], args=config["args"], env=config["env"])
-        self.stack = AsyncExitStack()
-        self.tools: dict[str, Any] = {}
-
-    async def __aenter__(self) -> DSPy:
-        read, write = await self.stack.enter_async_context(stdio_client(self.params))
-        self.session = await self.stack.enter_async_context(ClientSession(read, write))
-        await self.session.initialize()
-        self.listed = (await self.session.list_tools()).tools
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stack.aclose()
-
     async def convert(self) -> tuple[dict[str, Any], dict[str, str]]:
         converted, refused = {}, {}
+        self.tools = {}  # dspy's own tools, by name, as converted
         for tool in self.listed:
             try:
                 self.tools[tool.name] = dspy.Tool.from_mcp_tool(self.session, tool)

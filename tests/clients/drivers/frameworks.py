@@ -41,6 +41,32 @@ class Framework(Protocol):
     async def call(self, tool: str, arguments: dict[str, Any]) -> Any: ...
 
 
+class StdioDriver:
+    """Plexor over stdio through the SDK's ``ClientSession``, its tools listed: the frameworks that take an
+    open session (anthropic, ollama, dspy) subclass this and add ``convert`` and ``call``."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        from contextlib import AsyncExitStack
+
+        from mcp import StdioServerParameters
+
+        self.params = StdioServerParameters(command=config["command"], args=config["args"], env=config["env"])
+        self.stack = AsyncExitStack()
+
+    async def __aenter__(self) -> Any:
+        from mcp import ClientSession, stdio_client
+
+        read, write = await self.stack.enter_async_context(stdio_client(self.params))
+        self.session = await self.stack.enter_async_context(ClientSession(read, write))
+        await self.session.initialize()
+        self.listed = (await self.session.list_tools()).tools
+        self.tools = {t.name: t for t in self.listed}
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stack.aclose()
+
+
 def refusal(e: BaseException) -> str:
     return raised(e)[:500]
 

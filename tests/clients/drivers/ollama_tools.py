@@ -7,32 +7,16 @@ the model gets. The model's tool call then goes back through ``ClientSession.cal
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
 from importlib.metadata import version
 from typing import Any
 
-from frameworks import main, refusal
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from frameworks import StdioDriver, main, refusal
 from ollama import Tool
 
 
-class Ollama:
+class Ollama(StdioDriver):
     library = "ollama"
     version = version("ollama")
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.params = StdioServerParameters(command=config["command"], args=config["args"], env=config["env"])
-        self.stack = AsyncExitStack()
-
-    async def __aenter__(self) -> Ollama:
-        read, write = await self.stack.enter_async_context(stdio_client(self.params))
-        self.session = await self.stack.enter_async_context(ClientSession(read, write))
-        await self.session.initialize()
-        self.tools = {t.name: t for t in (await self.session.list_tools()).tools}
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stack.aclose()
 
     async def convert(self) -> tuple[dict[str, Any], dict[str, str]]:
         converted, refused = {}, {}
