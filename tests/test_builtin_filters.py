@@ -9,6 +9,7 @@ from conftest import make_plugin, tools_plugin
 
 from plexor.builtin import PluginState
 from plexor.core.records import State
+from plexor.extending import FEATURES
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +29,7 @@ def test_the_state_filter_offers_every_plugin_state():
 async def test_health_reports_one_plugin_by_name_or_namespace(plexor):
     async with plexor.client(PLUGINS) as client:
         everything = (await client.call_tool("plexor_health", {})).structured_content
-        assert {p["name"] for p in everything["plugins"]} == {"plexor", "good", "bad"}
+        assert {p["name"] for p in everything["plugins"]} == {"plexor", "good", "bad", *FEATURES}
         for given in ("good", "GOODIES", " good "):
             one = await client.call_tool("plexor_health", {"plugin": given})
             assert not one.is_error, one.content[0].text
@@ -42,17 +43,17 @@ async def test_health_reports_one_plugin_by_name_or_namespace(plexor):
         miss = await client.call_tool("plexor_health", {"plugin": "godo"})
         assert miss.is_error
         text = miss.content[0].text
-        assert "no plugin named 'godo'" in text and "Did you mean 'good'?" in text and "bad, good, plexor" in text
+        assert "no plugin named 'godo'" in text and "Did you mean 'good'?" in text and "bad, bus, good, plexor" in text
 
 
 async def test_plugins_filters_by_plugin_and_by_state(plexor):
     async with plexor.client(PLUGINS) as client:
         listed = (await client.call_tool("plexor_plugins", {})).structured_content["plugins"]
-        assert [p["name"] for p in listed] == ["bad", "good", "plexor"]
+        assert [p["name"] for p in listed] == ["auth", "bad", "bus", "good", "plexor", "tasks", "telemetry"]
         failed = (await client.call_tool("plexor_plugins", {"state": "failed"})).structured_content["plugins"]
         assert [(p["name"], p["state"]) for p in failed] == [("bad", "failed")]
         ready = (await client.call_tool("plexor_plugins", {"state": "ready"})).structured_content["plugins"]
-        assert [p["name"] for p in ready] == ["good", "plexor"]
+        assert [p["name"] for p in ready] == ["auth", "bus", "good", "plexor", "tasks", "telemetry"]
         assert (await client.call_tool("plexor_plugins", {"state": "disabled"})).structured_content == {"plugins": []}
         one = (await client.call_tool("plexor_plugins", {"plugin": "goodies"})).structured_content["plugins"]
         assert [p["name"] for p in one] == ["good"] and one[0]["tools"] == ["goodies_ping"]

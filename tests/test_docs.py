@@ -12,15 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from plexor import hookspecs
+from plexor import extending, hookspecs
 
 ROOT = Path(__file__).resolve().parents[1]
 AUTHORING = (ROOT / "docs" / "authoring.md").read_text(encoding="utf-8")
-HOOKS = {name: func for name, func in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("plexor_")}
+CONTENT_HOOKS = {n: f for n, f in inspect.getmembers(hookspecs, inspect.isfunction) if n.startswith("plexor_")}
+SERVER_HOOKS = {n: f for n, f in inspect.getmembers(extending, inspect.isfunction) if n.startswith("plexor_")}
+HOOKS = CONTENT_HOOKS | SERVER_HOOKS
 
 
 def test_there_are_hooks():
-    assert len(HOOKS) == 10
+    assert len(CONTENT_HOOKS) == 10 and len(SERVER_HOOKS) == 9
+    assert not set(CONTENT_HOOKS) & set(SERVER_HOOKS)
 
 
 @pytest.mark.parametrize("name", sorted(HOOKS))

@@ -24,7 +24,7 @@ from typing import Any
 
 from plexor.errors import PluginError
 
-__all__ = ["APP_MIME_TYPE", "EXTENSION_ID", "client_supports_apps", "install_apps", "register_app", "resource_ui",
+__all__ = ["APP_MIME_TYPE", "EXTENSION_ID", "client_supports_apps", "advertise_apps", "register_app", "resource_ui",
            "tool_meta", "tool_ui"]
 
 EXTENSION_ID = "io.modelcontextprotocol/ui"
@@ -161,19 +161,12 @@ def check_links(registry: Any, plugin: str, loaded: Any) -> None:
                               "Register it in plexor_register_resources with register.app(uri, reader).")
 
 
-def install_apps(server: Any, kernel: Any) -> None:
-    """Advertise the extension on ``server`` while some loaded plugin registers an app."""
-    earlier = server.get_capabilities
-
-    def get_capabilities(*args: Any, **kwargs: Any) -> Any:
-        caps = earlier(*args, **kwargs)
-        offered = any(spec.mime_type == APP_MIME_TYPE for spec in kernel.registry.resources.values())
-        extensions = dict(caps.extensions or {})
-        if offered:
-            extensions[EXTENSION_ID] = {}
-        else:
-            extensions.pop(EXTENSION_ID, None)
-        caps.extensions = extensions or None
-        return caps
-
-    server.get_capabilities = get_capabilities
+def advertise_apps(capabilities: Any, kernel: Any) -> None:
+    """Advertise the extension in ``capabilities`` while some loaded plugin registers an app."""
+    offered = any(spec.mime_type == APP_MIME_TYPE for spec in kernel.registry.resources.values())
+    extensions = dict(capabilities.extensions or {})
+    if offered:
+        extensions[EXTENSION_ID] = {}
+    else:
+        extensions.pop(EXTENSION_ID, None)
+    capabilities.extensions = extensions or None

@@ -20,6 +20,14 @@ def plexor_add_config(config: Any) -> None:
 
 
 @hookimpl
+def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: Any) -> None:
+    # MCP Apps (io.modelcontextprotocol/ui): advertised while a loaded plugin offers an app (plexor.apps)
+    from plexor.apps import advertise_apps
+
+    advertise_apps(capabilities, setup.kernel)
+
+
+@hookimpl
 def plexor_register_tools(register: Any, settings: Any) -> None:
     ro = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
     register(health, annotations=ro, ready_required=False, blocking=False)

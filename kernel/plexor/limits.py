@@ -98,15 +98,16 @@ def describe() -> list[tuple[str, str, str]]:
 def principal(scope: Mapping[str, Any] | None) -> str:
     """Who a request is, for per-caller limits: the OAuth principal, the static token, else the client's address.
 
-    The OAuth principal is the one the guard derives for task ownership (``Access.principal``:
-    issuer, subject and client); without a token every local client at one address is one caller.
+    The principal comes from the ``plexor_principal`` hook (the auth plugin answers with the one the
+    guard derives for task ownership, ``Access.principal``: issuer, subject and client); without a
+    token every local client at one address is one caller.
     """
     if not scope:
         return "local"
+    named = scope.get("plexor.principal")  # the plexor_principal hook's answer (plexor.serving.features)
+    if named:
+        return str(named)
     access = scope.get("plexor.access")  # plexor.auth.guard.ACCESS_KEY, set when OAuth is on
-    owner = getattr(access, "principal", "")
-    if owner:
-        return f"oauth:{owner}"
     if getattr(access, "subject", None) or any(k == b"authorization" for k, _ in scope.get("headers") or ()):
         return "token"  # the static --token: every holder is the same caller
     client = scope.get("client")

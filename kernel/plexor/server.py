@@ -14,7 +14,7 @@ import asyncio
 import base64
 import time
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -38,6 +38,9 @@ from plexor.serving.boot import Boot
 from plexor.serving.lists import saw, unseen_change
 from plexor.serving.session import check_order, explain_params
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.extending import ServerSetup
+
 __all__ = ["RESOURCE_NOT_FOUND", "Boot", "build_server"]
 
 # The server's own icon (a hexagon with a P), embedded: clients fetch nothing.
@@ -60,6 +63,39 @@ class PlexorServer(Server[Any]):
         from plexor.serving.layers import RequestPath
 
         self.path = RequestPath(self.middleware)  # every module adds its layer by name (plexor.serving.layers)
+        self.setup: ServerSetup | None = None  # what the server-extension hooks see (build_server sets it)
+        self._extended: set[str] = set()  # the plugins whose server-extension hooks have been applied
+
+    def extend(self) -> None:
+        """Apply the server-extension hooks (:mod:`plexor.extending`) of plugins not applied yet: their
+        request layers and protocol methods. Called when the server is built and again once plugins
+        have loaded (under stdio the server is built first)."""
+        setup = self.setup
+        if setup is None:
+            return
+        hook = setup.kernel.pm.hook
+        fresh = [impl.plugin_name for impl in hook.plexor_request_layers.get_hookimpls()
+                 + hook.plexor_protocol_methods.get_hookimpls() if impl.plugin_name not in self._extended]
+        if not fresh:
+            return
+        only = set(fresh)
+        self._extended |= only
+        # pluggy calls the implementations last-registered (and tryfirst) first: the same order here
+        for impl in reversed(hook.plexor_request_layers.get_hookimpls()):
+            if impl.plugin_name in only:
+                for layer in impl.function(setup) or ():
+                    self.path.add(layer.position, layer.middleware, layer.name or impl.plugin_name)
+        for impl in reversed(hook.plexor_protocol_methods.get_hookimpls()):
+            if impl.plugin_name in only:
+                for method in impl.function(setup) or ():
+                    self.add_request_handler(method.method, method.params_type, method.handler)
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> Any:
+        caps = super().get_capabilities(*args, **kwargs)
+        if self.setup is not None:
+            self.setup.kernel.pm.hook.plexor_capabilities(capabilities=caps, protocol_version=kwargs.get("protocol_version"),
+                                                          setup=self.setup)
+        return caps
 
     @property
     def server_info_stamp(self) -> dict[str, Any]:
@@ -501,8 +537,10 @@ def _instructions(kernel: Kernel) -> str:
     return text
 
 
-def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None) -> PlexorServer:
-    """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``)."""
+def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None, transport: str = "stdio",
+                 options: Any = None, profile: Any = None) -> PlexorServer:
+    """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``), served over
+    ``transport`` with the HTTP ``options`` (``None`` under stdio), for a stdio client limited to ``profile``."""
     import warnings
 
     from plexor.tasks.listen import Listen
@@ -549,12 +587,19 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     # Inside the guidance middleware, so a refused requestState gets its advice appended.
     security = RequestStateSecurity(keys=state_keys(kernel), ttl=REQUEST_STATE_TTL)
     server.path.add("request-state", RequestStateBoundary(security, default_audience="plexor"))
-    from plexor.tasks import install_tasks
+    # The built-in features (tasks, auth, telemetry, bus) and every loaded plugin extend the server
+    # through the hooks of plexor.extending: request layers, protocol methods, capabilities.
+    from plexor.extending import ServerSetup
 
-    install_tasks(server, kernel)  # tasks/* in both eras, task-augmented tools/call (plexor.tasks)
-    from plexor.apps import install_apps
+    if profile is not None:
+        from plexor.serving.features import refuse_unguarded
 
-    install_apps(server, kernel)  # io.modelcontextprotocol/ui, advertised while a plugin offers an app
+        refuse_unguarded(kernel, getattr(profile, "name", "(stdio)"))  # a profile with auth off: no server
+    kernel.register_features()
+    server.setup = ServerSetup(kernel, server, transport, options, profile)
+    server.extend()
+    if boot is not None:
+        boot.after_load = server.extend  # plugins loaded after the handshake extend it then
     return server
 
 

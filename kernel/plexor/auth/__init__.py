@@ -18,7 +18,7 @@ from typing import Any
 
 from plexor.auth.config import AuthConfig, Profile, auth_config, profiles_config
 
-__all__ = ["AuthConfig", "Profile", "auth_config", "load", "profiles_config", "protect", "protect_stdio", "stdio_scopes"]
+__all__ = ["AuthConfig", "Profile", "auth_config", "load", "profiles_config", "protect", "stdio_layer", "stdio_scopes"]
 
 
 def load(kernel: Any, *, issuer: str | None = None, resource: str | None = None) -> tuple[AuthConfig, dict[str, Profile]]:
@@ -85,14 +85,14 @@ class NoProfiles:
         await self.app(scope, receive, send)
 
 
-def protect_stdio(server: Any, kernel: Any, profile: Profile) -> None:
-    """The stdio client of ``serve --profile``: the same ``authorization`` layer as HTTP's, with that profile
-    and the operator's ``[plexor.auth.scopes]`` (which ``scope:SCOPE`` entries of a profile match against)."""
+def stdio_layer(kernel: Any, profile: Profile) -> Any:
+    """The authorization layer of the stdio client of ``serve --profile``: the same as HTTP's, with that
+    profile and the operator's ``[plexor.auth.scopes]`` (which ``scope:SCOPE`` entries of a profile match against)."""
     from plexor.auth.guard import access_middleware
     from plexor.auth.scopes import Access, ScopePolicy
 
     policy = ScopePolicy(kernel, stdio_scopes(kernel.paths.config_file))
-    server.path.add("authorization", access_middleware(policy, every=Access(policy, profile=profile)))
+    return access_middleware(policy, every=Access(policy, profile=profile))
 
 
 def stdio_scopes(config_file: Any) -> dict[str, tuple[str, ...]]:

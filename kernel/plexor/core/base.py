@@ -66,7 +66,8 @@ class KernelBase(_Machine):
         self._pm: Any = None
         # plexor.telemetry.Telemetry when PLEXOR_OTEL is on; Pipeline.run's only cost when off is checking it.
         self.telemetry: Any = None
-        if self.environ.get("PLEXOR_OTEL", "").strip().lower() not in ("", "0", "false", "no", "off"):
+        if (self.environ.get("PLEXOR_OTEL", "").strip().lower() not in ("", "0", "false", "no", "off")
+                and "telemetry" not in [n.strip() for n in self.environ.get("PLEXOR_DISABLE", "").split(",")]):
             from plexor.telemetry import from_environ
 
             self.telemetry = from_environ(self)
@@ -76,16 +77,21 @@ class KernelBase(_Machine):
             configure(self.environ["PLEXOR_LOG_LEVEL"])
         self.log = get_logger("plexor")
 
+    def config_tables(self) -> dict[str, Any]:
+        """The tables of ``plexor.toml`` as read when loading (empty before): e.g. the kernel database URL."""
+        return self._config
+
     @property
     def pm(self) -> Any:
         """This kernel's pluggy manager: made per kernel (a factory, not an import-time global)."""
         if self._pm is None:
             import pluggy
 
-            from plexor import hookspecs
+            from plexor import extending, hookspecs
 
             self._pm = pluggy.PluginManager("plexor")
             self._pm.add_hookspecs(hookspecs)
+            self._pm.add_hookspecs(extending)
         return self._pm
 
     # -- hooks, one plugin at a time ----------------------------------------------------

@@ -123,6 +123,18 @@ class Kernel(Loader, Pipeline):
             self._idle = anyio.Event()
             with anyio.move_on_after(timeout):
                 await self._idle.wait()
+        await self._drain_participants()
+
+    async def _drain_participants(self) -> None:
+        """The ``plexor_drain`` hooks (:mod:`plexor.extending`): e.g. tasks hands its running ones over."""
+        import inspect
+
+        for result in self.pm.hook.plexor_drain(kernel=self):
+            if inspect.isawaitable(result):
+                try:
+                    await result
+                except Exception as exc:  # noqa: BLE001 - one participant's failure must not stop the others
+                    self.log.error("drain_participant_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Drain, run shutdown hooks and close provided services, close storage; ends in ``stopped``."""

@@ -25,6 +25,7 @@ from plexor.core.registry import (
     ToolRegistrar,
 )
 from plexor.errors import ConfigError, PlexorError, PluginError
+from plexor.extending import FEATURES
 from plexor.hints import icons_of
 from plexor.settings import ConfigSpec
 
@@ -88,6 +89,8 @@ class Loader(KernelBase):
         candidates: list[PluginRecord] = []
         if self._builtin:
             candidates.append(PluginRecord(BUILTIN, "plexor", __version__, entry_point="plexor.builtin"))
+            candidates.extend(PluginRecord(name, "plexor", __version__, entry_point=module)
+                              for name, module in FEATURES.items())
         for name, obj in self._extra:
             candidates.append(PluginRecord(name, getattr(obj, "__distribution__", "(in-process)"),
                                            getattr(obj, "__version__", "?"), module=obj))
@@ -109,7 +112,8 @@ class Loader(KernelBase):
                 continue
             seen[rec.name] = rec
             self.records[rec.name] = rec
-            allowed = rec.name == BUILTIN or only is None or rec.name in only
+            # PLEXOR_PLUGINS chooses content plugins; the built-in features go only by PLEXOR_DISABLE
+            allowed = rec.name == BUILTIN or rec.name in FEATURES or only is None or rec.name in only
             if rec.name == BUILTIN and BUILTIN in blocked:
                 self.log.warning("builtin_not_disabled", hint="the built-in plugin 'plexor' (plexor_health) is "
                                  "part of the kernel and cannot be disabled; PLEXOR_DISABLE=plexor is ignored")
@@ -130,6 +134,23 @@ class Loader(KernelBase):
         for rec in self.records.values():
             self.warnings.extend(rec.settings.warnings if rec.settings else [])
         return self
+
+    def register_features(self) -> None:
+        """Register the built-in plugin and the server features not disabled with pluggy now.
+
+        A server is built before its plugins load under stdio (the handshake goes out first), and
+        its capabilities, methods and request layers come from these plugins' server-extension
+        hooks (:mod:`plexor.extending`); loading them later finds them registered already.
+        """
+        import importlib
+
+        if not self._builtin:
+            return
+        blocked = set(_csv(self.environ.get("PLEXOR_DISABLE")) or [])
+        for name, module in (("plexor", "plexor.builtin"), *FEATURES.items()):
+            if name in blocked and name != BUILTIN or self.pm.get_plugin(name) is not None:
+                continue
+            self.pm.register(importlib.import_module(module), name=name)
 
     def _attach_handle(self, rec: PluginRecord) -> None:
         from plexor.handle import PluginHandle
@@ -230,6 +251,8 @@ class Loader(KernelBase):
                 f"Rename it{' to ' + near[0] if near else ''}, or give it a name without the plexor_ prefix. "
                 f"Hooks: {', '.join(specs)}.",
             )
+        if self.pm.get_plugin(rec.name) is rec.module:  # a built-in one, registered before loading
+            return
         try:
             self.pm.register(rec.module, name=rec.name)
         except Exception as exc:  # pluggy's PluginValidationError: arguments the hookspec does not have

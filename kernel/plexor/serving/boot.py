@@ -27,6 +27,7 @@ class Boot:
         self.stopping = False  # the server is stopping: waiting requests are answered, nothing more starts
         self._tg: Any = None
         self._begun = False
+        self.after_load: Any = None  # the server's extend(): plugins' layers and methods, before requests go on
 
     def attach(self, task_group: Any) -> None:
         self._tg = task_group
@@ -59,6 +60,8 @@ class Boot:
             if self.kernel.state == State.CREATED:
                 # In a worker thread so the loop keeps writing responses meanwhile.
                 await anyio.to_thread.run_sync(self.kernel.load)
+            if self.after_load is not None:
+                self.after_load()
         except Exception as exc:  # noqa: BLE001 - e.g. a config file broken since the CLI checked it
             self.kernel.log.error("kernel_load_failed", error=str(exc))
         finally:

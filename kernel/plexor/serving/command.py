@@ -114,6 +114,9 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
         else:
             with _stdout_to_stderr():  # a plugin printing at import must not write on the protocol stream
                 kernel.load()
+        from plexor.serving.features import refuse_unguarded
+
+        refuse_unguarded(kernel, profile, auth_issuer)  # authorization configured, its plugin off: a usage error
     except Exception as exc:  # noqa: BLE001
         message = exc.render() if hasattr(exc, "render") else str(exc)
         raise click.UsageError(message) from exc

@@ -19,14 +19,18 @@ import signal
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.streamable_http import EventStore  # already loaded by mcp.server.lowlevel
 
 from plexor.core.kernel import Kernel, State
+from plexor.serving.features import CallerPrincipal, refuse_unguarded
 from plexor.serving.guard import default_allow_lists
 from plexor.serving.stdio import _freeze_heap
 from plexor.serving.watchdog import Watchdog
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.extending import ServerSetup
 
 __all__ = ["HttpOptions", "bind_socket", "build_http_app", "serve_http", "worker_app"]
 
@@ -64,27 +68,18 @@ class HttpOptions:
         return cls(**json.loads(raw))
 
 
-def _event_store(kernel: Kernel, opts: HttpOptions) -> EventStore:
-    """Stateful Streamable HTTP's event store: shared through the kernel's database, or this process's memory."""
+def _event_store(setup: ServerSetup) -> EventStore:
+    """Stateful Streamable HTTP's event store: a plugin's (the ``bus`` plugin's, shared through the kernel's
+    database), else this process's memory."""
     from plexor.limits import value
-    from plexor.state.db import database_url, kernel_state
-    from plexor.state.events import SharedEventStore, wants_shared_store
     from plexor.state.memory_events import MemoryEventStore
 
-    session_bytes = int(value("event_store_session_bytes", kernel.environ))
-    total_bytes = int(value("event_store_bytes", kernel.environ))
-    if wants_shared_store(kernel.environ, database_url(kernel.environ, getattr(kernel, "_config", {}) or {})):
-        return SharedEventStore(kernel_state(kernel), session_bytes=session_bytes, total_bytes=total_bytes)
-    return MemoryEventStore(opts.event_history, session_bytes, total_bytes)
-
-
-def _shares_notifications(kernel: Kernel, opts: HttpOptions) -> bool:
-    """Whether other processes may serve this kernel's data: ``--workers``, a kernel database on PostgreSQL,
-    or stateful servers sharing their event store (``PLEXOR_EVENT_STORE=shared``)."""
-    from plexor.state.db import database_url
-
-    return (opts.workers > 1 or database_url(kernel.environ, getattr(kernel, "_config", {}) or {}) is not None
-            or kernel.environ.get("PLEXOR_EVENT_STORE", "").strip().lower() == "shared")
+    store = setup.kernel.pm.hook.plexor_event_store(setup=setup)
+    if store is not None:
+        return store
+    environ = setup.kernel.environ
+    return MemoryEventStore(setup.options.event_history, int(value("event_store_session_bytes", environ)),
+                            int(value("event_store_bytes", environ)))
 
 
 def _timeout_middleware(seconds: float) -> Callable[..., Any]:
@@ -134,11 +129,13 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
 
     if kernel.state == State.CREATED:
         kernel.load()
-    server = build_server(kernel)
+    refuse_unguarded(kernel, opts.profile, opts.auth_issuer)  # auth configured but its plugin off: no server
+    server = build_server(kernel, transport=opts.transport, options=opts)
+    setup = server.setup
+    assert setup is not None  # noqa: S101 - build_server sets it
     server.path.add("timeout", _timeout_middleware(opts.request_timeout))
-    from plexor.telemetry import http_routes
-
-    observing = http_routes(kernel, server)  # /metrics and the HTTP traceparent, when PLEXOR_OTEL is on
+    # plugins' routes (the telemetry plugin's /metrics, ...), beside /healthz and the card
+    observing = [route for routes in kernel.pm.hook.plexor_routes(setup=setup) for route in routes or ()]
     # Host and Origin are checked by HostOriginGuard (exact matches, every route); the SDK keeps its Content-Type check.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
@@ -149,10 +146,11 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
 
         install_accept_log(asyncio.get_running_loop(), kernel.log)
         await kernel.start()
-        if _shares_notifications(kernel, opts):  # other processes serve the same data: hear their changes
-            from plexor.state.bus import install, shared_backend
+        backend = kernel.pm.hook.plexor_notifier_backend(setup=setup)  # the bus plugin, when processes share data
+        if backend is not None:
+            from plexor.state.bus import install
 
-            install(kernel.notifier, shared_backend(kernel))
+            install(kernel.notifier, backend)
             await kernel.notifier.start()
         _freeze_heap()
         if on_ready is not None:
@@ -218,7 +216,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
             Mount("/messages/", app=answering.post),
         ], lifespan=sse_lifespan)
     else:
-        event_store = None if opts.stateless else _event_store(kernel, opts)
+        event_store = None if opts.stateless else _event_store(setup)
         inner = server.streamable_http_app(
             streamable_http_path="/mcp",
             stateless_http=opts.stateless,
@@ -262,11 +260,16 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         from plexor.serving.bounds import NestingLimit
 
         app = NestingLimit(app, opts.max_body_bytes)  # both eras, before anything runs
-    from plexor.auth import protect  # OAuth resource server, scopes and profiles, when configured (docs/security.md)
+    app = CallerPrincipal(app, kernel)  # inside the wrappers: the auth guard has verified the token by then
+    # Plugins' wrappers, each around the previous one (the auth plugin's access guard: OAuth, scopes and
+    # profiles, when configured, docs/security.md), in the hook's call order.
+    for impl in reversed(kernel.pm.hook.plexor_asgi_wrapper.get_hookimpls()):
+        app = impl.function(app, setup) or app
+    if not setup.shared.get("profiles"):
+        from plexor.auth import NoProfiles
 
-    app, oauth = protect(app, kernel, server, token=opts.token, max_body=opts.max_body_bytes, issuer=opts.auth_issuer,
-                         resource=opts.resource_url, profile=opts.profile)
-    if opts.token and not oauth:
+        app = NoProfiles(app)  # a request naming a profile is never served with every tool
+    if opts.token and not setup.shared.get("authenticates"):
         app = BearerAuth(app, opts.token)
     hosts, origins = default_allow_lists(opts.host, opts.allowed_hosts, opts.allowed_origins)
     return HostOriginGuard(app, hosts, origins)

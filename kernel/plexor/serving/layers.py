@@ -15,20 +15,26 @@ sits, whatever the order of the calls:
 6. ``authorization``: one decision, scopes and profile, for every request that names a tool,
    prompt, resource or URI, and the filtering of every list (``plexor.auth.guard``); the
    caller's principal was established before the SDK, by the ASGI guard;
-7. ``tasks``: a ``tools/call`` may become a task (``plexor.tasks``), decided only after
-   authorization, so a call the connection may not make never becomes a task;
-8. ``timeout``: the per-request time limit (``plexor.serving.http``);
+7. ``tasks``: a ``tools/call`` may become a task (the ``tasks`` built-in plugin), decided only
+   after authorization, so a call the connection may not make never becomes a task;
+8. ``observe``: request observers of plugins (nothing of the kernel's own: telemetry's span is
+   the SDK's, outermost, so that it times refusals too);
+9. ``timeout``: the per-request time limit (``plexor.serving.http``);
 
-then the handler (the kernel's pipeline).
+then the handler (the kernel's pipeline). Plugins add layers at these positions with the
+``plexor_request_layers`` hook (:mod:`plexor.extending`); several layers at one position keep the
+order they were added in, outermost first.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ORDER", "RequestPath"]
+__all__ = ["ORDER", "POSITIONS", "RequestPath"]
 
-ORDER = ("trace", "sdk", "session", "limits", "request-state", "authorization", "tasks", "timeout")
+ORDER = ("trace", "sdk", "session", "limits", "request-state", "authorization", "tasks", "observe", "timeout")
+#: The positions a plugin's layer may take (``sdk`` is the SDK's own).
+POSITIONS = tuple(n for n in ORDER if n != "sdk")
 
 
 class RequestPath:
@@ -36,15 +42,17 @@ class RequestPath:
 
     def __init__(self, middleware: list[Any]) -> None:
         self._middleware = middleware
-        self._layers: dict[str, list[Any]] = {"sdk": list(middleware)}
+        self._layers: dict[str, dict[str, Any]] = {"sdk": {"sdk": tuple(middleware)}}
 
-    def add(self, name: str, layer: Any) -> None:
-        """Put ``layer`` at its place; a name may hold one layer (adding it again replaces it)."""
-        if name not in ORDER or name == "sdk":
-            raise ValueError(f"unknown request layer {name!r}: use one of {', '.join(n for n in ORDER if n != 'sdk')}")
-        self._layers[name] = [layer]
-        self._middleware[:] = [m for n in ORDER for m in self._layers.get(n, ())]
+    def add(self, position: str, layer: Any, name: str | None = None) -> None:
+        """Put ``layer`` at ``position``, under ``name`` (default: the position's name); adding a
+        name again replaces its layer, a new name goes after the others at that position."""
+        if position not in POSITIONS:
+            raise ValueError(f"unknown request layer {position!r}: the positions are {', '.join(POSITIONS)}")
+        self._layers.setdefault(position, {})[name or position] = (layer,)
+        self._middleware[:] = [m for n in ORDER for group in self._layers.get(n, {}).values() for m in group]
 
     def names(self) -> list[str]:
-        """The layers in place, outermost first (``sdk`` stands for the SDK's own)."""
-        return [n for n in ORDER if self._layers.get(n)]
+        """The layers in place, outermost first: each position, or ``position:name`` for a plugin's own
+        (``sdk`` stands for the SDK's own)."""
+        return [n if name == n else f"{n}:{name}" for n in ORDER for name, group in self._layers.get(n, {}).items() if group]

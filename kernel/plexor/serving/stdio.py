@@ -404,11 +404,7 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0, listening: Callabl
     from plexor.server import Boot, build_server
 
     boot = Boot(kernel, on_started=_freeze_heap)
-    server = build_server(kernel, boot=boot)
-    if profile is not None:
-        from plexor.auth import protect_stdio
-
-        protect_stdio(server, kernel, profile)
+    server = build_server(kernel, boot=boot, profile=profile)  # a profile: the auth plugin's authorization layer
     watchdog = Watchdog(kernel, 2 * grace + EXIT_MARGIN)
     try:
         async with anyio.create_task_group() as tg:

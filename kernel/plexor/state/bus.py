@@ -341,7 +341,7 @@ def shared_backend(kernel: Kernel) -> Backend:
     database is PostgreSQL, else the SQLite one."""
     from plexor.state.db import database_url, kernel_state
 
-    url = database_url(kernel.environ, getattr(kernel, "_config", {}) or {})
+    url = database_url(kernel.environ, kernel.config_tables())
     if url and url.split(":", 1)[0].lower() in ("postgres", "postgresql", "postgresql+psycopg2"):
         return PostgresBus(url.replace("postgresql+psycopg2://", "postgresql://", 1))
     return SqliteBus(kernel_state(kernel))

@@ -139,6 +139,6 @@ def kernel_state(kernel: Kernel) -> StateDB:
     with _opening:
         state = _opened.get(kernel)
         if state is None:
-            url = database_url(kernel.environ, getattr(kernel, "_config", {}) or {})
+            url = database_url(kernel.environ, kernel.config_tables())
             state = _opened[kernel] = open_state(kernel.paths.data_dir, url)
         return state

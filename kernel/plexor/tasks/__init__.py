@@ -17,10 +17,10 @@ status changes (:mod:`plexor.tasks.listen`). See ``docs/tasks.md``.
 
 from __future__ import annotations
 
-from plexor.tasks.protocol import TASKS_EXTENSION, install_tasks
+from plexor.tasks.protocol import TASKS_EXTENSION
 from plexor.tasks.runner import Tasks, tasks_of
 from plexor.tasks.store import TaskRow, TaskStore
 
-__all__ = ["TASKS_EXTENSION", "TaskRow", "TaskStore", "Tasks", "install_tasks", "tasks_of"]
+__all__ = ["TASKS_EXTENSION", "TaskRow", "TaskStore", "Tasks", "tasks_of"]
 
 TASK_SUPPORT = ("forbidden", "optional", "required")

@@ -1,4 +1,4 @@
-"""Tasks spoken as MCP, in both eras: :func:`install_tasks` adds them to the SDK server.
+"""Tasks spoken as MCP, in both eras: the ``tasks`` built-in plugin (:mod:`plexor.tasks.plugin`) serves them.
 
 * **2026-07-28** (the ``io.modelcontextprotocol/tasks`` extension): a client
   that lists the extension in a request's capabilities may get a
@@ -32,7 +32,7 @@ from plexor.tasks.store import TaskRow, iso
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.kernel import Kernel
 
-__all__ = ["TASKS_EXTENSION", "install_tasks"]
+__all__ = ["TASKS_EXTENSION", "TaskParams", "TaskProtocol", "advertise"]
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -426,42 +426,9 @@ def _stale(row: TaskRow, tasks: Tasks) -> bool:
     return row.lease_until < time.time() or (row.host == tasks.host and not _alive(row.pid))
 
 
-def install_tasks(server: Any, kernel: Kernel) -> TaskProtocol:
-    """Serve tasks on ``server`` (the SDK's low-level Server of ``kernel``): handlers, capabilities, middleware."""
-    proto = TaskProtocol(server, kernel)
-    for method, handler in (("tasks/get", proto.get), ("tasks/cancel", proto.cancel), ("tasks/update", proto.update),
-                            ("tasks/result", proto.result), ("tasks/list", proto.list)):
-        server.add_request_handler(method, TaskParams, handler)
-    server.extensions[TASKS_EXTENSION] = {}
-    legacy_capabilities = server.get_capabilities
-
-    def get_capabilities(*args: Any, **kwargs: Any) -> Any:
-        caps = legacy_capabilities(*args, **kwargs)
-        if kwargs.get("protocol_version") is None or not str(kwargs["protocol_version"]) >= "2026-07-28":
-            caps.tasks = types.ServerTasksCapability(
-                list=types.TasksListCapability(), cancel=types.TasksCancelCapability(),
-                requests=types.ServerTasksRequestsCapability(tools=types.TasksToolsCapability(call=types.TasksCallCapability())))
-        return caps
-
-    server.get_capabilities = get_capabilities
-    server.path.add("tasks", proto.middleware)  # after authorization (plexor.serving.layers)
-    _settle_on_drain(kernel)
-    return proto
-
-
-def _settle_on_drain(kernel: Kernel) -> None:
-    """After the kernel drains (SIGTERM, stop), settle the tasks still running here for the other workers."""
-    if getattr(kernel, "_plexor_tasks_drain", False):
-        return
-    from plexor.tasks.runner import _managers
-
-    drain = kernel.drain
-
-    async def drain_then_settle(timeout: float = 30.0) -> None:
-        await drain(timeout)
-        manager = _managers.get(kernel)
-        if manager is not None:
-            await manager.close()
-
-    setattr(kernel, "drain", drain_then_settle)  # noqa: B010 - an instance's own drain, wrapped once
-    setattr(kernel, "_plexor_tasks_drain", True)  # noqa: B010
+def advertise(capabilities: types.ServerCapabilities, protocol_version: str | None) -> None:
+    """The tasks capability of the handshake era (2026-07-28 clients learn of tasks from the extension)."""
+    if protocol_version is None or not str(protocol_version) >= "2026-07-28":
+        capabilities.tasks = types.ServerTasksCapability(
+            list=types.TasksListCapability(), cancel=types.TasksCancelCapability(),
+            requests=types.ServerTasksRequestsCapability(tools=types.TasksToolsCapability(call=types.TasksCallCapability())))

@@ -484,3 +484,8 @@ def tasks_of(kernel: Kernel) -> Tasks:
     if manager is None:
         manager = _managers[kernel] = Tasks(kernel)
     return manager
+
+
+def running_tasks(kernel: Kernel) -> Tasks | None:
+    """The kernel's :class:`Tasks` in this process if tasks were used here, else ``None`` (nothing to settle)."""
+    return _managers.get(kernel)

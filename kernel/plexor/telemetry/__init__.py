@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 from plexor.telemetry.metrics import _NOOP, _OFF, RECORD_ARGUMENTS, SWITCH, PluginGauge, _active
 from plexor.telemetry.observer import Telemetry
 
-__all__ = ["SWITCH", "PluginGauge", "Telemetry", "from_environ", "http_routes", "span"]
+__all__ = ["SWITCH", "PluginGauge", "Telemetry", "from_environ", "http_trace_context", "metrics_route", "span"]
 
 
 def span(name: str, *, kind: str = "client", **attributes: Any) -> contextlib.AbstractContextManager[Any]:
@@ -104,30 +104,20 @@ def from_environ(kernel: KernelBase) -> Telemetry:
                      record_arguments=environ.get(RECORD_ARGUMENTS, "").strip().lower() not in _OFF)
 
 
-def http_routes(kernel: KernelBase, server: Any) -> list[Any]:
-    """What the HTTP transport adds when telemetry is on: ``/metrics``, and the HTTP ``traceparent``.
-
-    The SDK server's own first middleware continues a trace from ``params._meta``; this puts one
-    in front of it that continues the ``traceparent`` header of the HTTP request instead, when
-    ``_meta`` has none. Returns the routes to mount (none when telemetry is off).
-    """
-    telemetry: Telemetry | None = getattr(kernel, "telemetry", None)
-    if telemetry is None:
-        return []
+def metrics_route(telemetry: Telemetry) -> Any:
+    """``GET /metrics``: the metrics kept for Prometheus (the ``telemetry`` built-in plugin mounts it)."""
     from starlette.requests import Request as HttpRequest
     from starlette.responses import Response
     from starlette.routing import Route
-
-    server.path.add("trace", _http_trace_context)
 
     async def metrics(request: HttpRequest) -> Response:
         body, content_type = telemetry.prometheus_text()
         return Response(body, media_type=content_type)
 
-    return [Route("/metrics", metrics, methods=["GET"])]
+    return Route("/metrics", metrics, methods=["GET"])
 
 
-async def _http_trace_context(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+async def http_trace_context(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
     """SDK middleware: make the HTTP request's ``traceparent`` the current context, unless ``_meta`` has one."""
     headers = getattr(ctx.request, "headers", None)
     if headers is None or "traceparent" not in headers or (ctx.meta and "traceparent" in ctx.meta):

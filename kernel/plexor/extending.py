@@ -1,0 +1,197 @@
+"""Server-extension hooks: what a plugin adds to the server itself, rather than to its content.
+
+:mod:`plexor.hookspecs` is about content (tools, resources, prompts, settings, commands) and
+calls each plugin on its own. The hooks here extend the *server*: a layer on the request path,
+an ASGI wrapper, a route, a capability, a protocol method, a drain participant, the notifier
+backend, the event store, the caller's principal. Their order matters, so they are pluggy's
+ordinary combined calls: ``tryfirst``/``trylast`` on an implementation decide who goes first,
+as in pytest's ``pytest_addhooks`` and datasette's ``asgi_wrapper``/``actor_from_request``.
+
+The server's own features are plugins of these hooks, shipped with the kernel and listed by
+``plexor plugins`` like any other (:data:`FEATURES`): ``tasks`` (long-running calls),
+``auth`` (OAuth, scopes, profiles, audit), ``telemetry`` (OpenTelemetry, ``/metrics``) and
+``bus`` (notifications and the event store shared across processes). ``PLEXOR_DISABLE`` turns
+one off; ``PLEXOR_PLUGINS`` never does (a list of content plugins must not drop the server's
+security by omission). ``docs/authoring.md#extending-the-server`` has a working example.
+
+Every hook receives a :class:`ServerSetup`: the kernel, the SDK server, the transport and the
+HTTP options of the server being built. A hook that has nothing to add returns ``None`` (or
+an empty list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.core.kernel import Kernel
+
+__all__ = ["FEATURES", "ProtocolMethod", "RequestLayer", "ServerSetup", "hookspec"]
+
+hookspec = pluggy.HookspecMarker("plexor")
+
+#: The server features shipped as built-in plugins: plugin name -> module.
+FEATURES: Mapping[str, str] = {
+    "tasks": "plexor.features.tasks",
+    "auth": "plexor.features.auth",
+    "telemetry": "plexor.features.telemetry",
+    "bus": "plexor.features.bus",
+}
+
+#: SDK middleware: ``async (ctx, call_next) -> result``.
+Middleware = Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class RequestLayer:
+    """A layer of the request path: ``middleware`` placed at ``position``, one of
+    :data:`plexor.serving.layers.POSITIONS` (several layers at one position keep the order of
+    the hook's implementations: ``tryfirst`` runs outermost)."""
+
+    position: str
+    middleware: Middleware
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class ProtocolMethod:
+    """A JSON-RPC request method the server answers: ``handler(ctx, params)`` with ``params``
+    validated as ``params_type`` (a pydantic model, e.g. a subclass of ``mcp_types.RequestParams``)."""
+
+    method: str
+    params_type: type[Any]
+    handler: Callable[[Any, Any], Awaitable[Any]]
+
+
+@dataclass
+class ServerSetup:
+    """The server being built, as every server-extension hook sees it.
+
+    :ivar kernel: the kernel (loaded over HTTP; under stdio it may load after the handshake).
+    :ivar server: the SDK's low-level server (``plexor.server.PlexorServer``).
+    :ivar transport: ``"stdio"``, ``"http"`` or ``"sse"``.
+    :ivar options: the HTTP options (``plexor.serving.http.HttpOptions``); ``None`` under stdio.
+    :ivar profile: the tool profile of the stdio client (``serve --profile``), else ``None``.
+    :ivar shared: one place per server for a feature's own objects, so its hooks (a layer and a
+        method, say) share them: ``setup.shared.setdefault("tasks", ...)``. Two keys are read by the
+        kernel: ``authenticates`` (a wrapper checks bearer tokens itself, the static one included, so
+        the kernel's own static-token check stands aside) and ``profiles`` (a wrapper answers requests
+        that name a tool profile; without one they are refused with 404).
+    """
+
+    kernel: Kernel
+    server: Any
+    transport: str = "stdio"
+    options: Any = None
+    profile: Any = None
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+@hookspec
+def plexor_request_layers(setup: ServerSetup) -> list[RequestLayer] | None:
+    """Add layers to the request path that every MCP request crosses, of every kind and era.
+
+    :param setup: the server being built.
+    :return: the layers, each with its position (``"session"``, ``"authorization"``, ``"tasks"``,
+        ``"observe"``, ``"timeout"``, ...; see :mod:`plexor.serving.layers`).
+
+    .. versionadded:: 0.3.0
+    """
+
+
+@hookspec
+def plexor_protocol_methods(setup: ServerSetup) -> list[ProtocolMethod] | None:
+    """Answer JSON-RPC methods beyond MCP's own (e.g. ``tasks/get``); each request of one still
+    crosses every layer of the request path first.
+
+    :param setup: the server being built.
+
+    .. versionadded:: 0.3.0
+    """
+
+
+@hookspec
+def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: ServerSetup) -> None:
+    """Change the capabilities the server advertises (``initialize``, ``server/discover``), in place.
+
+    :param capabilities: the SDK's ``ServerCapabilities`` built so far.
+    :param protocol_version: the era asked for (``None``: the handshake era's derivation).
+    :param setup: the server being built.
+
+    .. versionadded:: 0.3.0
+    """
+
+
+@hookspec
+def plexor_drain(kernel: Kernel) -> Awaitable[None] | None:
+    """Take part in draining (SIGTERM, stop): runs after the kernel's in-flight calls have
+    finished or the grace period ended, before plugins' shutdown hooks; e.g. hand running
+    tasks over to other workers. May return an awaitable.
+
+    :param kernel: the kernel draining.
+
+    .. versionadded:: 0.3.0
+    """
+
+
+@hookspec
+def plexor_asgi_wrapper(app: Any, setup: ServerSetup) -> Any:
+    """Wrap the HTTP app (every route): return an ASGI app that calls ``app``, or ``None``.
+
+    Wrappers are applied in the hook's call order, each around the previous one, inside the
+    Host/Origin guard (which stays outermost) and outside the MCP endpoint's own checks.
+
+    :param app: the ASGI app built so far.
+    :param setup: the server being built (``setup.options`` holds the HTTP options).
+
+    .. versionadded:: 0.3.0
+    """
+
+
+@hookspec
+def plexor_routes(setup: ServerSetup) -> list[Any] | None:
+    """Add HTTP routes (Starlette ``Route``/``Mount``) beside ``/mcp``, ``/healthz`` and the card.
+
+    :param setup: the server being built.
+
+    .. versionadded:: 0.3.0
+    """
+
+
+@hookspec(firstresult=True)
+def plexor_notifier_backend(setup: ServerSetup) -> Any:
+    """The backend carrying change notifications between processes (``plexor.notify.Backend``),
+    or ``None`` to keep them in this process. The first non-``None`` answer wins.
+
+    :param setup: the server being built.
+
+    .. versionadded:: 0.3.0
+    """
+
+
+@hookspec(firstresult=True)
+def plexor_event_store(setup: ServerSetup) -> Any:
+    """The event store of stateful Streamable HTTP (the SDK's ``EventStore``: resumable streams),
+    or ``None``. The first non-``None`` answer wins; the kernel keeps events in memory otherwise.
+
+    :param setup: the server being built.
+
+    .. versionadded:: 0.3.0
+    """
+
+
+@hookspec(firstresult=True)
+def plexor_principal(scope: Mapping[str, Any], kernel: Kernel) -> str | None:
+    """Who is calling, for per-caller limits and task ownership, from an ASGI ``scope``: the
+    first non-``None`` answer wins (the auth plugin answers from the verified token); the kernel
+    falls back to the connection.
+
+    :param scope: the ASGI scope of the HTTP request.
+    :param kernel: the kernel serving it.
+
+    .. versionadded:: 0.3.0
+    """

@@ -1,0 +1,53 @@
+"""The ``auth`` built-in plugin: OAuth 2.1 resource server, scopes, tool profiles and audit, on the
+server-extension hooks (:mod:`plexor.extending`).
+
+Over HTTP its ASGI wrapper is the access guard (401/403, protected resource metadata) and its
+request layer the one authorization decision; the caller's principal comes from the verified
+token. Turning it off (``PLEXOR_DISABLE=auth``) while ``[plexor.auth]``, a profile, ``--profile``
+or ``--auth-issuer`` is configured makes ``serve`` refuse to start (``plexor.serving.features``):
+a security feature fails closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from plexor import hookimpl
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.core.kernel import Kernel
+    from plexor.extending import ServerSetup
+
+
+@hookimpl
+def plexor_asgi_wrapper(app: Any, setup: ServerSetup) -> Any:
+    """The access guard in front of every route, when OAuth or profiles are configured."""
+    from plexor.auth import protect
+
+    opts = setup.options
+    guarded, oauth = protect(app, setup.kernel, setup.server, token=opts.token, max_body=opts.max_body_bytes,
+                             issuer=opts.auth_issuer, resource=opts.resource_url, profile=opts.profile)
+    setup.shared["authenticates"] = oauth  # the static token is then checked by the guard, as a caller with every scope
+    setup.shared["profiles"] = True  # a request naming a profile is answered here (NoProfiles when none exist)
+    return guarded
+
+
+@hookimpl
+def plexor_request_layers(setup: ServerSetup) -> list[Any] | None:
+    """Under stdio with ``serve --profile``: the same authorization layer as HTTP's, for that profile."""
+    if setup.transport != "stdio" or setup.profile is None:
+        return None  # over HTTP the guard adds the layer with the policy it built (plexor.auth.protect)
+    from plexor.auth import stdio_layer
+    from plexor.extending import RequestLayer
+
+    return [RequestLayer("authorization", stdio_layer(setup.kernel, setup.profile), name="authorization")]
+
+
+@hookimpl
+def plexor_principal(scope: Mapping[str, Any], kernel: Kernel) -> str | None:
+    """The OAuth caller (issuer, subject and client, hashed) the guard verified for this request."""
+    from plexor.auth.guard import ACCESS_KEY
+
+    owner = getattr(scope.get(ACCESS_KEY), "principal", "")
+    return f"oauth:{owner}" if owner else None

@@ -1,0 +1,64 @@
+"""The ``tasks`` built-in plugin: long-running calls as MCP tasks, in both eras, on the server-extension hooks.
+
+Its request layer sits at ``tasks``, after ``authorization``, so a call the caller may not make never
+becomes a task; its methods (``tasks/get``, ``tasks/result``, ``tasks/update``, ``tasks/cancel``,
+``tasks/list``) cross the whole request path like any other request. ``PLEXOR_DISABLE=tasks`` serves
+no task: the capability, the extension and the methods are gone, and a ``task`` parameter is refused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from plexor import hookimpl
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.core.kernel import Kernel
+    from plexor.extending import ProtocolMethod, RequestLayer, ServerSetup
+    from plexor.tasks.protocol import TaskProtocol
+
+
+def _protocol(setup: ServerSetup) -> TaskProtocol:
+    """The one task protocol of this server, shared by its layer and its methods."""
+    proto = setup.shared.get("tasks")
+    if proto is None:
+        from plexor.tasks.protocol import TaskProtocol
+
+        proto = setup.shared["tasks"] = TaskProtocol(setup.server, setup.kernel)
+    return proto
+
+
+@hookimpl
+def plexor_request_layers(setup: ServerSetup) -> list[RequestLayer]:
+    from plexor.extending import RequestLayer
+
+    return [RequestLayer("tasks", _protocol(setup).middleware, name="tasks")]
+
+
+@hookimpl
+def plexor_protocol_methods(setup: ServerSetup) -> list[ProtocolMethod]:
+    from plexor.extending import ProtocolMethod
+    from plexor.tasks.protocol import TaskParams
+
+    proto = _protocol(setup)
+    return [ProtocolMethod(method, TaskParams, handler) for method, handler in (
+        ("tasks/get", proto.get), ("tasks/cancel", proto.cancel), ("tasks/update", proto.update),
+        ("tasks/result", proto.result), ("tasks/list", proto.list))]
+
+
+@hookimpl
+def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: ServerSetup) -> None:
+    from plexor.tasks.protocol import TASKS_EXTENSION, advertise
+
+    advertise(capabilities, protocol_version)
+    capabilities.extensions = {**(capabilities.extensions or {}), TASKS_EXTENSION: {}}
+
+
+@hookimpl
+async def plexor_drain(kernel: Kernel) -> None:
+    """Hand the tasks still running here over to the other workers (they are settled in the database)."""
+    from plexor.tasks.runner import running_tasks
+
+    manager = running_tasks(kernel)
+    if manager is not None:
+        await manager.close()

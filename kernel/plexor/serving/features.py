@@ -1,0 +1,71 @@
+"""What serving asks of the built-in feature plugins (:data:`plexor.extending.FEATURES`): that a security
+feature fails closed, and who the caller is.
+
+- :func:`refuse_unguarded`: ``[plexor.auth]``, a ``[plexor.profiles]`` table, ``--profile`` or
+  ``--auth-issuer`` with the ``auth`` plugin disabled or broken is a configuration error; the server
+  never starts open where its operator asked for it closed.
+- :class:`CallerPrincipal`: the ``plexor_principal`` hook asked once per HTTP request, its answer kept
+  in the ASGI scope for every per-caller limit and task owner (:func:`plexor.limits.principal`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from plexor.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.core.kernel import Kernel
+
+__all__ = ["PRINCIPAL_KEY", "CallerPrincipal", "refuse_unguarded"]
+
+PRINCIPAL_KEY = "plexor.principal"  # where CallerPrincipal keeps the plexor_principal answer in the scope
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def refuse_unguarded(kernel: Kernel, profile: str | None = None, issuer: str | None = None) -> None:
+    """Raise :class:`ConfigError` when authorization is configured but the ``auth`` plugin will not enforce it."""
+    from plexor.core.records import State
+
+    kernel.register_features()
+    record = kernel.records.get("auth")
+    broken = record is not None and record.state is State.FAILED
+    if kernel.pm.get_plugin("auth") is not None and not broken:
+        return
+    tables = kernel.config_tables()
+    if not tables:  # not loaded yet (stdio): read the file, as the CLI does before the handshake
+        from plexor.core.config import load_config_file
+
+        tables = load_config_file(kernel.paths.config_file)
+    section = tables.get("plexor") if isinstance(tables.get("plexor"), dict) else {}
+    asked = [what for what, present in (
+        (f"[plexor.auth] in {kernel.paths.config_file}", bool(section.get("auth"))),
+        (f"[plexor.profiles] in {kernel.paths.config_file}", bool(section.get("profiles"))),
+        (f"--profile {profile}", profile is not None), (f"--auth-issuer {issuer}", issuer is not None)) if present]
+    if not asked:
+        return
+    why = (f"failed to load ({record.error})" if broken and record is not None
+           else "disabled (PLEXOR_DISABLE names auth)")
+    raise ConfigError(f"{' and '.join(asked)} asks for authorization, but the auth plugin is {why}; "
+                      "the server does not start without the protection it was configured with",
+                      "Take auth out of PLEXOR_DISABLE, or remove the authorization settings if this server "
+                      "is meant to be open.")
+
+
+class CallerPrincipal:
+    """ASGI: asks ``plexor_principal`` once per HTTP request and keeps the answer in ``scope``."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], kernel: Kernel) -> None:
+        self.app = app
+        self.hook = kernel.pm.hook.plexor_principal
+        self.kernel = kernel
+        self.asked = bool(self.hook.get_hookimpls())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.asked and scope["type"] == "http":
+            scope[PRINCIPAL_KEY] = self.hook(scope=scope, kernel=self.kernel)
+        await self.app(scope, receive, send)
