@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from plexor import __version__
 from plexor.asking import AskError, InputRequired
+from plexor.core.eras import stateless_era
 from plexor.core.kernel import Kernel
 from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
 from plexor.serving.asked import (
@@ -32,7 +33,6 @@ from plexor.serving.asked import (
     exchange_of,
     progress_token,
     state_keys,
-    stateless_era,
 )
 from plexor.serving.boot import Boot
 from plexor.serving.lists import saw, unseen_change

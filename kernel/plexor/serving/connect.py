@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from plexor import __version__
+from plexor.core.eras import stateless_era
 from plexor.daemon import DaemonError, ensure_daemon
 
 __all__ = ["relay_asking", "run_connect"]
@@ -221,7 +222,7 @@ async def relay_asking(ctx: Any, params: Any, send: Any, *, tool: bool) -> Any:
     )
     from plexor.errors import PlexorError
 
-    modern = (getattr(ctx, "protocol_version", None) or "") >= "2026-07-28"
+    modern = stateless_era(ctx)
     responses, state = params.input_responses, params.request_state
     rounds = 0
     try:

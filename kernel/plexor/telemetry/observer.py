@@ -6,6 +6,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from plexor.core.eras import is_stateless
 from plexor.telemetry.metrics import (
     BUCKETS,
     DURATION_HELP,
@@ -270,7 +271,7 @@ class Telemetry:
         if self.sessions is not None:
             for connection in self.sessions.all():
                 version = getattr(connection, "protocol_version", None) or ""
-                if version < "2026-07-28":
+                if not is_stateless(version):
                     counts[version] = counts.get(version, 0) + 1
         return counts
 
