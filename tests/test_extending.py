@@ -351,3 +351,12 @@ def test_auth_configured_but_disabled_refuses_to_start(tmp_path):
     done = _cli(bare, "serve", "--transport", "http", "--port", "0", "--auth-issuer", "https://issuer.example",
                 PLEXOR_DISABLE="auth")
     assert done.returncode == 2 and "--auth-issuer https://issuer.example" in done.stderr, done.stderr
+
+
+def test_the_static_token_is_checked_without_the_auth_plugin(tmp_path):
+    """The static --token is the kernel's own check: disabling auth (nothing configured) keeps it."""
+    with serve_http(tmp_path / "home", "--token", TOKEN, env={"PLEXOR_DISABLE": "auth"}, token=TOKEN) as served:
+        assert _post(served.url, INIT, token=None)[0] == 401
+        assert _post(served.url, INIT, token="wrong")[0] == 401
+        assert _post(served.url, INIT)[0] == 200
+        assert _get(served.base + "/mcp/small", TOKEN)[0] == 404  # a profile asked for, none served: never every tool
