@@ -447,6 +447,81 @@ async def test_the_event_store_is_bounded_in_bytes_and_a_deleted_session_is_free
             assert stored(hog_id) == 0  # dropped before the DELETE was answered
 
 
+def _event_ids(response: httpx.Response) -> list[str]:
+    return [line[3:].strip() for line in response.text.splitlines() if line.startswith("id:")]
+
+
+def _resumed(url: str, sent: dict, last: str) -> bool:
+    """Whether a resumption from event ``last`` replays the answer (False: refused, the stream ends empty)."""
+    with httpx.stream("GET", url, headers={**sent, "Last-Event-ID": last}, timeout=30) as resumed:
+        assert resumed.status_code == 200
+        return any('"result"' in line for line in resumed.iter_lines() if line.startswith("data:"))
+
+
+@pytest.mark.parametrize("store", ["memory", "shared"])
+def test_the_event_store_counts_bytes_not_characters_and_frees_an_expired_session_at_once(tmp_path, store):
+    import sqlite3
+    import time
+
+    # glibc then maps every block of 64 KiB or more on its own, so a freed event leaves the RSS at once
+    env = {"PLEXOR_EVENT_STORE": store, "PLEXOR_EVENT_STORE_SESSION_BYTES": str(4 * 2**20),
+           "PLEXOR_SESSION_IDLE_TIMEOUT": "5", "MALLOC_MMAP_THRESHOLD_": "65536"}
+    with serve_http(tmp_path, env=env) as served:
+        SERVED_URL[:] = [served.url]
+        database = tmp_path / "data" / "plexor.sqlite3"
+
+        def stored(session: str) -> int:
+            with sqlite3.connect(database) as db:
+                return int(db.execute("SELECT COUNT(*) FROM plexor_sse_events WHERE session = ? AND body IS NOT NULL",
+                                      (session,)).fetchone()[0])
+
+        def echo(sent: dict, rid: int, text: str) -> httpx.Response:
+            body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                    "params": {"name": "test_echo", "arguments": {"text": text}}}
+            r = httpx.post(served.url, json=body, headers=sent, timeout=60)
+            assert r.status_code == 200 and '"result"' in r.text, r.text[:300]
+            return r
+
+        # An expired session's events are dropped when it expires, not with the next event written (memory)
+        # or ten minutes later (shared).
+        pid = int(healthz(served)["pid"])
+        warm = _session(served)  # the first answers' allocations are not the store's
+        echo(warm, 1, "ü" * 700_000)
+        assert httpx.delete(served.url, headers=warm, timeout=10).status_code in (200, 204)
+        baseline = rss_mib(pid)
+        idle = [_session(served) for _ in range(8)]
+        for sent in idle:  # each keeps one answer of 2.8 MB (a second would pass its 4 MiB)
+            for rid in range(1, 3):
+                echo(sent, rid, "ü" * 700_000)
+        if store == "shared":
+            assert all(stored(sent["Mcp-Session-Id"]) == 1 for sent in idle)
+        time.sleep(5)  # the 5 s idle timeout; nothing is written from now on
+
+        def freed() -> bool:
+            if store == "shared":
+                return all(stored(sent["Mcp-Session-Id"]) == 0 for sent in idle)
+            return rss_mib(pid) - baseline < 8  # 20 MB more stayed before the fix
+
+        deadline = time.monotonic() + 15
+        while not freed():
+            assert time.monotonic() < deadline, (baseline, rss_mib(pid))
+            time.sleep(0.5)
+        ended = httpx.post(served.url, json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=idle[0], timeout=10)
+        assert ended.status_code == 404, ended.text
+        # An answer of 800,000 "€" is 1.6 million characters (text and structured content) but 4.8 MB: over the
+        # 4 MiB a session may keep, it is not kept, nor what came before it (counted in characters, it was kept).
+        hog = _session(served)
+        first = _event_ids(echo(hog, 1, "small"))
+        big = _event_ids(echo(hog, 2, "€" * 800_000))
+        assert not _resumed(served.url, hog, big[0]) and not _resumed(served.url, hog, first[0])
+        if store == "shared":
+            assert stored(hog["Mcp-Session-Id"]) == 0
+        other = _session(served)  # non-ASCII under the cap in bytes (1.8 MB) is kept and resumed as before
+        kept = _event_ids(echo(other, 1, "€" * 300_000))
+        assert _resumed(served.url, other, kept[0])
+        assert "still served" in echo(_session(served), 1, "still served").text
+
+
 # ---------------------------------------------------------------- legacy SSE connections
 async def test_legacy_sse_connections_per_caller_are_capped_and_others_keep_being_served(tmp_path):
     import contextlib
@@ -603,6 +678,69 @@ def test_an_expired_task_stops_running(tmp_path):
         done = modern_post(served, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "again"}},
                            name="slow_compute")[1]
         assert "Computed again" in done["result"]["content"][0]["text"], done
+
+
+def test_a_task_obeys_the_request_time_limit_unless_its_tool_declares_longer(tmp_path):
+    import time
+
+    from conformance.serving import SITE as FIXTURES  # noqa: F401
+
+    tasks_caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    with serve_http(tmp_path, "--request-timeout", "2", env={"PLEXOR_PLUGINS": "conformance,conformance-slow",
+                                                              "PLEXOR_OTEL": "1"}) as served:
+        sent = _session(served)
+
+        def legacy_task(tool: str, seconds: float) -> str:
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": tool, "arguments": {"seconds": seconds}, "task": {"ttl": 600_000}}}
+            reply = _answer(httpx.post(served.url, json=call, headers=sent, timeout=30))
+            return str(reply["result"]["task"]["taskId"])
+
+        def legacy_get(task_id: str) -> dict:
+            body = {"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": task_id}}
+            return dict(_answer(httpx.post(served.url, json=body, headers=sent, timeout=30))["result"])
+
+        def modern_task(tool: str, seconds: float) -> str:
+            status, reply = modern_post(served, "tools/call", {"name": tool, "arguments": {"seconds": seconds}},
+                                        caps=tasks_caps, name=tool)
+            assert reply["result"]["resultType"] == "task", reply
+            return str(reply["result"]["taskId"])
+
+        def modern_get(task_id: str) -> dict:
+            return dict(modern_post(served, "tasks/get", {"taskId": task_id}, caps=tasks_caps, name=task_id)[1]["result"])
+
+        def ended(get, task_id: str) -> dict:
+            deadline = time.monotonic() + 20
+            while (task := get(task_id))["status"] == "working":
+                assert time.monotonic() < deadline, task
+                time.sleep(0.2)
+            return task
+
+        started = time.monotonic()
+        overrun = [(legacy_get, legacy_task("slow_compute", 60)), (modern_get, modern_task("slow_compute", 60))]
+        patient = [(legacy_get, legacy_task("slow_patient", 3.5)), (modern_get, modern_task("slow_patient", 3.5))]
+        for get, task_id in overrun:  # as a plain call would be: cancelled at 2 s, the task failed, naming the limit
+            task = ended(get, task_id)
+            assert task["status"] == "failed", task
+            assert "limit of 2 s" in task["statusMessage"] and "--request-timeout" in task["statusMessage"], task
+            assert "PLEXOR_REQUEST_TIMEOUT" in task["statusMessage"]
+        assert time.monotonic() - started < 15  # not the tool's 60 s
+        modern_failed = modern_get(overrun[1][1])
+        assert modern_failed["error"]["data"] == {"type": "timeout", "limit_seconds": 2.0}, modern_failed
+        for get, task_id in patient:  # a tool declaring timeout=30 runs past the server's 2 s, as a task
+            assert ended(get, task_id)["status"] == "completed"
+        plain = modern_post(served, "tools/call", {"name": "slow_patient", "arguments": {"seconds": 3}},
+                            name="slow_patient")[1]["result"]  # and as a plain call
+        assert not plain.get("isError") and "Computed it in 3 s" in plain["content"][0]["text"], plain
+        cut = modern_post(served, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 3}},
+                          name="slow_compute")[1]["result"]
+        assert cut["isError"] and "limit of 2 s" in cut["content"][0]["text"], cut
+        assert healthz(served)["kernel"]["inflight"] == 0
+        metrics = httpx.get(served.base + "/metrics", timeout=10).text
+        assert 'plexor_limit_refusals_total{plexor_limit="run_seconds"} 3.0' in metrics, metrics[-2000:]
+        done = modern_post(served, "tools/call", {"name": "test_echo", "arguments": {"text": "still served"}},
+                           name="test_echo")[1]
+        assert "still served" in done["result"]["content"][0]["text"]
 
 
 # ---------------------------------------------------------------- stateful sessions

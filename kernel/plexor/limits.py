@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LIMITS", "REFUSALS", "Limit", "describe", "principal", "refuse", "value"]
+__all__ = ["LIMITS", "REFUSALS", "Limit", "describe", "overran", "principal", "refuse", "run_time", "value"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ _ALL = (
     Limit("event_store_bytes", "PLEXOR_EVENT_STORE_BYTES", 256 * 2**20, "bytes of resumable events in total"),
     Limit("sessions_per_caller", "PLEXOR_MAX_SESSIONS_PER_CALLER", 256, "open stateful HTTP sessions per caller"),
     Limit("sessions", "PLEXOR_MAX_SESSIONS", 2048, "open stateful HTTP sessions in total"),
+    Limit("session_idle_seconds", "PLEXOR_SESSION_IDLE_TIMEOUT", 1800,
+          "seconds a stateful HTTP session may stay idle before it is closed"),
     Limit("tasks_per_caller", "PLEXOR_MAX_TASKS_PER_CALLER", 100, "tasks running per caller in one server process"),
     Limit("stored_tasks_per_caller", "PLEXOR_MAX_STORED_TASKS_PER_CALLER", 10_000, "unexpired tasks kept per caller"),
     Limit("task_arguments_bytes", "PLEXOR_MAX_TASK_ARGUMENTS_BYTES", 2**20, "bytes of a task's arguments"),
@@ -58,6 +60,8 @@ _ALL = (
     Limit("auth_fetch_seconds", "PLEXOR_AUTH_FETCH_SECONDS", 10, "seconds for a whole fetch from the authorization server"),
     Limit("auth_fetch_backoff", "PLEXOR_AUTH_FETCH_BACKOFF", 60,
           "seconds at most between two tries while the signing keys cannot be loaded"),
+    Limit("run_seconds", "PLEXOR_REQUEST_TIMEOUT", 300,
+          "seconds a request or a task may run, unless its tool declares longer (--request-timeout)"),
 )
 LIMITS: dict[str, Limit] = {limit.name: limit for limit in _ALL}
 REFUSALS: Counter[str] = Counter()  # this process's refusals per limit (plexor_limit_refusals_total)
@@ -88,6 +92,24 @@ def refuse(name: str, number: float, detail: str, fix: str = "") -> str:
     limit = LIMITS[name]
     advice = fix or "stay under it"
     return f"{detail}: the limit is {limit.text(number)}; {advice}, or raise {limit.env} on the server."
+
+
+def run_time(server: float | None, declared: float | None) -> float | None:
+    """How long a call or task may run: the server's limit (None: none, as on stdio), or the tool's own when longer."""
+    if server is None:
+        return None
+    return max(server, declared) if declared is not None else server
+
+
+def overran(what: str, seconds: float, server: float) -> str:
+    """Count a request or task cancelled at its run-time limit ``seconds`` and say which limit it was (the server's,
+    or its tool's own when that is longer) and how to raise it."""
+    REFUSALS["run_seconds"] += 1
+    if seconds > server:
+        return (f"{what} took longer than its tool's own limit of {seconds:g} s (the timeout it declares) and was "
+                "cancelled. Narrow the request; the tool's author can declare a longer timeout.")
+    return (f"{what} took longer than the server's limit of {seconds:g} s and was cancelled. Narrow the request, "
+            "or start the server with a larger --request-timeout (PLEXOR_REQUEST_TIMEOUT).")
 
 
 def describe() -> list[tuple[str, str, str]]:

@@ -153,6 +153,7 @@ class ToolRegistrar(_Registrar):
         icons: Any = None,
         cache: Any = None,
         ui: str | None = None, visibility: Any = ("model", "app"),
+        timeout: float | None = None,
     ) -> Callable[..., Any]:
         """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
 
@@ -170,6 +171,8 @@ class ToolRegistrar(_Registrar):
         :param detach: "start" (a task from its first line) or "manual" (a plain call until ``ctx.detach()``).
         :param ui: the ``ui://`` URI of an MCP App (``register.app``) that shows this tool's results.
         :param visibility: ``["model", "app"]`` (default), ``["model"]``, or ``["app"]`` (see :mod:`plexor.apps`).
+        :param timeout: seconds a call or task of this tool may run when it needs longer than the server's
+            ``--request-timeout`` (the longer of the two applies); default: the server's.
         """
         method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
@@ -196,6 +199,10 @@ class ToolRegistrar(_Registrar):
         if task not in ("forbidden", "optional", "required") or detach not in ("start", "manual"):
             raise PluginError(f"tool {full!r} declares task={task!r}, detach={detach!r}",
                               "Use task='forbidden', 'optional' or 'required', and detach='start' or 'manual'.")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                    or not 0 < timeout < float("inf")):
+            raise PluginError(f"tool {full!r} declares timeout={timeout!r}",
+                              "Pass the seconds a call of it may run (a positive number), or leave it out.")
         if input_schema is None:
             _check_parameters(func, full)
         meta = tool_meta(full, meta, ui, visibility)
@@ -218,6 +225,7 @@ class ToolRegistrar(_Registrar):
             detach=detach,
             icons=icons_of(icons, f"tool {full!r}"),
             cache=check_cache(cache, f"tool {full!r}"),
+            timeout=None if timeout is None else float(timeout),
         )
         self._registry.namespaces[self.namespace] = self._plugin
         return func

@@ -4,13 +4,33 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from plexor.core.kernel import Kernel
     from plexor.tasks.runner import Tasks
 
-__all__ = ["check_new_task", "oversized", "release"]
+__all__ = ["check_new_task", "limit_runs", "oversized", "release", "run_limit"]
+
+# The run-time limit of plain calls, per kernel, set by the transport that has one (--request-timeout over HTTP;
+# stdio has none). A task obeys the same, unless its tool declares longer.
+_RUN_LIMITS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def limit_runs(kernel: Kernel, seconds: float) -> None:
+    """Calls of ``kernel`` may run ``seconds`` (its tools may declare longer); its tasks then obey the same."""
+    _RUN_LIMITS[kernel] = seconds
+
+
+def run_limit(kernel: Kernel, tool: Any, server: float | None = None) -> tuple[float | None, float | None]:
+    """(how long a call or task of ``tool`` may run, the server's limit): None when the server has no limit."""
+    from plexor.limits import run_time
+
+    server = _RUN_LIMITS.get(kernel) if server is None else server
+    spec = kernel.find_tool(tool) if isinstance(tool, str) else None
+    return run_time(server, getattr(spec, "timeout", None)), server
 
 
 async def check_new_task(tasks: Tasks, owner: str, arguments: dict[str, Any]) -> None:

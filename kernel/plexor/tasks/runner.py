@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from plexor.asking import Elicit, Exchange, ListRoots, Question, Sample, check_answer, declares, missing_capability
 from plexor.errors import PlexorError
-from plexor.tasks.bounds import check_new_task, oversized, release
+from plexor.limits import overran
+from plexor.tasks.bounds import check_new_task, oversized, release, run_limit
 from plexor.tasks.store import TaskRow, TaskStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -225,9 +226,21 @@ class Tasks:
 
     async def _run(self, row: TaskRow) -> None:
         task_id = row.task_id
+        seconds, server = run_limit(self.kernel, row.tool)
         try:
-            outcome = await self.kernel.call_tool(row.tool, row.arguments, session=TaskSession(self, task_id),
-                                                  request_id=f"task:{task_id}", exchange=TaskExchange(self, row))
+            limit = asyncio.timeout(seconds)  # the run-time limit of a plain call (or its tool's own, longer)
+            try:
+                async with limit:
+                    outcome = await self.kernel.call_tool(row.tool, row.arguments, session=TaskSession(self, task_id),
+                                                          request_id=f"task:{task_id}", exchange=TaskExchange(self, row))
+            except TimeoutError:
+                if seconds is None or server is None or not limit.expired():  # the tool's own TimeoutError
+                    raise
+                message = overran("the task", seconds, server)
+                self.kernel.log.info("task_timed_out", task=task_id, tool=row.tool, limit_seconds=seconds)
+                await self._finish(task_id, "failed", message, error={
+                    "code": WORKER_DIED, "message": message, "data": {"type": "timeout", "limit_seconds": seconds}})
+                return
             result = tool_result(outcome)
             too_big = oversized(result, self.kernel.environ)
             if too_big is not None:

@@ -68,7 +68,9 @@ def greet(name: str) -> Result:
 hello = _Plugin("hello", (greet, {}))
 slow = _Plugin("slow", (compute, {"task": "optional"}),
                # the same work, declared safe to run again: a task whose worker dies is re-run elsewhere
-               (compute, {"task": "optional", "name": "rerun", "annotations": {"idempotentHint": True}}))
+               (compute, {"task": "optional", "name": "rerun", "annotations": {"idempotentHint": True}}),
+               # the same work, declared to need longer than the server's request time limit
+               (compute, {"task": "optional", "name": "patient", "timeout": 30}))
 failing = _Plugin("failing", (job, {"task": "required"}))
 protocol = _Plugin("protocol", (error_job, {"task": "optional"}))
 confirm = _Plugin("confirm", (delete, {"task": "optional"}))
