@@ -391,6 +391,42 @@ def test_subscriptions_per_session_and_uri_length_are_capped(tmp_path):
         assert "result" in _answer(httpx.post(served.url, json=body, headers=other, timeout=30))
 
 
+def test_subscribed_uri_bytes_are_capped_per_caller_across_sessions_and_listen_streams(tmp_path):
+    import contextlib
+
+    keys = Keys()
+    try:
+        served, resource = _oauth(tmp_path, keys, env={"PLEXOR_MAX_SUBSCRIPTION_BYTES_PER_CALLER": "4096"})
+        with served as px, contextlib.ExitStack() as stack, httpx.Client(timeout=30) as http:
+            stack.callback(_OPEN.clear)
+            hog, other = keys.mint(resource, sub="hog"), keys.mint(resource, sub="other")
+
+            def subscribe(sent: dict, rid: int, uri: str, method: str = "resources/subscribe") -> dict:
+                body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": {"uri": uri}}
+                return _answer(httpx.post(px.url, json=body, headers=sent, timeout=30))
+
+            first, second = (_session(px, {"Authorization": f"Bearer {hog}"}) for _ in range(2))
+            for rid, sent in enumerate((first, first, second, second)):  # four URIs of 1,009 bytes, two sessions
+                assert "result" in subscribe(sent, rid, f"test://{rid}/" + "é" * 500), rid
+            refused = subscribe(second, 9, "test://x/" + "a" * 80)["error"]
+            assert refused["code"] == -32602 and "would take 4125 bytes" in refused["message"], refused
+            assert "PLEXOR_MAX_SUBSCRIPTION_BYTES_PER_CALLER" in refused["message"]
+            stream = _open_listen(stack, http, px.url, 20, hog, ["test://x/" + "a" * 80])  # the same caller's stream
+            assert "PLEXOR_MAX_SUBSCRIPTION_BYTES_PER_CALLER" in stream["error"]["message"], stream
+            mine = _session(px, {"Authorization": f"Bearer {other}"})  # another caller has its own budget
+            for rid in range(4):
+                assert "result" in subscribe(mine, rid, f"test://{rid}/" + "é" * 500)
+            ack = _open_listen(stack, http, px.url, 21, other, ["test://y"])
+            assert ack["method"] == "notifications/subscriptions/acknowledged", ack
+            assert "result" in subscribe(first, 10, "test://0/" + "é" * 500, "resources/unsubscribe")
+            assert "result" in subscribe(second, 11, "test://x/" + "a" * 80)  # room again
+            assert _call(px, other, {**LEDGER, "params": {**LEDGER["params"], "_meta": META}},
+                         **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                            "Mcp-Name": "ledger_balance"}).status_code == 200
+    finally:
+        keys.close()
+
+
 # ---------------------------------------------------------------- the SSE event store
 def _echo_call(sent: dict, rid: int, size: int) -> httpx.Response:
     body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "test_echo",
@@ -628,6 +664,44 @@ def test_tasks_are_capped_per_caller_in_arguments_and_in_results(tmp_path):
             assert task["status"] == "failed" and "PLEXOR_MAX_TASK_RESULT_BYTES" in task["statusMessage"], task
             for running in started:  # the server then stops at once, not after the hog's 60 s
                 _task_cancel(px, hog, running["taskId"])
+    finally:
+        keys.close()
+
+
+def test_the_bytes_of_a_callers_stored_tasks_are_capped(tmp_path):
+    import time
+
+    from auth.support import SITE as AUTH_SITE
+    from conformance.serving import SITE as FIXTURES
+
+    keys = Keys()
+    env = {"PLEXOR_PLUGINS": "ledger,conformance-slow", "PYTHONPATH": os.pathsep.join([str(AUTH_SITE), str(FIXTURES)]),
+           "PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER": "8192"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env, args=("--stateless",))
+        with served as px:
+            hog = keys.mint(resource, sub="hog", scope="conformance-slow:read conformance-slow:write")
+            other = keys.mint(resource, sub="other", scope="conformance-slow:read conformance-slow:write ledger:read")
+            running = [_task_call(px, hog, 60, "€" * 1000)["result"] for _ in range(2)]  # 3,025 bytes of arguments each
+            assert all(t["resultType"] == "task" for t in running), running
+            refused = _task_call(px, hog, 60, "€" * 1000)["error"]
+            assert refused["code"] == -32600 and "would hold 9075 bytes" in refused["message"], refused
+            assert "PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER" in refused["message"]
+
+            def ended(task_id: str) -> dict:
+                deadline = time.monotonic() + 30
+                while (task := _task_get(px, other, task_id)["result"])["status"] == "working":
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+                return dict(task)
+
+            kept = _task_call(px, other, 0.2, "y" * 1800, ttl=60_000)["result"]  # another caller is served (about 5.7 KB)
+            assert ended(kept["taskId"])["status"] == "completed"
+            grown = _task_call(px, other, 0.2, "z" * 1500, ttl=60_000)["result"]  # admitted; its result passes
+            task = ended(grown["taskId"])
+            assert task["status"] == "failed" and "PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER" in task["statusMessage"], task
+            for started in running:
+                _task_cancel(px, hog, started["taskId"])
     finally:
         keys.close()
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from plexor.asking import Elicit, Exchange, ListRoots, Question, Sample, check_answer, declares, missing_capability
 from plexor.errors import PlexorError
 from plexor.limits import overran
-from plexor.tasks.bounds import check_new_task, oversized, release, run_limit
+from plexor.tasks.bounds import check_new_task, over_budget, oversized, release, run_limit
 from plexor.tasks.store import TaskRow, TaskStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -243,6 +243,8 @@ class Tasks:
                 return
             result = tool_result(outcome)
             too_big = oversized(result, self.kernel.environ)
+            if too_big is None and task_id not in self.unstored:  # a call answered at once keeps nothing
+                too_big = await over_budget(self, row.owner, result)
             if too_big is not None:
                 await self._finish(task_id, "failed", too_big, error={"code": -32603, "message": too_big,
                                                                       "data": {"type": "result_too_large"}})
