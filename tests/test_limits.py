@@ -100,6 +100,69 @@ async def test_nesting_is_refused_at_200_levels_in_both_eras(tmp_path, stateless
             assert "still served" in await _echo_through_sdk(served.url, mode)
 
 
+@pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
+async def test_the_nesting_limit_is_a_setting_in_both_eras(tmp_path, stateless):
+    with serve_http(tmp_path, *(["--stateless"] if stateless else []), env={"PLEXOR_MAX_NESTING": "50"}) as served:
+        legacy = MCP_HEADERS if stateless else _session(served)
+        for headers, body in ((legacy, deep_call(49)), (MODERN, _modern_deep(49))):  # 51 levels below the message
+            r = httpx.post(served.url, content=body, headers=headers, timeout=30)
+            assert r.status_code == 400 and r.json()["error"]["code"] == -32600, (headers, r.status_code, r.text[:300])
+            assert "nested deeper than 50 levels" in r.json()["error"]["message"]
+            assert "PLEXOR_MAX_NESTING" in r.json()["error"]["message"]
+        ok = httpx.post(served.url, content=_modern_deep(48), headers=MODERN, timeout=30)
+        assert ok.status_code == 200 and "result" in _answer(ok), ok.text[:300]
+        assert "still served" in await _echo_through_sdk(served.url, "legacy")
+
+
+async def test_the_nesting_limit_setting_holds_with_oauth_on(tmp_path):
+    keys = Keys()
+    try:
+        served, _resource = _oauth(tmp_path, keys, env={"PLEXOR_MAX_NESTING": "50"})
+        with served as px:
+            deep = json.loads(deep_call(2))
+            deep["params"]["name"] = "ledger_post"
+            body = json.dumps(deep).replace("[[]]", "[" * 60 + "]" * 60)
+            r = httpx.post(px.url, content=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {px.static}"},
+                           timeout=30)
+            assert r.status_code == 400 and "nested deeper than 50 levels" in r.json()["error"]["message"], r.text[:300]
+            assert px.calls() == []
+            assert "balance" in await _echo_through_sdk(px.url, "2026-07-28", px.static, tool="ledger_balance")
+    finally:
+        keys.close()
+
+
+def test_the_nesting_limit_setting_holds_on_stdio(tmp_path):
+    import subprocess
+    import sys
+
+    from conformance.serving import fixture_env
+
+    lines = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}, json.loads(deep_call(2, rid=7)),
+             {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "test_echo",
+                                                                          "arguments": {"text": "still served"}}}]
+    text = "\n".join(json.dumps(m) for m in lines).replace("[[]]", "[" * 60 + "]" * 60) + "\n"
+    env = fixture_env(tmp_path, PLEXOR_MAX_NESTING="50")
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env)
+    answers: dict = {}
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(text)
+        proc.stdin.flush()
+        while 8 not in answers:  # the server answers the deep call, then the next one, over the same pipe
+            line = proc.stdout.readline()
+            assert line, answers
+            message = json.loads(line)
+            if "id" in message:
+                answers[message["id"]] = message
+    finally:
+        proc.kill()
+        proc.wait()
+    assert answers[7]["error"]["code"] == -32600, answers
+    assert "nested deeper than 50 levels" in answers[7]["error"]["message"]
+    assert "still served" in answers[8]["result"]["content"][0]["text"], answers[8]
+
+
 def test_an_echoed_progress_token_or_id_is_length_capped(tmp_path):
     with serve_http(tmp_path, env={"PLEXOR_MAX_ECHOED_LENGTH": "64", "PLEXOR_OTEL": "1"}) as served:
         sent = _session(served)
@@ -900,6 +963,7 @@ async def test_only_an_initialize_makes_room_and_a_burst_of_them_stays_under_the
     ("PLEXOR_MAX_SESSIONS", "0.5", "whole number"),  # int() would have made it 0: every session refused
     ("PLEXOR_MAX_SUBSCRIPTIONS", "inf", "whole number"),  # float('inf') passed, then int() raised
     ("PLEXOR_AUTH_FETCH_SECONDS", "soon", "positive number"),
+    ("PLEXOR_MAX_NESTING", "500", "at most 200"),  # the SDK's parser refuses deeper anyway
 ])
 def test_a_bad_limit_value_stops_serve_at_once_naming_the_variable(tmp_path, transport, variable, raw, kind):
     import subprocess

@@ -26,6 +26,7 @@ class Limit:
     env: str
     default: float
     what: str
+    most: float | None = None  # the largest value that can take effect (None: no ceiling)
 
     @property
     def whole(self) -> bool:
@@ -38,6 +39,7 @@ class Limit:
 
 
 _ALL = (
+    Limit("nesting", "PLEXOR_MAX_NESTING", 200, "levels of JSON nesting below a message", most=200),
     Limit("echoed_length", "PLEXOR_MAX_ECHOED_LENGTH", 4096, "characters of a request id or progress token"),
     Limit("subscriptions", "PLEXOR_MAX_SUBSCRIPTIONS", 10_000, "resource URIs per session or listen stream"),
     Limit("uri_length", "PLEXOR_MAX_URI_LENGTH", 8192, "characters of a subscribed URI"),
@@ -83,8 +85,11 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> float:
         number = float(raw)
     except ValueError:
         number = 0.0
-    if not (number > 0 and math.isfinite(number)) or (limit.whole and number != int(number)):
+    if (not (number > 0 and math.isfinite(number)) or (limit.whole and number != int(number))
+            or (limit.most is not None and number > limit.most)):
         kind = "a positive whole number" if limit.whole else "a positive number"
+        if limit.most is not None:
+            kind += f" of at most {limit.most:g}"
         raise ConfigError(f"{limit.env}={raw!r} is not a valid limit",
                           f"Set {limit.env} to {kind} ({limit.what}; default {limit.default:g}), or unset it.")
     return number
