@@ -366,6 +366,121 @@ async def test_a_huge_key_set_is_refused_at_the_size_cap_without_growing_the_ser
         keys.close()
 
 
+class Introspector:
+    """An RFC 7662 introspection endpoint (stdlib): ``active`` holds the tokens it vouches for; it counts the
+    questions per token and how many were in flight at once, and answers each after ``delay`` seconds."""
+
+    def __init__(self) -> None:
+        import collections
+        import http.server
+        import threading
+        import urllib.parse
+
+        self.active: dict[str, dict] = {}
+        self.asked: collections.Counter[str] = collections.Counter()
+        self.inflight = self.peak = 0
+        self.delay = 0.0
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):  # noqa: N802 - the stdlib's name
+                import time
+
+                form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                token = form.get("token", [""])[0]
+                with lock:
+                    outer.asked[token] += 1
+                    outer.inflight += 1
+                    outer.peak = max(outer.peak, outer.inflight)
+                try:
+                    time.sleep(outer.delay)
+                    body = json.dumps(outer.active.get(token, {"active": False})).encode()
+                finally:
+                    with lock:
+                        outer.inflight -= 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def grant(self, token: str, resource: str, sub: str) -> str:
+        import time
+
+        self.active[token] = {"active": True, "iss": self.url, "aud": resource, "sub": sub, "client_id": "c",
+                              "scope": "ledger:read ledger:write", "exp": int(time.time()) + 300}
+        return token
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+async def test_introspection_is_bounded_in_flight_remembers_refusals_and_sees_a_revocation_in_time(tmp_path):
+    import asyncio
+    import time
+
+    from auth.support import free_port, served_plexor
+
+    intro = Introspector()
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    auth = {"issuer": intro.url, "resource": resource, "introspection_endpoint": intro.url + "/introspect",
+            "client_id": "plexor", "client_secret": "secret", "leeway": 0}
+    env = {"PLEXOR_AUTH_MAX_INTROSPECTIONS": "2", "PLEXOR_AUTH_FETCH_SECONDS": "2.5",
+           "PLEXOR_AUTH_RECHECK_SECONDS": "2", "PLEXOR_AUTH_REFUSED_CACHE_SECONDS": "30"}
+    try:
+        with served_plexor(tmp_path / "home", port, auth=auth, env=env, args=("--stateless",)) as px:
+            # At most two questions at once: of six new tokens sent together (each answered in 1.5 s), four are
+            # asked two by two and served; the last two find no free place within the 2.5 s deadline.
+            intro.delay = 1.5
+            tokens = [intro.grant(f"opaque-{i}", resource, f"u{i}") for i in range(6)]
+            async with httpx.AsyncClient(timeout=60) as http:
+                async def static() -> tuple[int, float]:
+                    await asyncio.sleep(0.3)
+                    started = time.monotonic()
+                    r = await http.post(px.url, json=LEDGER, headers={**MCP_HEADERS, "Authorization": f"Bearer {px.static}"})
+                    return r.status_code, time.monotonic() - started
+
+                *answers, (status, took) = await asyncio.gather(*(http.post(px.url, json=LEDGER, headers={
+                    **MCP_HEADERS, "Authorization": f"Bearer {t}"}) for t in tokens), static())
+            assert status == 200 and took < 1.0, (status, took)  # another client is served meanwhile, at once
+            assert intro.peak == 2, intro.peak
+            assert sorted(r.status_code for r in answers) == [200] * 4 + [401] * 2, [r.text for r in answers]
+            busy = [r for r in answers if r.status_code == 401]
+            assert all("PLEXOR_AUTH_MAX_INTROSPECTIONS" in r.headers["www-authenticate"] for r in busy)
+            intro.delay = 0.0
+            assert _call(px, tokens[-1]).status_code == 200  # no back-off: the endpoint did not fail
+
+            # A token found inactive is refused without asking again.
+            assert [_call(px, "junk").status_code for _ in range(5)] == [401] * 5
+            assert intro.asked["junk"] == 1
+
+            # An active token is trusted for 2 s (PLEXOR_AUTH_RECHECK_SECONDS), then asked about again: its
+            # revocation is seen then (it was trusted until it expired).
+            token = intro.grant("opaque-revoked", resource, "r")
+            assert _call(px, token).status_code == 200 and _call(px, token).status_code == 200
+            assert intro.asked[token] == 1
+            del intro.active[token]
+            deadline = time.monotonic() + 10
+            while (refused := _call(px, token)).status_code == 200:
+                assert time.monotonic() < deadline, "the revoked token is still accepted"
+                time.sleep(0.25)
+            assert refused.status_code == 401 and "not active" in refused.headers["www-authenticate"]
+            assert intro.asked[token] == 2
+    finally:
+        intro.close()
+
+
 # ---------------------------------------------------------------- subscriptions and listen
 def _listen_body(rid: int, uris: list[str]) -> dict:
     return {"jsonrpc": "2.0", "id": rid, "method": "subscriptions/listen", "params": {

@@ -66,6 +66,11 @@ _ALL = (
     Limit("auth_fetch_seconds", "PLEXOR_AUTH_FETCH_SECONDS", 10, "seconds for a whole fetch from the authorization server"),
     Limit("auth_fetch_backoff", "PLEXOR_AUTH_FETCH_BACKOFF", 60,
           "seconds at most between two tries while the signing keys cannot be loaded"),
+    Limit("auth_introspections", "PLEXOR_AUTH_MAX_INTROSPECTIONS", 16, "token introspection requests in flight at once"),
+    Limit("auth_recheck_seconds", "PLEXOR_AUTH_RECHECK_SECONDS", 60,
+          "seconds an introspected token is trusted before the authorization server is asked again"),
+    Limit("auth_refused_seconds", "PLEXOR_AUTH_REFUSED_CACHE_SECONDS", 10,
+          "seconds a token found inactive is refused without asking the authorization server again"),
     Limit("run_seconds", "PLEXOR_REQUEST_TIMEOUT", 300,
           "seconds a request or a task may run, unless its tool declares longer (--request-timeout)"),
 )
