@@ -1027,6 +1027,36 @@ async def test_sessions_per_caller_and_in_total_make_room_by_closing_the_oldest_
         keys.close()
 
 
+async def test_sessions_never_closed_stay_within_the_cap_in_memory(tmp_path):
+    import asyncio
+
+    env = {"PLEXOR_MAX_SESSIONS_PER_CALLER": "64", "PLEXOR_MAX_SESSIONS": "64"}
+    with serve_http(tmp_path, env=env) as served:
+        pid = int(healthz(served)["pid"])
+        async with httpx.AsyncClient(timeout=60) as http:
+            async def opened(count: int) -> list[str]:
+                ids = []
+                for _ in range(count // 8):  # eight at a time, each initialized and never closed
+                    answers = await asyncio.gather(*(http.post(served.url, json=INIT, headers=MCP_HEADERS)
+                                                     for _ in range(8)))
+                    assert all(r.status_code == 200 for r in answers), [r.text for r in answers]
+                    ids += [r.headers["mcp-session-id"] for r in answers]
+                return ids
+
+            await opened(128)  # warm up: the cap reached, sessions already closed to make room
+            before = rss_mib(pid)
+            ids = await opened(1600)
+            grown = rss_mib(pid) - before
+            assert grown < 16, grown  # 1,600 sessions kept would take about 70 MiB (6,000 took 250)
+            alive = await http.post(served.url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                                    headers={**MCP_HEADERS, "Mcp-Session-Id": ids[-1]})
+            assert alive.status_code == 200
+            gone = await http.post(served.url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                                   headers={**MCP_HEADERS, "Mcp-Session-Id": ids[0]})
+            assert gone.status_code == 404 and "PLEXOR_MAX_SESSIONS" in gone.text
+        assert "still served" in await _echo_through_sdk(served.url, "legacy")
+
+
 def test_a_caller_without_a_token_cannot_claim_other_addresses_with_forwarded_headers(tmp_path):
     # Callers without a token are told apart by address; uvicorn's default would take that address from
     # X-Forwarded-For on a loopback connection, so one local process could pass for any number of callers.
