@@ -1122,3 +1122,14 @@ def test_a_bad_limit_value_stops_serve_at_once_naming_the_variable(tmp_path, tra
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"{variable}={raw!r} is not a valid limit" in done.stderr and kind in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_every_limit_has_a_line_in_the_security_docs():
+    from pathlib import Path
+
+    from plexor.limits import LIMITS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
+    section = text[text.index("\n## Limits"):text.index("\n## ", text.index("\n## Limits") + 1)]
+    missing = [limit.env for limit in LIMITS.values() if f"`{limit.env}`" not in section]
+    assert not missing, f"docs/security.md#limits lacks {missing}"
