@@ -1133,3 +1133,20 @@ def test_every_limit_has_a_line_in_the_security_docs():
     section = text[text.index("\n## Limits"):text.index("\n## ", text.index("\n## Limits") + 1)]
     missing = [limit.env for limit in LIMITS.values() if f"`{limit.env}`" not in section]
     assert not missing, f"docs/security.md#limits lacks {missing}"
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("inf"), "60", True])
+async def test_a_bad_declared_timeout_fails_its_plugin_naming_it(plexor, bad):
+    import types
+
+    from plexor import hookimpl
+
+    def work() -> str:
+        """Work."""
+        return "done"
+
+    plugin = types.SimpleNamespace(PLEXOR_NAMESPACE="slowish", plexor_register_tools=hookimpl(
+        lambda register, settings: register(work, timeout=bad)))
+    async with plexor.kernel([("slowish", plugin)]) as kernel:
+        record = kernel.records["slowish"]
+        assert record.state == "failed" and f"declares timeout={bad!r}" in (record.error or ""), record.error

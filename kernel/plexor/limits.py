@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LIMITS", "REFUSALS", "Limit", "describe", "overran", "principal", "refuse", "run_time", "value"]
+__all__ = ["LIMITS", "REFUSALS", "Limit", "declared_timeout", "describe", "overran", "principal", "refuse", "run_time", "value"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,18 @@ def run_time(server: float | None, declared: float | None) -> float | None:
     if server is None:
         return None
     return max(server, declared) if declared is not None else server
+
+
+def declared_timeout(timeout: Any, what: str) -> float | None:
+    """A tool's own run-time limit (``register(..., timeout=S)``), checked; a bad one fails its plugin."""
+    from plexor.errors import PluginError
+
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+        raise PluginError(f"{what} declares timeout={timeout!r}",
+                          "Pass the seconds a call of it may run (a positive number), or leave it out.")
+    return float(timeout)
 
 
 def overran(what: str, seconds: float, server: float) -> str:

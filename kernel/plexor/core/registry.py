@@ -18,6 +18,7 @@ from plexor.core.dispatch import Target, target
 from plexor.core.specs import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 from plexor.errors import PluginError
 from plexor.hints import check_cache, icons_of
+from plexor.limits import declared_timeout
 from plexor.schema import analyse, parse_docstring
 
 __all__ = [
@@ -152,8 +153,7 @@ class ToolRegistrar(_Registrar):
         detach: str = "start",
         icons: Any = None,
         cache: Any = None,
-        ui: str | None = None, visibility: Any = ("model", "app"),
-        timeout: float | None = None,
+        ui: str | None = None, visibility: Any = ("model", "app"), timeout: float | None = None,
     ) -> Callable[..., Any]:
         """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
 
@@ -171,8 +171,7 @@ class ToolRegistrar(_Registrar):
         :param detach: "start" (a task from its first line) or "manual" (a plain call until ``ctx.detach()``).
         :param ui: the ``ui://`` URI of an MCP App (``register.app``) that shows this tool's results.
         :param visibility: ``["model", "app"]`` (default), ``["model"]``, or ``["app"]`` (see :mod:`plexor.apps`).
-        :param timeout: seconds a call or task of this tool may run when it needs longer than the server's
-            ``--request-timeout`` (the longer of the two applies); default: the server's.
+        :param timeout: seconds a call or task of it may run when longer than the server's ``--request-timeout``.
         """
         method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
@@ -199,19 +198,11 @@ class ToolRegistrar(_Registrar):
         if task not in ("forbidden", "optional", "required") or detach not in ("start", "manual"):
             raise PluginError(f"tool {full!r} declares task={task!r}, detach={detach!r}",
                               "Use task='forbidden', 'optional' or 'required', and detach='start' or 'manual'.")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
-                                    or not 0 < timeout < float("inf")):
-            raise PluginError(f"tool {full!r} declares timeout={timeout!r}",
-                              "Pass the seconds a call of it may run (a positive number), or leave it out.")
         if input_schema is None:
             _check_parameters(func, full)
         meta = tool_meta(full, meta, ui, visibility)
         self._registry.tools[full] = ToolSpec(
-            name=full,
-            namespace=self.namespace,
-            method=method,
-            plugin=self._plugin,
-            func=func,
+            name=full, namespace=self.namespace, method=method, plugin=self._plugin, func=func,
             description=description or parse_docstring(inspect.getdoc(func))[0] or f"{full} (no description)",
             title=title,
             annotations=ann,
@@ -225,7 +216,7 @@ class ToolRegistrar(_Registrar):
             detach=detach,
             icons=icons_of(icons, f"tool {full!r}"),
             cache=check_cache(cache, f"tool {full!r}"),
-            timeout=None if timeout is None else float(timeout),
+            timeout=declared_timeout(timeout, f"tool {full!r}"),
         )
         self._registry.namespaces[self.namespace] = self._plugin
         return func
