@@ -969,7 +969,8 @@ def test_a_task_obeys_the_request_time_limit_unless_its_tool_declares_longer(tmp
             return task
 
         started = time.monotonic()
-        overrun = [(legacy_get, legacy_task("slow_compute", 60)), (modern_get, modern_task("slow_compute", 60))]
+        overrun = [(legacy_get, legacy_task("slow_compute", 60)), (modern_get, modern_task("slow_compute", 60)),
+                   (legacy_get, legacy_task("slow_detached", 60))]  # a call that became a task (ctx.detach())
         patient = [(legacy_get, legacy_task("slow_patient", 3.5)), (modern_get, modern_task("slow_patient", 3.5))]
         for get, task_id in overrun:  # as a plain call would be: cancelled at 2 s, the task failed, naming the limit
             task = ended(get, task_id)
@@ -989,7 +990,7 @@ def test_a_task_obeys_the_request_time_limit_unless_its_tool_declares_longer(tmp
         assert cut["isError"] and "limit of 2 s" in cut["content"][0]["text"], cut
         assert healthz(served)["kernel"]["inflight"] == 0
         metrics = httpx.get(served.base + "/metrics", timeout=10).text
-        assert 'plexor_limit_refusals_total{plexor_limit="run_seconds"} 3.0' in metrics, metrics[-2000:]
+        assert 'plexor_limit_refusals_total{plexor_limit="run_seconds"} 4.0' in metrics, metrics[-2000:]
         done = modern_post(served, "tools/call", {"name": "test_echo", "arguments": {"text": "still served"}},
                            name="test_echo")[1]
         assert "still served" in done["result"]["content"][0]["text"]
