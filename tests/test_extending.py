@@ -372,3 +372,58 @@ def test_disabling_telemetry_keeps_it_off_even_when_asked_for(tmp_path):
         assert _get(served.base + "/metrics", TOKEN)[0] == 404
         health = json.loads(_get(served.base + "/healthz", TOKEN)[2])
         assert {p["name"]: p["state"] for p in health["plugins"]}["telemetry"] == "disabled"
+
+
+def _observer_plugin(seen: list[tuple[str, str]]) -> Any:
+    """A tool that may run as a task, and a layer at `observe` that records what crosses it and refuses
+    any call whose arguments say ``{"label": "forbidden"}``."""
+    import types
+
+    from mcp.shared.exceptions import MCPError
+
+    module = types.ModuleType("plexor_test_watch")
+    module.PLEXOR_NAMESPACE = "watch"
+
+    def work(label: str = "a") -> dict[str, str]:
+        """Do some work."""
+        return {"done": label}
+
+    @hookimpl
+    def plexor_register_tools(register: Any, settings: Any) -> None:
+        register(work, task="optional")
+
+    @hookimpl
+    def plexor_request_layers(setup: Any) -> list[Any]:
+        from plexor.extending import RequestLayer
+
+        async def watch(ctx: Any, call_next: Any) -> Any:
+            seen.append((ctx.method, str(ctx.request_id)))
+            if ctx.method == "tools/call" and (ctx.params.get("arguments") or {}).get("label") == "forbidden":
+                raise MCPError(-32600, "the watch layer refuses this call")
+            return await call_next(ctx)
+
+        return [RequestLayer("observe", watch, name="watch")]
+
+    for hook in (plexor_register_tools, plexor_request_layers):
+        setattr(module, hook.__name__, hook)
+    return module
+
+
+async def test_a_tasks_run_crosses_the_layers_after_tasks_as_a_plain_call_does(plexor):
+    seen: list[tuple[str, str]] = []
+    async with plexor.client([("watch", _observer_plugin(seen))]) as client:
+        send = client.session._dispatcher.send_raw_request
+        created = await send("tools/call", {"name": "watch_work", "arguments": {"label": "b"}, "task": {"ttl": 60_000}}, {})
+        task_id = created["task"]["taskId"]
+        result = await send("tasks/result", {"taskId": task_id}, {})
+        assert result["structuredContent"] == {"done": "b"}
+        assert ("tools/call", f"task:{task_id}") in seen, seen  # the task's own run crossed the layer
+        refused = await send("tools/call", {"name": "watch_work", "arguments": {"label": "forbidden"},
+                                            "task": {"ttl": 60_000}}, {})
+        other = refused["task"]["taskId"]
+        from mcp.shared.exceptions import MCPError
+
+        with pytest.raises(MCPError) as failed:  # the layer's refusal is the task's error, as it is a plain call's
+            await send("tasks/result", {"taskId": other}, {})
+        assert "the watch layer refuses this call" in failed.value.error.message
+        assert (await send("tasks/get", {"taskId": other}, {}))["status"] == "failed"

@@ -117,14 +117,6 @@ def connect_cmd(log_level: str | None, profile: str | None) -> None:
     from plexor.log import configure
 
     configure(log_level or os.environ.get("PLEXOR_LOG_LEVEL") or "warning", force=True)
-    from plexor.serving.stdin import unusable_stdin
-
-    why = unusable_stdin()
-    if why is not None:  # a supervisor's stdin: no client can ever come, so no daemon is started for it
-        click.echo(f"plexor connect: stdin {why}: nothing to relay on stdio. MCP clients launch `plexor connect` "
-                   "with a pipe on stdin; to run the shared server as a service, use `plexor serve --transport http`.",
-                   err=True)
-        return
     import anyio
 
     from plexor.daemon import DaemonError, run_connect
@@ -139,6 +131,14 @@ def connect_cmd(log_level: str | None, profile: str | None) -> None:
         except Exception as exc:  # noqa: BLE001 - a ConfigError: say what to fix
             click.echo(f"error: {exc.render() if hasattr(exc, 'render') else exc}", err=True)
             sys.exit(2)
+    from plexor.serving.stdin import unusable_stdin
+
+    why = unusable_stdin()
+    if why is not None:  # a supervisor's stdin: no client can ever come, so no daemon is started for it
+        click.echo(f"plexor connect: stdin {why}: nothing to relay on stdio. MCP clients launch `plexor connect` "
+                   "with a pipe on stdin; to run the shared server as a service, use `plexor serve --transport http`.",
+                   err=True)
+        return
     try:
         anyio.run(lambda: run_connect(profile=profile))
     except DaemonError as exc:

@@ -118,6 +118,7 @@ class TaskProtocol:
         if self._tasks is None:  # the database is opened on the first task, not at start
             self._tasks = tasks_of(self.kernel)
             self._tasks.notifier = self._send_status
+            self._tasks.path = getattr(self.server, "path", None)  # a task's run crosses the layers after `tasks`
         return self._tasks
 
     # -- tools/call and tools/list -------------------------------------------------------------

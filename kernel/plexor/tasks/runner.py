@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import json
 import os
 import secrets
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from plexor.asking import Elicit, Exchange, ListRoots, Question, Sample, check_answer, declares, missing_capability
+from plexor.core.results import Outcome
 from plexor.errors import PlexorError
 from plexor.limits import overran
 from plexor.tasks.bounds import check_new_task, over_budget, oversized, release, run_limit
@@ -129,6 +131,26 @@ class TaskExchange(Exchange):
         return out
 
 
+@dataclasses.dataclass
+class TaskRequest:
+    """A task's run as the request layers see a ``tools/call`` (the fields of the SDK's request context they read)."""
+
+    params: dict[str, Any]
+    request_id: str
+    session: Any
+    protocol_version: str
+    method: str = "tools/call"
+    meta: Any = None
+    request: Any = None
+
+
+def _layered(layer: Any, inner: Any) -> Any:
+    async def call(ctx: TaskRequest) -> Any:
+        return await layer(ctx, inner)
+
+    return call
+
+
 class Tasks:
     """This process's side of the kernel's tasks."""
 
@@ -151,6 +173,9 @@ class Tasks:
         self._loop_task: asyncio.Task[None] | None = None
         self._last_sweep = 0.0
         self.notifier: Any = None  # async (session, row) -> None, set by the protocol layer
+        # The server's request path (plexor.serving.layers.RequestPath), set by the protocol layer: a task's
+        # run crosses the layers after `tasks` that a plain call crosses (plugins' observers).
+        self.path: Any = None
 
     async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """A store call in a worker thread: SQLite may wait for another process's write lock."""
@@ -231,8 +256,7 @@ class Tasks:
             limit = asyncio.timeout(seconds)  # the run-time limit of a plain call (or its tool's own, longer)
             try:
                 async with limit:
-                    outcome = await self.kernel.call_tool(row.tool, row.arguments, session=TaskSession(self, task_id),
-                                                          request_id=f"task:{task_id}", exchange=TaskExchange(self, row))
+                    result, is_error = await self._call(row)
             except TimeoutError:
                 if seconds is None or server is None or not limit.expired():  # the tool's own TimeoutError
                     raise
@@ -241,7 +265,6 @@ class Tasks:
                 await self._finish(task_id, "failed", message, error={
                     "code": WORKER_DIED, "message": message, "data": {"type": "timeout", "limit_seconds": seconds}})
                 return
-            result = tool_result(outcome)
             too_big = oversized(result, self.kernel.environ)
             if too_big is None and task_id not in self.unstored:  # a call answered at once keeps nothing
                 too_big = await over_budget(self, row.owner, result)
@@ -249,7 +272,7 @@ class Tasks:
                 await self._finish(task_id, "failed", too_big, error={"code": -32603, "message": too_big,
                                                                       "data": {"type": "result_too_large"}})
                 return
-            summary = "the tool reported an error" if outcome.is_error else "the task completed"
+            summary = "the tool reported an error" if is_error else "the task completed"
             await self._finish(task_id, "completed", summary, result=result)
         except asyncio.CancelledError:
             unstored = self.unstored.pop(task_id, None)
@@ -272,6 +295,25 @@ class Tasks:
             if ended is not None:
                 ended.set()
             self.notify(task_id, final=True)
+
+    async def _call(self, row: TaskRow) -> tuple[dict[str, Any], bool]:
+        """Run the task's call through the request layers after ``tasks`` (the ones a plain call crosses there:
+        plugins' observers; the run-time limit is ``_run``'s), then the pipeline; its wire result and error flag."""
+        task_id = row.task_id
+
+        async def pipeline(ctx: TaskRequest) -> Any:
+            return await self.kernel.call_tool(row.tool, row.arguments, session=ctx.session, request_id=ctx.request_id,
+                                               exchange=TaskExchange(self, row))
+
+        call: Any = pipeline
+        for layer in reversed(self.path.between("tasks", "timeout") if self.path is not None else []):
+            call = _layered(layer, call)
+        answer = await call(TaskRequest({"name": row.tool, "arguments": row.arguments}, f"task:{task_id}",
+                                        TaskSession(self, task_id), row.era))
+        if isinstance(answer, Outcome):  # the pipeline's own answer
+            return tool_result(answer), bool(answer.is_error)
+        wire = answer.model_dump(by_alias=True, exclude_none=True, mode="json") if hasattr(answer, "model_dump") else answer
+        return wire, bool(wire.get("isError"))
 
     async def _finish(self, task_id: str, status: str, message: str, *, result: Any = None, error: Any = None) -> None:
         unstored = self.unstored.get(task_id)
