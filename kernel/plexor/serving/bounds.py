@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from plexor.serving.wire import MAX_DEPTH
+
 __all__ = ["NestingLimit", "PerCaller", "echo_middleware", "too_deep"]
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
@@ -77,11 +79,11 @@ class NestingLimit:
         await self.app(scope, replayed, send)
 
     async def _refused(self, body: bytes, send: Any) -> bool:
-        from plexor.limits import REFUSALS
-        from plexor.serving.wire import INVALID_REQUEST, MAX_DEPTH, Reply, _lexical_id, _too_deep
-
-        if not too_deep(body, MAX_DEPTH):
+        if not too_deep(body, MAX_DEPTH):  # the common case: no import, two bytes.count calls
             return False
+        from plexor.limits import REFUSALS
+        from plexor.serving.wire import INVALID_REQUEST, Reply, _lexical_id, _too_deep
+
         REFUSALS["nesting"] += 1
         found = _lexical_id(body.decode("utf-8", "replace"))
         payload = json.dumps(Reply(found, INVALID_REQUEST, _too_deep()).wire()).encode()
