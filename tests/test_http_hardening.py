@@ -262,6 +262,22 @@ def test_host_and_origin_are_matched_exactly_on_every_route(tmp_path):
         assert _raw(served, "POST", "/mcp", [("Origin", f"http://localhost:{port}"), *mcp], json.dumps(INIT))[0] == 200
 
 
+def test_host_and_origin_verdicts_hold_past_the_values_the_guard_remembers(tmp_path):
+    # The guard remembers its verdict per header value (256 of them, then it starts over): a refused
+    # value stays refused on later requests, and an allowed one stays allowed after the memory is reset.
+    with serve_http(tmp_path) as served:
+        port, ping = served.port, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        mcp = [("Accept", "application/json, text/event-stream"), ("Content-Type", "application/json"),
+               ("MCP-Protocol-Version", "2025-11-25")]
+        for i in range(300):
+            assert _raw(served, "GET", "/healthz", [("Host", f"h{i}.evil.example")])[0] == 421, i
+        for _ in range(2):
+            assert _raw(served, "GET", "/healthz", [("Host", "h0.evil.example")])[0] == 421
+            assert _raw(served, "GET", "/healthz", [("Host", f"127.0.0.1:{port}")])[0] == 200
+            assert _raw(served, "POST", "/mcp", [("Origin", "http://evil.example"), *mcp], ping)[0] == 403
+            assert _raw(served, "POST", "/mcp", [("Origin", f"http://localhost:{port}"), *mcp], json.dumps(INIT))[0] == 200
+
+
 def test_bearer_scheme_is_case_insensitive_and_two_authorization_headers_are_refused(tmp_path):
     with serve_http(tmp_path, "--token", "t0ken", token="t0ken") as served:
         for value in ("bearer t0ken", "BEARER t0ken", "Bearer  t0ken"):

@@ -69,17 +69,20 @@ class NoProfiles:
     ``plexor connect --profile``) is answered 404 ``unknown_profile``, never served with every tool."""
 
     def __init__(self, app: Any) -> None:
+        from plexor.auth.guard import PROFILE_HEADER
+
         self.app = app
+        self.header = PROFILE_HEADER  # looked up once, not imported on every request
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        from plexor.auth.guard import PROFILE_HEADER, unknown_profile
-
         if scope["type"] == "http":
             path: str = scope["path"]
             named = path[5:] if path.startswith("/mcp/") and path.count("/") == 2 and len(path) > 5 else None
-            wanted = [v.decode("latin-1").strip() for k, v in scope.get("headers") or () if k == PROFILE_HEADER]
+            wanted = [v.decode("latin-1").strip() for k, v in scope.get("headers") or () if k == self.header]
             name = named or (wanted[0] if wanted else None)
             if name:
+                from plexor.auth.guard import unknown_profile
+
                 await unknown_profile(send, name, {})
                 return
         await self.app(scope, receive, send)

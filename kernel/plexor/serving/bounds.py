@@ -80,10 +80,10 @@ class NestingLimit:
         await self.app(scope, replayed, send)
 
     async def _refused(self, body: bytes, send: Any) -> bool:
+        if not too_deep(body, self.limit):  # the common case: no import, two bytes.count calls
+            return False
         from plexor.serving.wire import INVALID_REQUEST, Reply, _lexical_id, _too_deep
 
-        if not too_deep(body, self.limit):
-            return False
         found = _lexical_id(body.decode("utf-8", "replace"))
         payload = json.dumps(Reply(found, INVALID_REQUEST, _too_deep(self.limit)).wire()).encode()
         await send({"type": "http.response.start", "status": 400, "headers": [

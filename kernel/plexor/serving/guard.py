@@ -57,6 +57,10 @@ class HostOriginGuard:
         self.app = app
         self.hosts = [h for h in (parse_host(x) for x in hosts) if h is not None]
         self.origins = [o for o in (parse_origin(x) for x in origins) if o is not None]
+        # Verdicts per raw header value: a client sends the same Host (and Origin) on every request,
+        # so the parse and the allow-list scan run once per value, not once per request.
+        self._hosts_seen: dict[bytes, bool] = {}
+        self._origins_seen: dict[bytes, bool] = {}
 
     def host_allowed(self, value: str) -> bool:
         given = parse_host(value)
@@ -71,21 +75,40 @@ class HostOriginGuard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        hosts = [v for k, v in scope.get("headers") or () if k == b"host"]
-        origins = [v for k, v in scope.get("headers") or () if k == b"origin"]
-        if len(hosts) != 1 or not self.host_allowed(hosts[0].decode("latin-1")):
+        hosts: list[bytes] = []
+        origins: list[bytes] = []
+        for k, v in scope.get("headers") or ():
+            if k == b"host":
+                hosts.append(v)
+            elif k == b"origin":
+                origins.append(v)
+        if len(hosts) != 1 or not _verdict(self._hosts_seen, hosts[0], self.host_allowed):
             shown = hosts[0].decode("latin-1")[:80] if hosts else "(none)"
             await _refuse(send, 421, "misdirected_request", f"Host {shown!r} is not allowed",
                           "Connect through an address the server was started for, or start it with "
                           "--allow-host HOST[:PORT] (or PLEXOR_ALLOWED_HOSTS) to allow this one.")
             return
-        if len(origins) > 1 or (origins and not self.origin_allowed(origins[0].decode("latin-1"))):
+        if len(origins) > 1 or (origins and not _verdict(self._origins_seen, origins[0], self.origin_allowed)):
             shown = origins[0].decode("latin-1")[:80]
             await _refuse(send, 403, "forbidden_origin", f"Origin {shown!r} is not allowed",
                           "Start the server with --allow-origin URL (or PLEXOR_ALLOWED_ORIGINS) to allow "
                           "a web page from this origin.")
             return
         await self.app(scope, receive, send)
+
+
+_SEEN_MAX = 256  # distinct header values remembered per guard; past that the memory starts over
+
+
+def _verdict(seen: dict[bytes, bool], value: bytes, allowed: Any) -> bool:
+    """``allowed(value)`` for a raw header value, remembered (the allow-lists never change after start)."""
+    verdict = seen.get(value)
+    if verdict is None:
+        verdict = allowed(value.decode("latin-1"))
+        if len(seen) >= _SEEN_MAX:  # a client cycling through Host values cannot grow it without bound
+            seen.clear()
+        seen[value] = verdict
+    return verdict
 
 
 def default_allow_lists(host: str, extra_hosts: Iterable[str], extra_origins: Iterable[str]) -> tuple[list[str], list[str]]:
