@@ -16,7 +16,7 @@ from plexor.core.config import LOG_LEVELS
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.auth.config import Profile
     from plexor.core.kernel import Kernel
-    from plexor.serving.http import HttpOptions
+    from plexor.serving.http_options import HttpOptions
 
 __all__ = ["serve"]
 

@@ -12,58 +12,25 @@ keeps a bounded in-memory event store, so a client whose SSE stream drops can re
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import signal
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from plexor.core.kernel import Kernel, State
 from plexor.serving.features import CallerPrincipal, refuse_unguarded
 from plexor.serving.guard import default_allow_lists
 from plexor.serving.http_apps import Lifespan, kernel_routes, sse_app, streamable_app
+from plexor.serving.http_options import HttpOptions
 from plexor.serving.watchdog import Watchdog
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.extending import ServerSetup
 
-__all__ = ["HttpOptions", "bind_socket", "build_http_app", "serve_http", "worker_app"]
+__all__ = ["bind_socket", "build_http_app", "serve_http", "worker_app"]
 
 OPTIONS_ENV = "PLEXOR_HTTP_OPTIONS"  # how `--workers` hands the options to each worker process
-
-
-@dataclass
-class HttpOptions:
-    host: str = "127.0.0.1"
-    port: int = 8765
-    token: str | None = None
-    stateless: bool = False
-    transport: str = "http"  # "http" (Streamable HTTP) or "sse"
-    allowed_hosts: list[str] = field(default_factory=list)
-    allowed_origins: list[str] = field(default_factory=list)
-    max_body_bytes: int = 4 * 1024 * 1024
-    request_timeout: float = 300.0  # one MCP request (e.g. a tool call) may run this long
-    grace: float = 30.0  # on SIGTERM, in-flight calls get this long to finish
-    json_response: bool = False
-    workers: int = 1
-    sse_retry_ms: int = 1000  # the reconnect delay suggested to clients on resumable SSE streams
-    event_history: int = 2000  # events kept for Last-Event-ID resumption (all streams together)
-    header_timeout: float = 10.0  # a request's headers must arrive within this many seconds
-    body_timeout: float = 60.0  # and its body within this many seconds of the headers
-    max_connections: int = 0  # open connections at most; 0: three quarters of the file descriptor limit
-    auth_issuer: str | None = None  # OAuth: overrides [plexor.auth] issuer (plexor.auth)
-    resource_url: str | None = None  # OAuth: overrides [plexor.auth] resource
-    profile: str | None = None  # the tool profile of connections that name none
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
-
-    @classmethod
-    def from_json(cls, raw: str) -> HttpOptions:
-        return cls(**json.loads(raw))
 
 
 def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> Callable[..., Any]:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcp.server.streamable_http import EventStore
 
     from plexor.extending import ServerSetup
-    from plexor.serving.http import HttpOptions
+    from plexor.serving.http_options import HttpOptions
 
 __all__ = ["Lifespan", "kernel_routes", "sse_app", "streamable_app"]
 
