@@ -204,8 +204,9 @@ class ToolRegistrar(_Registrar):
         return method, full
 
 
-def _checked_options(full: str, func: Callable[..., Any], annotations: dict[str, Any] | None, scopes: Any, task: str,
-                     detach: str, input_schema: dict[str, Any] | None) -> dict[str, Any]:
+def _checked_options(full: str, func: Callable[..., Any], annotations: dict[str, Any] | None,
+                     scopes: list[str] | tuple[str, ...] | None, task: str, detach: str,
+                     input_schema: dict[str, Any] | None) -> dict[str, Any]:
     """A tool's declared annotations, scopes, task support and parameters checked; its annotations as a new dict."""
     ann = dict(annotations or {})
     bad = set(ann) - ANNOTATION_KEYS

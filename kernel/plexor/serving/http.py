@@ -26,6 +26,8 @@ from plexor.serving.http_options import HttpOptions
 from plexor.serving.watchdog import Watchdog
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from starlette.types import ASGIApp
+
     from plexor.extending import ServerSetup
 
 __all__ = ["bind_socket", "build_http_app", "serve_http", "worker_app"]
@@ -89,7 +91,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
 
     limit_runs(kernel, opts.request_timeout)  # tasks obey the same run-time limit (plexor.tasks.bounds)
     server.path.add("timeout", _timeout_middleware(opts.request_timeout, kernel))
-    routes = kernel_routes(server, opts)
+    routes = kernel_routes(setup, opts)
     lifespan = Lifespan(setup, opts.grace, on_ready, on_stop)
     if opts.transport == "sse":
         app = sse_app(server, opts, routes, lifespan)
@@ -98,7 +100,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     return _guarded(app, setup, opts)
 
 
-def _guarded(app: Any, setup: ServerSetup, opts: HttpOptions) -> Any:
+def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions) -> ASGIApp:
     """``app`` inside the ASGI guards, innermost first; the outermost (Host/Origin) is returned."""
     from plexor.serving.guard import AnswerIds, BearerAuth, HostOriginGuard
 

@@ -16,8 +16,14 @@ from plexor.serving.stdio import _freeze_heap
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcp.server.streamable_http import EventStore
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+    from starlette.types import ASGIApp, StatelessLifespan
+    from starlette.types import Lifespan as AppLifespan
 
     from plexor.extending import ServerSetup
+    from plexor.server import PlexorServer
     from plexor.serving.http_options import HttpOptions
 
 __all__ = ["Lifespan", "kernel_routes", "sse_app", "streamable_app"]
@@ -64,11 +70,11 @@ class Lifespan:
             if self.on_stop is not None:
                 self.on_stop()
 
-    def context(self, inner: Callable[[Any], Any] | None = None) -> Callable[[Any], Any]:
+    def context(self, inner: AppLifespan[Starlette] | None = None) -> StatelessLifespan[Starlette]:
         """A Starlette ``lifespan``: the kernel's start and stop around ``inner`` (the SDK's session manager's), if any."""
 
         @contextlib.asynccontextmanager
-        async def lifespan(app: Any) -> AsyncIterator[None]:
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
             await self.started()
             try:
                 if inner is None:
@@ -82,14 +88,13 @@ class Lifespan:
         return lifespan
 
 
-def kernel_routes(server: Any, opts: HttpOptions) -> list[Any]:
+def kernel_routes(setup: ServerSetup, opts: HttpOptions) -> list[Route]:
     """``/healthz``, the plugins' routes (the telemetry plugin's ``/metrics``, ...) and the server card, in that order."""
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    setup = server.setup
-    kernel = setup.kernel
+    server, kernel = setup.server, setup.kernel
     observing = [route for routes in kernel.pm.hook.plexor_routes(setup=setup) for route in routes or ()]
 
     async def healthz(request: Request) -> Response:
@@ -106,14 +111,14 @@ def kernel_routes(server: Any, opts: HttpOptions) -> list[Any]:
     return [Route("/healthz", healthz), *observing, Route("/.well-known/mcp/server-card.json", card)]
 
 
-def _security() -> Any:
+def _security() -> TransportSecuritySettings:
     from mcp.server.transport_security import TransportSecuritySettings
 
     # Host and Origin are checked by HostOriginGuard (exact matches, every route); the SDK keeps its Content-Type check.
     return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def sse_app(server: Any, opts: HttpOptions, routes: list[Any], lifespan: Lifespan) -> Any:
+def sse_app(server: PlexorServer, opts: HttpOptions, routes: list[Route], lifespan: Lifespan) -> ASGIApp:
     """Legacy SSE: ``GET /sse`` opens a session's stream, ``POST /messages/`` carries its requests."""
     from mcp.server.sse import SseServerTransport
     from starlette.applications import Starlette
@@ -147,7 +152,7 @@ def sse_app(server: Any, opts: HttpOptions, routes: list[Any], lifespan: Lifespa
                              Mount("/messages/", app=answering.post)], lifespan=lifespan.context())
 
 
-def streamable_app(server: Any, opts: HttpOptions, routes: list[Any], lifespan: Lifespan) -> Any:
+def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[Route], lifespan: Lifespan) -> ASGIApp:
     """Streamable HTTP at ``/mcp``: the SDK's app, its session manager inside the kernel's lifespan, and (stateful)
     the event store that lets a dropped stream resume."""
     from plexor.limits import value
@@ -176,7 +181,7 @@ def _event_store(setup: ServerSetup) -> EventStore:
     from plexor.limits import value
     from plexor.state.memory_events import MemoryEventStore
 
-    store = setup.kernel.pm.hook.plexor_event_store(setup=setup)
+    store: EventStore | None = setup.kernel.pm.hook.plexor_event_store(setup=setup)
     if store is not None:
         return store
     environ = setup.kernel.environ
@@ -184,7 +189,8 @@ def _event_store(setup: ServerSetup) -> EventStore:
                             int(value("event_store_bytes", environ)))
 
 
-def _with_event_store(app: Any, server: Any, event_store: EventStore | None, opts: HttpOptions, kernel: Kernel) -> Any:
+def _with_event_store(app: ASGIApp, server: PlexorServer, event_store: EventStore | None, opts: HttpOptions,
+                      kernel: Kernel) -> ASGIApp:
     """The wrappers that tie the event store to the SDK's sessions (none when stateless)."""
     from plexor.state.events import ForgetOnDelete, ResumeAnywhere, SessionBinding, SharedEventStore, watch_sessions
     from plexor.state.memory_events import MemoryEventStore
