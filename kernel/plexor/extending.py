@@ -74,7 +74,7 @@ class ServerSetup:
     :ivar kernel: the kernel (loaded over HTTP; under stdio it may load after the handshake).
     :ivar server: the SDK's low-level server (``plexor.server.PlexorServer``).
     :ivar transport: ``"stdio"``, ``"http"`` or ``"sse"``.
-    :ivar options: the HTTP options (``plexor.serving.http.HttpOptions``); ``None`` under stdio.
+    :ivar options: the HTTP options (``plexor.serving.http_options.HttpOptions``); ``None`` under stdio.
     :ivar profile: the tool profile of the stdio client (``serve --profile``), else ``None``.
     :ivar shared: one place per server for a feature's own objects, so its hooks (a layer and a
         method, say) share them: ``setup.shared.setdefault("tasks", ...)``. Two keys are read by the

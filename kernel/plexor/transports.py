@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from plexor.serving.guard import is_loopback
-from plexor.serving.http import HttpOptions, bind_socket, build_http_app, serve_http
+from plexor.serving.http import bind_socket, build_http_app, serve_http
+from plexor.serving.http_options import HttpOptions
 from plexor.serving.stdio import serve_stdio
 
 __all__ = ["HttpOptions", "bind_socket", "build_http_app", "is_loopback", "serve_http", "serve_stdio", "worker_app"]

@@ -5,8 +5,8 @@
 - :mod:`plexor.auth.config`: ``[plexor.auth]`` and ``[plexor.profiles.NAME]`` of ``plexor.toml``;
 - :mod:`plexor.auth.tokens`: JWT validation against the issuer's JWKS (PyJWT), or RFC 7662 introspection;
 - :mod:`plexor.auth.scopes`: the scopes each tool, resource and prompt needs; a connection's ``Access``;
-- :mod:`plexor.auth.guard`: the ASGI guard (401/403, protected resource metadata) and the SDK
-  middleware that filters lists;
+- :mod:`plexor.auth.guard`: the ASGI guard (401/403, protected resource metadata);
+- :mod:`plexor.auth.layer`: the SDK server's authorization layer, which also filters lists;
 - :mod:`plexor.auth.audit`: one JSON line per decision.
 
 :func:`protect` wires them into an HTTP app (``plexor.serving.http.build_http_app`` calls it).
@@ -39,7 +39,8 @@ def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: 
     With OAuth off the static token (if any) stays the caller's job (``BearerAuth``); with OAuth on
     the guard accepts the static token too, as a caller with every scope.
     """
-    from plexor.auth.guard import AccessGuard, access_middleware
+    from plexor.auth.guard import AccessGuard
+    from plexor.auth.layer import access_middleware
     from plexor.auth.scopes import ScopePolicy
     from plexor.auth.tokens import make_verifier
 
@@ -91,7 +92,7 @@ class NoProfiles:
 def stdio_layer(kernel: Any, profile: Profile) -> Any:
     """The authorization layer of the stdio client of ``serve --profile``: the same as HTTP's, with that
     profile and the operator's ``[plexor.auth.scopes]`` (which ``scope:SCOPE`` entries of a profile match against)."""
-    from plexor.auth.guard import access_middleware
+    from plexor.auth.layer import access_middleware
     from plexor.auth.scopes import Access, ScopePolicy
 
     policy = ScopePolicy(kernel, stdio_scopes(kernel.paths.config_file))

@@ -70,8 +70,7 @@ class Loader(KernelBase):
 
     def load(self) -> Self:
         """Discover, import and register every plugin (state ``loading``); never raises for one plugin."""
-        from plexor import __version__
-        from plexor.core.records import PluginRecord, State
+        from plexor.core.records import State
 
         self._move(State.LOADING)
         self.warnings: list[str] = []  # for people: the CLI prints them as plain lines
@@ -86,18 +85,8 @@ class Loader(KernelBase):
             raise
         only = _csv(self.environ.get("PLEXOR_PLUGINS"))
         blocked = set(_csv(self.environ.get("PLEXOR_DISABLE")) or [])
-        candidates: list[PluginRecord] = []
-        if self._builtin:
-            candidates.append(PluginRecord(BUILTIN, "plexor", __version__, entry_point="plexor.builtin"))
-            candidates.extend(PluginRecord(name, "plexor", __version__, entry_point=module)
-                              for name, module in FEATURES.items())
-        for name, obj in self._extra:
-            candidates.append(PluginRecord(name, getattr(obj, "__distribution__", "(in-process)"),
-                                           getattr(obj, "__version__", "?"), module=obj))
-        if self._load_entry_points:
-            candidates.extend(self._discover())
         seen: dict[str, PluginRecord] = {}
-        for rec in candidates:
+        for rec in self._candidates():
             rec.data_dir = self.paths.plugin_data_dir(rec.name)
             self._attach_handle(rec)
             if rec.name in seen:
@@ -121,12 +110,7 @@ class Loader(KernelBase):
                 rec._move(State.DISABLED)
                 continue
             self._load_bounded(rec)
-        for var, names in (("PLEXOR_PLUGINS", only or []), ("PLEXOR_DISABLE", sorted(blocked))):
-            for name in names:
-                if name not in self.records:
-                    hint = _name_problem(var, name, list(self.records))
-                    self.unknown_plugins.append(hint)
-                    self.log.warning("plugin_not_installed", plugin=name, variable=var, hint=hint)
+        self._note_unknown_names(only or [], sorted(blocked))
         known = {rec.name: self._keys.get(rec.name) for rec in self.records.values()}
         for warning in unknown_names(self.environ, self._config, self.paths.config_file, known):
             self.warnings.append(warning)
@@ -134,6 +118,32 @@ class Loader(KernelBase):
         for rec in self.records.values():
             self.warnings.extend(rec.settings.warnings if rec.settings else [])
         return self
+
+    def _candidates(self) -> list[PluginRecord]:
+        """Every plugin to consider, in loading order: the built-in ones, those given in-process, the installed ones."""
+        from plexor import __version__
+        from plexor.core.records import PluginRecord
+
+        candidates: list[PluginRecord] = []
+        if self._builtin:
+            candidates.append(PluginRecord(BUILTIN, "plexor", __version__, entry_point="plexor.builtin"))
+            candidates.extend(PluginRecord(name, "plexor", __version__, entry_point=module)
+                              for name, module in FEATURES.items())
+        for name, obj in self._extra:
+            candidates.append(PluginRecord(name, getattr(obj, "__distribution__", "(in-process)"),
+                                           getattr(obj, "__version__", "?"), module=obj))
+        if self._load_entry_points:
+            candidates.extend(self._discover())
+        return candidates
+
+    def _note_unknown_names(self, only: list[str], blocked: list[str]) -> None:
+        """Each PLEXOR_PLUGINS/PLEXOR_DISABLE name no plugin has, kept with its did-you-mean and logged."""
+        for var, names in (("PLEXOR_PLUGINS", only), ("PLEXOR_DISABLE", blocked)):
+            for name in names:
+                if name not in self.records:
+                    hint = _name_problem(var, name, list(self.records))
+                    self.unknown_plugins.append(hint)
+                    self.log.warning("plugin_not_installed", plugin=name, variable=var, hint=hint)
 
     def register_features(self) -> None:
         """Register the built-in plugin and the server features not disabled with pluggy now.

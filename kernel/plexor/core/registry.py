@@ -173,53 +173,54 @@ class ToolRegistrar(_Registrar):
         :param visibility: ``["model", "app"]`` (default), ``["model"]``, or ``["app"]`` (see :mod:`plexor.apps`).
         :param timeout: seconds a call or task of it may run when longer than the server's ``--request-timeout``.
         """
+        method, full = self._tool_name(func, name)
+        ann = _checked_options(full, func, annotations, scopes, task, detach, input_schema)
+        meta = tool_meta(full, meta, ui, visibility)
+        self._registry.tools[full] = ToolSpec(
+            name=full, namespace=self.namespace, method=method, plugin=self._plugin, func=func,
+            description=description or parse_docstring(inspect.getdoc(func))[0] or f"{full} (no description)",
+            title=title, annotations=ann, target=target(func, blocking), ready_required=ready_required,
+            meta=meta, declared_output_schema=output_schema, declared_input_schema=input_schema,
+            scopes=None if scopes is None else tuple(scopes), task=task, detach=detach,
+            icons=icons_of(icons, f"tool {full!r}"), cache=check_cache(cache, f"tool {full!r}"),
+            timeout=declared_timeout(timeout, f"tool {full!r}"),
+        )
+        self._registry.namespaces[self.namespace] = self._plugin
+        return func
+
+
+    def _tool_name(self, func: Callable[..., Any], name: str | None) -> tuple[str, str]:
+        """The tool's method and full name (``<namespace><separator><method>``), checked, and not registered yet."""
         method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
         if method.startswith(prefix):
             method = method[len(prefix) :]
         full = f"{self.namespace}{self.separator}{method}"
         if not _METHOD.match(method) or not _METHOD.match(full):
-            raise PluginError(
-                f"plugin {self._plugin!r} registered a tool named {full!r}",
-                "Tool names are letters, digits, '_' and '-' only, 64 characters at most.",
-            )
+            raise PluginError(f"plugin {self._plugin!r} registered a tool named {full!r}",
+                              "Tool names are letters, digits, '_' and '-' only, 64 characters at most.")
         if full in self._registry.tools:
             raise PluginError(f"plugin {self._plugin!r} registered the tool {full!r} twice", "Register each name once.")
-        ann = dict(annotations or {})
-        bad = set(ann) - ANNOTATION_KEYS
-        if bad:
-            raise PluginError(
-                f"tool {full!r} has unknown annotations {sorted(bad)}",
-                f"Use only {sorted(ANNOTATION_KEYS)}.",
-            )
-        if scopes is not None and (isinstance(scopes, str) or not all(isinstance(x, str) and _SCOPE.match(x) for x in scopes)):
-            raise PluginError(f"tool {full!r} declares scopes={scopes!r}",
-                              "Pass a list of scope names such as ['arbor:write'] (no spaces, quotes or backslashes).")
-        if task not in ("forbidden", "optional", "required") or detach not in ("start", "manual"):
-            raise PluginError(f"tool {full!r} declares task={task!r}, detach={detach!r}",
-                              "Use task='forbidden', 'optional' or 'required', and detach='start' or 'manual'.")
-        if input_schema is None:
-            _check_parameters(func, full)
-        meta = tool_meta(full, meta, ui, visibility)
-        self._registry.tools[full] = ToolSpec(
-            name=full, namespace=self.namespace, method=method, plugin=self._plugin, func=func,
-            description=description or parse_docstring(inspect.getdoc(func))[0] or f"{full} (no description)",
-            title=title,
-            annotations=ann,
-            target=target(func, blocking),
-            ready_required=ready_required,
-            meta=meta,
-            declared_output_schema=output_schema,
-            declared_input_schema=input_schema,
-            scopes=None if scopes is None else tuple(scopes),
-            task=task,
-            detach=detach,
-            icons=icons_of(icons, f"tool {full!r}"),
-            cache=check_cache(cache, f"tool {full!r}"),
-            timeout=declared_timeout(timeout, f"tool {full!r}"),
-        )
-        self._registry.namespaces[self.namespace] = self._plugin
-        return func
+        return method, full
+
+
+def _checked_options(full: str, func: Callable[..., Any], annotations: dict[str, Any] | None,
+                     scopes: list[str] | tuple[str, ...] | None, task: str, detach: str,
+                     input_schema: dict[str, Any] | None) -> dict[str, Any]:
+    """A tool's declared annotations, scopes, task support and parameters checked; its annotations as a new dict."""
+    ann = dict(annotations or {})
+    bad = set(ann) - ANNOTATION_KEYS
+    if bad:
+        raise PluginError(f"tool {full!r} has unknown annotations {sorted(bad)}", f"Use only {sorted(ANNOTATION_KEYS)}.")
+    if scopes is not None and (isinstance(scopes, str) or not all(isinstance(x, str) and _SCOPE.match(x) for x in scopes)):
+        raise PluginError(f"tool {full!r} declares scopes={scopes!r}",
+                          "Pass a list of scope names such as ['arbor:write'] (no spaces, quotes or backslashes).")
+    if task not in ("forbidden", "optional", "required") or detach not in ("start", "manual"):
+        raise PluginError(f"tool {full!r} declares task={task!r}, detach={detach!r}",
+                          "Use task='forbidden', 'optional' or 'required', and detach='start' or 'manual'.")
+    if input_schema is None:
+        _check_parameters(func, full)
+    return ann
 
 
 class ResourceRegistrar(_Registrar):

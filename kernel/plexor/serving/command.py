@@ -6,12 +6,17 @@ import contextlib
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from plexor import __version__
 from plexor.core.config import LOG_LEVELS
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.auth.config import Profile
+    from plexor.core.kernel import Kernel
+    from plexor.serving.http_options import HttpOptions
 
 __all__ = ["serve"]
 
@@ -77,21 +82,49 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
     if token_file:
         token = _read_token_file(token_file, token)
     if daemon:
-        if transport != "http":
-            raise click.UsageError("--daemon serves Streamable HTTP: use --transport http --daemon")
-        from plexor.daemon import DaemonError, ensure_daemon
-
-        try:
-            info = ensure_daemon()
-        except DaemonError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        click.echo(json.dumps({k: v for k, v in info.items() if k != "token"} | {"registry": str(_registry_path())}))
+        _report_daemon(transport)
         return
     if workers > 1 and (transport != "http" or not stateless):
         raise click.UsageError("--workers N needs --transport http --stateless: MCP sessions cannot span processes")
+    kernel, stdio_profile = _checked_kernel(transport, profile, auth_issuer)
+    if transport == "stdio":
+        _serve_stdio(kernel, grace, stdio_profile)
+        return
+    from plexor.transports import HttpOptions
+
+    _check_http_access(kernel, host, token, auth_issuer, resource_url, profile, allow_unauthenticated)
+    opts = HttpOptions(host=host, port=port, token=token, stateless=stateless, transport=transport,
+                       allowed_origins=list(allow_origins) + _csv_env("PLEXOR_ALLOWED_ORIGINS"),
+                       allowed_hosts=list(allow_hosts) + _csv_env("PLEXOR_ALLOWED_HOSTS"),
+                       max_body_bytes=max_body, request_timeout=request_timeout, grace=grace, workers=workers,
+                       json_response=json_response, header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections,
+                       auth_issuer=auth_issuer, resource_url=resource_url, profile=profile)
+    _serve_http(kernel, opts, registry)
+
+
+def _report_daemon(transport: str) -> None:
+    """``serve --daemon``: start the shared daemon (or find the one running) and print its registry, without the token."""
+    if transport != "http":
+        raise click.UsageError("--daemon serves Streamable HTTP: use --transport http --daemon")
+    from plexor.daemon import DaemonError, ensure_daemon
+
+    try:
+        info = ensure_daemon()
+    except DaemonError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    click.echo(json.dumps({k: v for k, v in info.items() if k != "token"} | {"registry": str(_registry_path())}))
+
+
+def _checked_kernel(transport: str, profile: str | None, auth_issuer: str | None) -> tuple[Kernel, Profile | None]:
+    """The kernel to serve (loaded, except under stdio) and stdio's profile; every bad setting a usage error now.
+
+    Under stdio only the config file is checked: the kernel loads the plugins right after answering the
+    handshake (see ``plexor.serving.stdio.serve_stdio``).
+    """
     from plexor.core.kernel import Kernel
 
+    stdio_profile: Profile | None = None
     try:
         kernel = Kernel()
         from plexor.state.keys import configured_keys
@@ -106,8 +139,6 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
 
             wants_shared_store(kernel.environ, None)  # a bad PLEXOR_EVENT_STORE is a usage error
         if transport == "stdio":
-            # Only the config file is checked now: under stdio the kernel loads the
-            # plugins right after answering the handshake (see transports.serve_stdio).
             from plexor.core.config import check_log_level, load_config_file
 
             check_log_level(kernel.environ)
@@ -121,30 +152,38 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
     except Exception as exc:  # noqa: BLE001
         message = exc.render() if hasattr(exc, "render") else str(exc)
         raise click.UsageError(message) from exc
-    if transport == "stdio":
-        import anyio
+    return kernel, stdio_profile
 
-        from plexor.serving.stdin import NO_CLIENT_HINT, unusable_stdin
-        from plexor.transports import serve_stdio
 
-        why = unusable_stdin()
-        if why is not None:  # a supervisor's stdin: no client can ever come (plexor.serving.stdin)
-            click.echo(f"plexor serve: stdin {why}: {NO_CLIENT_HINT}.", err=True)
-            return
-        hint = None
-        if sys.stdin.isatty():  # a person, not a client, started it: say what it waits for (never on a pipe)
-            from plexor.cli import stdio_hint
+def _serve_stdio(kernel: Kernel, grace: float, profile: Profile | None) -> None:
+    """Serve one client on stdin/stdout, unless stdin cannot carry one (a supervisor's); hints for a person at a terminal."""
+    import anyio
 
-            def hint() -> None:  # once Ctrl+C is handled, as the hint promises
-                click.echo(stdio_hint(), err=True)
+    from plexor.serving.stdin import NO_CLIENT_HINT, unusable_stdin
+    from plexor.transports import serve_stdio
 
-        def silent() -> None:
-            click.echo("plexor serve: stdin ended before a client sent anything; nothing was served.", err=True)
-
-        anyio.run(lambda: serve_stdio(kernel, grace=grace, listening=hint, profile=stdio_profile, silent=silent))
+    why = unusable_stdin()
+    if why is not None:  # a supervisor's stdin: no client can ever come (plexor.serving.stdin)
+        click.echo(f"plexor serve: stdin {why}: {NO_CLIENT_HINT}.", err=True)
         return
+    hint = None
+    if sys.stdin.isatty():  # a person, not a client, started it: say what it waits for (never on a pipe)
+        from plexor.cli import stdio_hint
+
+        def hint() -> None:  # once Ctrl+C is handled, as the hint promises
+            click.echo(stdio_hint(), err=True)
+
+    def silent() -> None:
+        click.echo("plexor serve: stdin ended before a client sent anything; nothing was served.", err=True)
+
+    anyio.run(lambda: serve_stdio(kernel, grace=grace, listening=hint, profile=profile, silent=silent))
+
+
+def _check_http_access(kernel: Kernel, host: str, token: str | None, auth_issuer: str | None, resource_url: str | None,
+                       profile: str | None, allow_unauthenticated: bool) -> None:
+    """Refuse a profile nobody configured and an open bind beyond this machine (unless allowed); warn of an allowed one."""
     from plexor.auth import load as load_auth
-    from plexor.transports import HttpOptions, bind_socket, is_loopback, serve_http
+    from plexor.transports import is_loopback
 
     try:
         auth, profiles = load_auth(kernel, issuer=auth_issuer, resource=resource_url)
@@ -161,12 +200,13 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
         )
     if not is_loopback(host) and not token and not oauth:
         click.echo(f"warning: serving on {host} without a token: anyone who can reach it can call every tool", err=True)
-    opts = HttpOptions(host=host, port=port, token=token, stateless=stateless, transport=transport,
-                       allowed_origins=list(allow_origins) + _csv_env("PLEXOR_ALLOWED_ORIGINS"),
-                       allowed_hosts=list(allow_hosts) + _csv_env("PLEXOR_ALLOWED_HOSTS"),
-                       max_body_bytes=max_body, request_timeout=request_timeout, grace=grace, workers=workers,
-                       json_response=json_response, header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections,
-                       auth_issuer=auth_issuer, resource_url=resource_url, profile=profile)
+
+
+def _serve_http(kernel: Kernel, opts: HttpOptions, registry: str | None) -> None:
+    """Bind (exit 2 when the port cannot be had), say where, and serve until a signal."""
+    from plexor.transports import bind_socket, serve_http
+
+    host, port, transport, workers = opts.host, opts.port, opts.transport, opts.workers
     try:
         sock = bind_socket(host, port)
     except OSError as exc:

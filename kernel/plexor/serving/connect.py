@@ -210,50 +210,23 @@ async def relay_asking(ctx: Any, params: Any, send: Any, *, tool: bool) -> Any:
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
 
-    from plexor.asking import (
-        MISSING_REQUIRED_CLIENT_CAPABILITY,
-        AskError,
-        Exchange,
-        can_answer,
-        client_capabilities,
-        covers,
-        missing_capability,
-        question_from_wire,
-    )
+    from plexor.asking import AskError
     from plexor.errors import PlexorError
 
     modern = stateless_era(ctx)
-    responses, state = params.input_responses, params.request_state
     rounds = 0
     try:
-        try:
-            result = await send(responses, state)
-        except MCPError as exc:  # the daemon says the end client lacks a capability: as `plexor serve` would
-            if exc.error.code != MISSING_REQUIRED_CLIENT_CAPABILITY:
-                raise
-            data = exc.error.data if isinstance(exc.error.data, dict) else {}
-            raise AskError(exc.error.message.split("\n", 1)[0], str(data.get("guidance") or ""), rpc_code=exc.error.code,
-                           data={k: v for k, v in data.items() if k != "guidance"}) from None
+        result = await _first_answer(send, params.input_responses, params.request_state)
         while isinstance(result, types.InputRequiredResult):
             wire = {k: r.model_dump(by_alias=True, mode="json", exclude_none=True) for k, r in (result.input_requests or {}).items()}
             if modern:
-                caps = client_capabilities(ctx.session)
-                for key, request in wire.items():
-                    if not can_answer(caps, request["method"]):
-                        raise missing_capability(key, request["method"])
-                    question = question_from_wire(request)
-                    if not covers(caps, question):  # URL-mode elicitation, sampling with tools
-                        raise missing_capability(key, request["method"], question)
+                _check_answerable(ctx, wire)
                 return result
             rounds += 1
             if rounds > MAX_ASK_ROUNDS:
                 raise PlexorError(f"the call asked more than {MAX_ASK_ROUNDS} rounds of questions",
                                   "Answer fewer follow-ups, or use a 2026-07-28 client, which drives the rounds itself.")
-            exchange = Exchange(capabilities=lambda: client_capabilities(ctx.session), session=ctx.session,
-                                request_id=ctx.request_id)
-            answers = await exchange.ask({k: question_from_wire(r) for k, r in wire.items()})
-            typed = {k: _typed_answer(types, v) for k, v in answers.items()}
-            result = await send(typed, result.request_state)
+            result = await send(await _ask_end_client(ctx, wire), result.request_state)
     except AskError as err:
         if modern or not tool:
             raise MCPError(err.rpc_code, err.render(), {**err.data, "guidance": err.guidance}) from None
@@ -265,6 +238,48 @@ async def relay_asking(ctx: Any, params: Any, send: Any, *, tool: bool) -> Any:
     return result
 
 
+async def _first_answer(send: Any, responses: Any, state: Any) -> Any:
+    """The daemon's answer to the request as the end client sent it; its refusal for a capability the end
+    client lacks becomes the ``AskError`` that ``plexor serve`` would raise."""
+    from mcp.shared.exceptions import MCPError
+
+    from plexor.asking import MISSING_REQUIRED_CLIENT_CAPABILITY, AskError
+
+    try:
+        return await send(responses, state)
+    except MCPError as exc:
+        if exc.error.code != MISSING_REQUIRED_CLIENT_CAPABILITY:
+            raise
+        data = exc.error.data if isinstance(exc.error.data, dict) else {}
+        raise AskError(exc.error.message.split("\n", 1)[0], str(data.get("guidance") or ""), rpc_code=exc.error.code,
+                       data={k: v for k, v in data.items() if k != "guidance"}) from None
+
+
+def _check_answerable(ctx: Any, wire: dict[str, Any]) -> None:
+    """Refuse (``AskError``) questions a 2026-07-28 end client did not declare it can answer."""
+    from plexor.asking import can_answer, client_capabilities, covers, missing_capability, question_from_wire
+
+    caps = client_capabilities(ctx.session)
+    for key, request in wire.items():
+        if not can_answer(caps, request["method"]):
+            raise missing_capability(key, request["method"])
+        question = question_from_wire(request)
+        if not covers(caps, question):  # URL-mode elicitation, sampling with tools
+            raise missing_capability(key, request["method"], question)
+
+
+async def _ask_end_client(ctx: Any, wire: dict[str, Any]) -> dict[str, Any]:
+    """One round of questions asked of an older end client over its own session; its answers, typed for upstream."""
+    import mcp_types as types
+
+    from plexor.asking import Exchange, client_capabilities, question_from_wire
+
+    exchange = Exchange(capabilities=lambda: client_capabilities(ctx.session), session=ctx.session,
+                        request_id=ctx.request_id)
+    answers = await exchange.ask({k: question_from_wire(r) for k, r in wire.items()})
+    return {k: _typed_answer(types, v) for k, v in answers.items()}
+
+
 def _typed_answer(types: Any, answer: dict[str, Any]) -> Any:
     from pydantic import TypeAdapter
 
@@ -274,7 +289,6 @@ def _typed_answer(types: Any, answer: dict[str, Any]) -> Any:
 async def run_connect(environ: dict[str, str] | None = None, *, profile: str | None = None) -> None:
     """Serve MCP on stdin/stdout, relaying every request to the shared daemon (as tool ``profile``, if given)."""
     import anyio
-    import mcp_types as types
     from mcp.server.lowlevel import NotificationOptions, Server
 
     from plexor.log import get_logger
@@ -284,6 +298,24 @@ async def run_connect(environ: dict[str, str] | None = None, *, profile: str | N
     log = get_logger("plexor.connect")
     up = _Upstream(env, log, profile)
     up._lock = anyio.Lock()
+    server: Server[Any] = Server(
+        "plexor", version=__version__, title="Plexor (shared daemon)",
+        instructions="Relays to the shared Plexor daemon. Call plexor_health to see which process answers.",
+        **_relay_handlers(up),
+    )
+    async with anyio.create_task_group() as tg:
+        up._tg = tg
+        await up.connect()  # start (or find) the daemon before answering the handshake
+        async with stdio_streams(log) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream,
+                             server.create_initialization_options(NotificationOptions(tools_changed=True)))
+        up.close()
+        tg.cancel_scope.cancel()
+
+
+def _relay_handlers(up: _Upstream) -> dict[str, Any]:
+    """The relay's request handlers, as the SDK ``Server``'s ``on_*`` arguments: each passes its request upstream."""
+    import mcp_types as types
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return await up.request(lambda c: c.list_tools(cursor=params.cursor if params else None))
@@ -328,18 +360,6 @@ async def run_connect(environ: dict[str, str] | None = None, *, profile: str | N
     async def complete(ctx: Any, params: types.CompleteRequestParams) -> Any:
         return await up.request(lambda c: c.complete(params.ref, {"name": params.argument.name, "value": params.argument.value}))
 
-    server: Server[Any] = Server(
-        "plexor", version=__version__, title="Plexor (shared daemon)",
-        instructions="Relays to the shared Plexor daemon. Call plexor_health to see which process answers.",
-        on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
-        on_list_resource_templates=list_templates, on_read_resource=read_resource,
-        on_list_prompts=list_prompts, on_get_prompt=get_prompt, on_completion=complete,
-    )
-    async with anyio.create_task_group() as tg:
-        up._tg = tg
-        await up.connect()  # start (or find) the daemon before answering the handshake
-        async with stdio_streams(log) as (read_stream, write_stream):
-            await server.run(read_stream, write_stream,
-                             server.create_initialization_options(NotificationOptions(tools_changed=True)))
-        up.close()
-        tg.cancel_scope.cancel()
+    return {"on_list_tools": list_tools, "on_call_tool": call_tool, "on_list_resources": list_resources,
+            "on_list_resource_templates": list_templates, "on_read_resource": read_resource,
+            "on_list_prompts": list_prompts, "on_get_prompt": get_prompt, "on_completion": complete}

@@ -12,74 +12,27 @@ keeps a bounded in-memory event store, so a client whose SSE stream drops can re
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import signal
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-from mcp.server.streamable_http import EventStore  # already loaded by mcp.server.lowlevel
 
 from plexor.core.kernel import Kernel, State
 from plexor.serving.features import CallerPrincipal, refuse_unguarded
 from plexor.serving.guard import default_allow_lists
-from plexor.serving.stdio import _freeze_heap
+from plexor.serving.http_apps import Lifespan, kernel_routes, sse_app, streamable_app
+from plexor.serving.http_options import HttpOptions
 from plexor.serving.watchdog import Watchdog
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from starlette.types import ASGIApp
+
     from plexor.extending import ServerSetup
 
-__all__ = ["HttpOptions", "bind_socket", "build_http_app", "serve_http", "worker_app"]
+__all__ = ["bind_socket", "build_http_app", "serve_http", "worker_app"]
 
 OPTIONS_ENV = "PLEXOR_HTTP_OPTIONS"  # how `--workers` hands the options to each worker process
-
-
-@dataclass
-class HttpOptions:
-    host: str = "127.0.0.1"
-    port: int = 8765
-    token: str | None = None
-    stateless: bool = False
-    transport: str = "http"  # "http" (Streamable HTTP) or "sse"
-    allowed_hosts: list[str] = field(default_factory=list)
-    allowed_origins: list[str] = field(default_factory=list)
-    max_body_bytes: int = 4 * 1024 * 1024
-    request_timeout: float = 300.0  # one MCP request (e.g. a tool call) may run this long
-    grace: float = 30.0  # on SIGTERM, in-flight calls get this long to finish
-    json_response: bool = False
-    workers: int = 1
-    sse_retry_ms: int = 1000  # the reconnect delay suggested to clients on resumable SSE streams
-    event_history: int = 2000  # events kept for Last-Event-ID resumption (all streams together)
-    header_timeout: float = 10.0  # a request's headers must arrive within this many seconds
-    body_timeout: float = 60.0  # and its body within this many seconds of the headers
-    max_connections: int = 0  # open connections at most; 0: three quarters of the file descriptor limit
-    auth_issuer: str | None = None  # OAuth: overrides [plexor.auth] issuer (plexor.auth)
-    resource_url: str | None = None  # OAuth: overrides [plexor.auth] resource
-    profile: str | None = None  # the tool profile of connections that name none
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
-
-    @classmethod
-    def from_json(cls, raw: str) -> HttpOptions:
-        return cls(**json.loads(raw))
-
-
-def _event_store(setup: ServerSetup) -> EventStore:
-    """Stateful Streamable HTTP's event store: a plugin's (the ``bus`` plugin's, shared through the kernel's
-    database), else this process's memory."""
-    from plexor.limits import value
-    from plexor.state.memory_events import MemoryEventStore
-
-    store = setup.kernel.pm.hook.plexor_event_store(setup=setup)
-    if store is not None:
-        return store
-    environ = setup.kernel.environ
-    return MemoryEventStore(setup.options.event_history, int(value("event_store_session_bytes", environ)),
-                            int(value("event_store_bytes", environ)))
 
 
 def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> Callable[..., Any]:
@@ -126,16 +79,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     file then); ``on_stop`` when serving ends. Every route is behind the Host/Origin
     guard and, with a token, the bearer check.
     """
-    import contextlib
-
-    from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Mount, Route
-
     from plexor.server import build_server
-    from plexor.serving.guard import AnswerIds, BearerAuth, HostOriginGuard, TrimMcpHeaders
 
     if kernel.state == State.CREATED:
         kernel.load()
@@ -147,130 +91,20 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
 
     limit_runs(kernel, opts.request_timeout)  # tasks obey the same run-time limit (plexor.tasks.bounds)
     server.path.add("timeout", _timeout_middleware(opts.request_timeout, kernel))
-    # plugins' routes (the telemetry plugin's /metrics, ...), beside /healthz and the card
-    observing = [route for routes in kernel.pm.hook.plexor_routes(setup=setup) for route in routes or ()]
-    # Host and Origin are checked by HostOriginGuard (exact matches, every route); the SDK keeps its Content-Type check.
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-
-    async def started() -> None:
-        import asyncio
-
-        from plexor.serving.protocol import install_accept_log
-
-        install_accept_log(asyncio.get_running_loop(), kernel.log)
-        await kernel.start()
-        backend = kernel.pm.hook.plexor_notifier_backend(setup=setup)  # the bus plugin, when processes share data
-        if backend is not None:
-            from plexor.state.bus import install
-
-            install(kernel.notifier, backend)
-            await kernel.notifier.start()
-        _freeze_heap()
-        if on_ready is not None:
-            on_ready()
-
-    async def stopped() -> None:
-        try:
-            await kernel.stop(opts.grace)
-            await kernel.notifier.close()
-        finally:
-            if on_stop is not None:
-                on_stop()
-
-    async def healthz(request: Request) -> Response:
-        # 503 unless ready (starting, draining after SIGTERM, stopped): a balancer's health check then
-        # sends new requests elsewhere while calls in flight here finish.
-        return JSONResponse(kernel.health(), status_code=200 if kernel.state == State.READY else 503)
-
-    async def card(request: Request) -> Response:  # /.well-known/mcp/server-card.json (plexor.serving.card)
-        from plexor.serving.card import server_card
-
-        return JSONResponse(server_card(kernel, server, str(request.base_url), transport=opts.transport,
-                                        stateless=opts.stateless, access=request.scope.get("plexor.access")))
-
+    routes = kernel_routes(setup, opts)
+    lifespan = Lifespan(setup, opts.grace, on_ready, on_stop)
     if opts.transport == "sse":
-        from mcp.server.sse import SseServerTransport
-
-        from plexor.serving.sse import AnsweringSse
-
-        sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=opts.max_body_bytes)
-        answering = AnsweringSse(sse, opts.max_body_bytes)  # unparsable posts answered on the stream, with their id
-
-        from plexor.limits import principal, refuse, value
-        from plexor.serving.bounds import PerCaller
-
-        streams_of = PerCaller(int(value("sse_per_caller", kernel.environ)))  # so one client cannot hold every connection
-
-        async def handle_sse(request: Request) -> Response:
-            who = principal(request.scope)
-            if not streams_of.take(who):
-                message = refuse("sse_per_caller", streams_of.limit, "this client already has that many SSE connections "
-                                 "open", "close one first")
-                return JSONResponse({"error": "too_many_connections", "message": message}, status_code=429,
-                                    headers={"Retry-After": "1"})
-            try:
-                async with answering.connect(request.scope, request.receive, request._send) as streams:
-                    await server.run(streams[0], streams[1], server.create_initialization_options())
-            finally:
-                streams_of.give_back(who)
-            return Response()
-
-        @contextlib.asynccontextmanager
-        async def sse_lifespan(app: Any) -> Any:
-            await started()
-            try:
-                yield
-            finally:
-                await stopped()
-
-        app: Any = Starlette(routes=[
-            Route("/healthz", healthz), *observing, Route("/.well-known/mcp/server-card.json", card),
-            Route("/sse", handle_sse, methods=["GET"]),
-            Mount("/messages/", app=answering.post),
-        ], lifespan=sse_lifespan)
+        app = sse_app(server, opts, routes, lifespan)
     else:
-        from plexor.limits import value
+        app = streamable_app(server, opts, routes, lifespan)
+    return _guarded(app, setup, opts)
 
-        event_store = None if opts.stateless else _event_store(setup)
-        inner = server.streamable_http_app(
-            streamable_http_path="/mcp",
-            stateless_http=opts.stateless,
-            json_response=opts.json_response,
-            event_store=event_store,
-            retry_interval=opts.sse_retry_ms,
-            transport_security=security,
-            host=opts.host,
-            max_request_body_size=opts.max_body_bytes,
-            session_idle_timeout=value("session_idle_seconds", kernel.environ),
-            custom_starlette_routes=[Route("/healthz", healthz), *observing,
-                                     Route("/.well-known/mcp/server-card.json", card)],
-        )
-        manager_lifespan = inner.router.lifespan_context
 
-        @contextlib.asynccontextmanager
-        async def http_lifespan(app: Any) -> Any:
-            await started()
-            try:
-                async with manager_lifespan(app):
-                    yield
-            finally:
-                await stopped()
+def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions) -> ASGIApp:
+    """``app`` inside the ASGI guards, innermost first; the outermost (Host/Origin) is returned."""
+    from plexor.serving.guard import AnswerIds, BearerAuth, HostOriginGuard
 
-        inner.router.lifespan_context = http_lifespan
-        app = TrimMcpHeaders(inner)
-        from plexor.state.events import ForgetOnDelete, ResumeAnywhere, SessionBinding, SharedEventStore, watch_sessions
-        from plexor.state.memory_events import MemoryEventStore
-
-        manager = getattr(server, "_session_manager", None)
-        sessions = watch_sessions(manager, event_store) if event_store is not None else {}  # an ended one's events go
-        if isinstance(event_store, SharedEventStore):  # a stream may be resumed through any process
-            app = ResumeAnywhere(app, event_store, sessions.__contains__, retry_ms=opts.sse_retry_ms)
-        elif isinstance(event_store, MemoryEventStore):
-            event_store.holds = sessions.__contains__  # and any session missed, with the next event written
-        if event_store is not None:
-            from plexor.serving.sessions import limit_sessions
-
-            app = SessionBinding(ForgetOnDelete(limit_sessions(app, sessions, kernel.environ), event_store))
+    kernel = setup.kernel
     app = AnswerIds(app)
     if opts.transport != "sse":  # legacy SSE answers on the event stream (plexor.serving.sse), and its parser refuses
         from plexor.serving.bounds import NestingLimit

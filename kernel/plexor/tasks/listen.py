@@ -276,13 +276,7 @@ class Listen:
         self._watched.update(asked)
         sent: dict[str, tuple[float, str, str]] = {}
         try:
-            snapshots: list[TaskChanged] = []
-            if requested_ids:
-                tasks = self._tasks()
-                for task_id in requested_ids:
-                    row = await tasks.read(task_id)
-                    if row is not None and row.owner == owner and not row.expired():
-                        snapshots.append(TaskChanged(row.task_id, row.owner, row.updated_at, detailed(row)))
+            snapshots = await self._snapshots(requested_ids or [], owner)
             honored = _honored(params.notifications, [s.task_id for s in snapshots] or None)
             await ctx.session.send_notification(
                 types.SubscriptionsAcknowledgedNotification(
@@ -302,14 +296,29 @@ class Listen:
                 unsubscribe()
             except Exception:  # noqa: BLE001 - the stream's own cleanup must go on
                 logger.exception("bus unsubscribe raised; continuing stream cleanup")
-            self._watched.subtract(asked)
-            for task_id in asked:
-                if self._watched.get(task_id, 0) <= 0:
-                    self._watched.pop(task_id, None)
+            self._unwatch(asked)
             self._streams.discard(send)
             send.close()
             recv.close()
         return types.SubscriptionsListenResult(_meta=meta)
+
+    async def _snapshots(self, requested_ids: list[str], owner: str) -> list[TaskChanged]:
+        """The requested tasks as they are now: those of ``owner`` that exist and have not expired."""
+        snapshots: list[TaskChanged] = []
+        if requested_ids:
+            tasks = self._tasks()
+            for task_id in requested_ids:
+                row = await tasks.read(task_id)
+                if row is not None and row.owner == owner and not row.expired():
+                    snapshots.append(TaskChanged(row.task_id, row.owner, row.updated_at, detailed(row)))
+        return snapshots
+
+    def _unwatch(self, asked: frozenset[str]) -> None:
+        """A stream that asked for ``asked`` has ended: tasks no other stream watches are watched no more."""
+        self._watched.subtract(asked)
+        for task_id in asked:
+            if self._watched.get(task_id, 0) <= 0:
+                self._watched.pop(task_id, None)
 
     @staticmethod
     async def _send_task(ctx: Any, changed: TaskChanged, meta: dict[str, Any], sent: dict[str, tuple[float, str, str]]) -> None:
