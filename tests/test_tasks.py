@@ -22,7 +22,7 @@ from pydantic import TypeAdapter
 
 from plexor import AskError, Context, Elicit, Result
 from plexor.core.kernel import Kernel
-from plexor.server import build_server
+from plexor.serving.server import build_server
 from plexor.tasks import TASKS_EXTENSION, tasks_of
 from plexor.tasks.client import TasksClient, task_request
 

@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from plexor import Context, Elicit, Result
 from plexor.core.kernel import Kernel
-from plexor.server import build_server
+from plexor.serving.server import build_server
 from plexor.tasks.client import TasksClient, listen_tasks, task_request
 
 pytestmark = pytest.mark.anyio

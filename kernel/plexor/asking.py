@@ -20,7 +20,7 @@ plugin never sees the difference:
   ``requestState`` it was given. The function runs again from the top; this
   time ``ctx.ask`` returns the answers. Answers given in earlier rounds, the
   round number and :attr:`Context.state` ride in ``requestState``, which the
-  server encrypts and binds to the request (see :mod:`plexor.server`), so a
+  server encrypts and binds to the request (see :mod:`plexor.serving.server`), so a
   client cannot forge or alter them.
 * **2025-11-25 and earlier**: each question is sent as a server-to-client
   request while the call waits, and ``ctx.ask`` returns when the client answers.

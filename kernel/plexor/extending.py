@@ -72,7 +72,7 @@ class ServerSetup:
     """The server being built, as every server-extension hook sees it.
 
     :ivar kernel: the kernel (loaded over HTTP; under stdio it may load after the handshake).
-    :ivar server: the SDK's low-level server (``plexor.server.PlexorServer``).
+    :ivar server: the SDK's low-level server (``plexor.serving.server.PlexorServer``).
     :ivar transport: ``"stdio"``, ``"http"`` or ``"sse"``.
     :ivar options: the HTTP options (``plexor.serving.http.HttpOptions``); ``None`` under stdio.
     :ivar profile: the tool profile of the stdio client (``serve --profile``), else ``None``.

@@ -124,8 +124,8 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Mount, Route
 
-    from plexor.server import build_server
     from plexor.serving.guard import AnswerIds, BearerAuth, HostOriginGuard, TrimMcpHeaders
+    from plexor.serving.server import build_server
 
     if kernel.state == State.CREATED:
         kernel.load()
