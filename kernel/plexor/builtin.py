@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from plexor import Context, NotFound, hookimpl
+from plexor.context import Context
+from plexor.errors import NotFound
+from plexor.hookspecs import hookimpl
 
 PLEXOR_NAMESPACE = "plexor"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from plexor import __version__, plugin_commands
+from plexor import plugin_commands
 from plexor.core.config import LOG_LEVELS
 from plexor.plugin_commands import (
     PluginGroup,
@@ -24,6 +24,7 @@ from plexor.plugin_commands import (
     _report,
     _usage_error,
 )
+from plexor.version import __version__
 
 __all__ = ["main", "run_kernel"]
 

@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from plexor import __version__
+from plexor.version import __version__
 
 __all__ = ["DaemonError", "daemon_health", "ensure_daemon", "plugin_selection", "read_registry", "registry_path",
            "run_connect", "start_daemon", "stop_daemon", "write_registry"]

@@ -84,7 +84,7 @@ def _mtime(path: str) -> int:
 
 def help_key(environ: Mapping[str, str], prog: str, data_dir: str, config_file: str) -> str:
     """Everything the root help text depends on, as one line."""
-    from plexor import __version__
+    from plexor.version import __version__
 
     here = os.path.dirname(os.path.abspath(__file__))
     parts = (

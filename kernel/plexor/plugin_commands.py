@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from plexor import __version__
+from plexor.version import __version__
 
 __all__ = ["CORE_COMMANDS", "PluginGroup"]
 

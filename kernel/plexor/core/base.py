@@ -189,8 +189,8 @@ class KernelBase(_Machine):
 
     # ------------------------------------------------------------------- health
     def health(self) -> dict[str, Any]:
-        from plexor import __version__
         from plexor.schema import schema_hash
+        from plexor.version import __version__
 
         return {
             "kernel": {"state": self.state.value, "version": __version__, "pid": self.pid,

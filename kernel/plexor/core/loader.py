@@ -70,8 +70,8 @@ class Loader(KernelBase):
 
     def load(self) -> Self:
         """Discover, import and register every plugin (state ``loading``); never raises for one plugin."""
-        from plexor import __version__
         from plexor.core.records import PluginRecord, State
+        from plexor.version import __version__
 
         self._move(State.LOADING)
         self.warnings: list[str] = []  # for people: the CLI prints them as plain lines

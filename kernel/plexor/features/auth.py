@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from plexor import hookimpl
+from plexor.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.core.kernel import Kernel

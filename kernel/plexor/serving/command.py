@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from plexor import __version__
 from plexor.core.config import LOG_LEVELS
+from plexor.version import __version__
 
 __all__ = ["serve"]
 

@@ -13,8 +13,8 @@ import functools
 import os
 from typing import Any
 
-from plexor import __version__
 from plexor.daemon import DaemonError, ensure_daemon
+from plexor.version import __version__
 
 __all__ = ["relay_asking", "run_connect"]
 

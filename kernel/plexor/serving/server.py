@@ -21,7 +21,6 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from plexor import __version__
 from plexor.asking import AskError, InputRequired
 from plexor.core.kernel import Kernel
 from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
@@ -37,6 +36,7 @@ from plexor.serving.asked import (
 from plexor.serving.boot import Boot
 from plexor.serving.lists import saw, unseen_change
 from plexor.serving.session import check_order, explain_params
+from plexor.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.extending import ServerSetup

@@ -79,7 +79,7 @@ def from_environ(kernel: KernelBase) -> Telemetry:
     except ImportError as exc:
         raise ConfigError(f"{SWITCH}={environ.get(SWITCH)!r} but the OpenTelemetry SDK is not installed ({exc.name})",
                           f"Install it with: pip install 'plexor[otel]'; or unset {SWITCH}.") from None
-    from plexor import __version__
+    from plexor.version import __version__
 
     resource = Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME") or "plexor",
                                 "service.version": __version__})

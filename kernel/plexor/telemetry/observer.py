@@ -55,7 +55,7 @@ class Telemetry:
         from opentelemetry import context, trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
-        from plexor import __version__
+        from plexor.version import __version__
 
         self.kernel = kernel
         self.registry = registry
