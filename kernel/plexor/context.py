@@ -6,7 +6,8 @@ passes one in; it never appears in the input schema.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -17,7 +18,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 T = TypeVar("T")
 
-__all__ = ["Context"]
+__all__ = ["DETACHER", "Context"]
+
+#: How the call running in this context becomes a task (:meth:`Context.detach`), or ``None`` when it
+#: cannot: set around a ``detach="manual"`` call by the feature that runs tasks (``plexor.tasks``),
+#: so the kernel needs no knowledge of tasks.
+DETACHER: ContextVar[Callable[[Context, str | None], Awaitable[bool]] | None] = ContextVar(
+    "plexor_detacher", default=None)
 
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -197,9 +204,16 @@ class Context:
         False (and does nothing) when the call is not one that may become a task: the client did not
         ask for one, the tool is not registered so, or it already is one.
         """
-        from plexor.tasks.runner import detach
+        detacher = DETACHER.get()
+        return False if detacher is None else await detacher(self, message)
 
-        return await detach(self, message)
+    def continue_in(self, session: Any, exchange: Any) -> None:
+        """Go on with this call on another channel: progress and logs go to ``session``, questions through
+        ``exchange``, and the request's progress token is dropped. The tasks feature calls it when a
+        call becomes a task (:meth:`detach`); a tool never needs it."""
+        self._session = session
+        self._exchange = exchange
+        self._progress_token = None
 
     async def close_stream(self) -> bool:
         """Close this call's SSE stream now, on Streamable HTTP with resumability; the client

@@ -13,12 +13,12 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from plexor.asking import AskError, Exchange, InputRequired, client_capabilities
+from plexor.asking import AskError, Exchange, InputRequired, client_capabilities, stateless_era
 from plexor.core.kernel import Kernel
 from plexor.errors import PlexorError
 
-__all__ = ["BAD_STATE", "asked", "check_input_responses", "exchange_of", "progress_token", "stateless_era",
-           "state_key", "state_keys"]
+__all__ = ["BAD_STATE", "asked", "check_input_responses", "exchange_of", "progress_token", "state_key",
+           "state_keys"]
 
 
 BAD_STATE = (
@@ -110,11 +110,6 @@ def _response_adapter() -> Any:
     from pydantic import TypeAdapter
 
     return TypeAdapter(types.InputResponse)
-
-
-def stateless_era(ctx: Any) -> bool:
-    version = getattr(ctx, "protocol_version", None) or ""
-    return version >= "2026-07-28"
 
 
 def progress_token(meta: Any) -> Any:

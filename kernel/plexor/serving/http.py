@@ -183,8 +183,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=opts.max_body_bytes)
         answering = AnsweringSse(sse, opts.max_body_bytes)  # unparsable posts answered on the stream, with their id
 
-        from plexor.limits import principal, refuse, value
-        from plexor.serving.bounds import PerCaller
+        from plexor.limits import PerCaller, principal, refuse, value
 
         streams_of = PerCaller(int(value("sse_per_caller", kernel.environ)))  # so one client cannot hold every connection
 

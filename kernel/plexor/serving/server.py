@@ -21,7 +21,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from plexor.asking import AskError, InputRequired
+from plexor.asking import AskError, InputRequired, stateless_era
 from plexor.core.kernel import Kernel
 from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
 from plexor.serving.asked import (
@@ -31,7 +31,6 @@ from plexor.serving.asked import (
     exchange_of,
     progress_token,
     state_keys,
-    stateless_era,
 )
 from plexor.serving.boot import Boot
 from plexor.serving.lists import saw, unseen_change

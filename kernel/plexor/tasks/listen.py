@@ -117,8 +117,7 @@ class Listen:
     """
 
     def __init__(self, bus: Any, kernel: Kernel, *, max_subscriptions: int | None = None, max_buffered_events: int = 1024) -> None:
-        from plexor.limits import value
-        from plexor.serving.bounds import PerCaller
+        from plexor.limits import PerCaller, value
 
         self._bus = bus
         self._kernel = kernel

@@ -25,7 +25,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict, Field
 
-from plexor.serving.asked import stateless_era
+from plexor.asking import stateless_era
 from plexor.tasks.runner import Tasks, tasks_of
 from plexor.tasks.store import TaskRow, iso
 
@@ -221,7 +221,8 @@ class TaskProtocol:
 
     async def _detachable(self, ctx: Any, call_next: Any, create: Any, modern: bool) -> Any:
         """Run the call as an ordinary request until it finishes (its answer) or calls ``ctx.detach()`` (a task)."""
-        from plexor.tasks.runner import DETACHABLE, Detachable
+        from plexor.context import DETACHER
+        from plexor.tasks.runner import Detachable
 
         tasks = self.tasks
         hook = Detachable(tasks, create)
@@ -238,11 +239,11 @@ class TaskProtocol:
                 if hook.row is not None:
                     await self._settle_detached(hook.row.task_id, outcome)
 
-        token = DETACHABLE.set(hook)
+        token = DETACHER.set(hook)
         try:
             runner = asyncio.get_running_loop().create_task(run())  # the context (and the hook) is copied
         finally:
-            DETACHABLE.reset(token)
+            DETACHER.reset(token)
         waiters = [asyncio.ensure_future(finished.wait()), asyncio.ensure_future(hook.detached.wait())]
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
