@@ -18,6 +18,7 @@ from plexor.core.config import Paths, paths
 from plexor.core.records import PluginRecord, State, _Machine
 from plexor.core.registry import Registry
 from plexor.errors import ConfigError, PlexorError
+from plexor.handle import Gauges
 
 __all__ = ["KernelBase"]
 
@@ -65,12 +66,11 @@ class KernelBase(_Machine):
         self.notifier = Notifier()
         self._pm: Any = None
         # plexor.telemetry.Telemetry when PLEXOR_OTEL is on; Pipeline.run's only cost when off is checking it.
+        # Set by the server it serves in when PLEXOR_OTEL is on (plexor.telemetry.for_kernel); the kernel
+        # never imports telemetry.
         self.telemetry: Any = None
-        if (self.environ.get("PLEXOR_OTEL", "").strip().lower() not in ("", "0", "false", "no", "off")
-                and "telemetry" not in [n.strip() for n in self.environ.get("PLEXOR_DISABLE", "").split(",")]):
-            from plexor.telemetry import from_environ
-
-            self.telemetry = from_environ(self)
+        #: Every gauge the plugins declared (PluginHandle.gauge); telemetry follows them.
+        self.gauges = Gauges()
         from plexor.log import configure, get_logger
 
         if "PLEXOR_LOG_LEVEL" in self.environ:
@@ -186,6 +186,11 @@ class KernelBase(_Machine):
                                  ("prompts", reg.prompts)):
                 if offers:
                     self._notify(kind)
+
+    @property
+    def inflight(self) -> int:
+        """Requests in the pipeline now."""
+        return self._inflight
 
     # ------------------------------------------------------------------- health
     def health(self) -> dict[str, Any]:

@@ -163,9 +163,8 @@ class Loader(KernelBase):
             migrate(db, rec.name, rec.registry.models, rec.registry.migrations)
             return db
 
-        rec.handle = PluginHandle(rec, open_database)
-        rec.handle._telemetry = self.telemetry  # plugins' gauges reach the exporters (None when off)
-        rec.handle._notifier = self.notifier  # resource_updated() publishes through the kernel's notifier
+        # gauges: telemetry follows the kernel's; resource_updated() publishes through the kernel's notifier
+        rec.handle = PluginHandle(rec, open_database, gauges=self.gauges, notifier=self.notifier)
         rec.on_move = self._plugin_moved
 
     def _discover(self) -> list[PluginRecord]:

@@ -93,6 +93,9 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
 
     try:
         kernel = Kernel()
+        from plexor.telemetry import for_kernel
+
+        kernel.telemetry = for_kernel(kernel)  # PLEXOR_OTEL without the SDK is a usage error now, not later
         from plexor.state.keys import configured_keys
 
         configured_keys(kernel.environ)  # a bad PLEXOR_STATE_KEY* is a usage error now, not a failed request later

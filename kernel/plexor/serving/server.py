@@ -544,6 +544,10 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
 
     from plexor.tasks.listen import Listen
 
+    if kernel.telemetry is None:  # PLEXOR_OTEL: the kernel's pipeline observes through it from now on
+        from plexor.telemetry import for_kernel
+
+        kernel.telemetry = for_kernel(kernel)
     h = Handlers(kernel, page_size or kernel.page_size, boot)
     listen = Listen(h.bus, kernel)  # the SDK's listen contract, plus the tasks extension's taskIds
     h.task_events = listen.on_task_event

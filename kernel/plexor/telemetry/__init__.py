@@ -2,7 +2,8 @@
 
 The kernel's pipeline (:meth:`plexor.core.pipeline.Pipeline.run`) checks one attribute,
 ``kernel.telemetry``; it is ``None`` unless ``PLEXOR_OTEL`` is set, and then it is a
-:class:`Telemetry` built by :func:`from_environ`. Nothing here imports OpenTelemetry at
+:class:`Telemetry` that the server sets when it is built (:func:`for_kernel`); the kernel
+never imports this package. Nothing here imports OpenTelemetry at
 module level: ``import plexor.telemetry`` is as cheap as the stdlib, and the SDK (the
 ``plexor[otel]`` extra) is imported only when telemetry is switched on.
 
@@ -35,10 +36,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from plexor.core.base import KernelBase
 
-from plexor.telemetry.metrics import _NOOP, _OFF, RECORD_ARGUMENTS, SWITCH, PluginGauge, _active
+from plexor.telemetry.metrics import _NOOP, _OFF, RECORD_ARGUMENTS, SWITCH, _active
 from plexor.telemetry.observer import Telemetry
 
-__all__ = ["SWITCH", "PluginGauge", "Telemetry", "from_environ", "http_trace_context", "metrics_route", "span"]
+__all__ = ["SWITCH", "Telemetry", "for_kernel", "from_environ", "http_trace_context", "metrics_route", "span"]
 
 
 def span(name: str, *, kind: str = "client", **attributes: Any) -> contextlib.AbstractContextManager[Any]:
@@ -58,6 +59,16 @@ def span(name: str, *, kind: str = "client", **attributes: Any) -> contextlib.Ab
     if target is None:  # off, or outside a request
         return _NOOP
     return target.telemetry.child(name, kind, attributes, target)
+
+
+def for_kernel(kernel: KernelBase) -> Telemetry | None:
+    """The telemetry a server of ``kernel`` keeps (``kernel.telemetry``): ``None`` unless ``PLEXOR_OTEL`` is
+    on and ``PLEXOR_DISABLE`` does not name ``telemetry``. The server sets it when it is built."""
+    environ = kernel.environ
+    if environ.get(SWITCH, "").strip().lower() in _OFF or "telemetry" in [
+            name.strip() for name in environ.get("PLEXOR_DISABLE", "").split(",")]:
+        return None
+    return from_environ(kernel)
 
 
 def from_environ(kernel: KernelBase) -> Telemetry:

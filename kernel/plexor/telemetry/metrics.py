@@ -7,7 +7,7 @@ import contextlib
 import contextvars
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,48 +97,6 @@ class _Child:
         return None
 
 
-class PluginGauge:
-    """A gauge a plugin declared with :meth:`plexor.PluginHandle.gauge`: what to call it and how to read it.
-
-    ``read()`` returns a number, or (with ``labels``) a mapping from label values (a tuple, or a str
-    for one label) to numbers. It runs only when metrics are collected, never per request.
-    """
-
-    __slots__ = ("otel_name", "prometheus_name", "description", "read", "labels", "unit")
-
-    def __init__(self, namespace: str, name: str, description: str, read: Callable[[], Any],
-                 labels: tuple[str, ...], unit: str) -> None:
-        import re
-
-        if not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", name):
-            raise ValueError(f"gauge name {name!r} is not lower-case words joined by '.' or '_' "
-                             "(e.g. 'index.documents'); the plugin's namespace is prefixed for you")
-        for label in labels:
-            if not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", label) or label.startswith("__"):
-                raise ValueError(f"gauge {name!r}: label {label!r} is not lower-case words joined by '.' or '_'")
-        if not callable(read):
-            raise ValueError(f"gauge {name!r}: read must be a function that returns the value, got {read!r}")
-        self.otel_name = f"plexor.{namespace}.{name}"
-        self.prometheus_name = self.otel_name.replace(".", "_")
-        self.description, self.read, self.labels, self.unit = description, read, labels, unit
-
-    def values(self, log: Any) -> list[tuple[dict[str, str], float]] | None:
-        """``(labels, value)`` pairs from ``read()``; ``None`` (and a log line) when reading fails."""
-        try:
-            found = self.read()
-            if not self.labels:
-                return [({}, float(found))]
-            out = []
-            for key, value in dict(found).items():
-                values = (key,) if isinstance(key, str) else tuple(key)
-                if len(values) != len(self.labels):
-                    raise ValueError(f"{values!r} does not give one value for each label of {self.labels!r}")
-                out.append(({label: str(v) for label, v in zip(self.labels, values, strict=True)}, float(value)))
-            return out
-        except Exception as exc:  # noqa: BLE001 - a plugin's broken gauge must not break the scrape
-            log.warning("gauge_unreadable", gauge=self.otel_name, error=f"{type(exc).__name__}: {exc}")
-            return None
-
 
 class _Gauges:
     """A ``prometheus_client`` collector of the gauges, read when ``/metrics`` is scraped."""
@@ -150,7 +108,7 @@ class _Gauges:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        yield GaugeMetricFamily("plexor_requests_in_flight", IN_FLIGHT_HELP, value=self.kernel._inflight)
+        yield GaugeMetricFamily("plexor_requests_in_flight", IN_FLIGHT_HELP, value=self.kernel.inflight)
         plugins = GaugeMetricFamily("plexor_plugins", PLUGINS_HELP, labels=["plexor_plugin_name", "plexor_plugin_state"])
         records = list(self.kernel.records.values())
         for rec in records:
@@ -169,16 +127,15 @@ class _Gauges:
         for limit, count in sorted(REFUSALS.items()):
             refusals.add_metric([limit], count)
         yield refusals
-        for rec in records:
-            for gauge in list(rec.handle._gauges.values()) if rec.handle is not None else ():
-                values = gauge.values(self.kernel.log)
-                if values is None:  # logged; the rest of the scrape stands
-                    continue
-                family = GaugeMetricFamily(gauge.prometheus_name, gauge.description,
-                                           labels=[label.replace(".", "_") for label in gauge.labels])
-                for labels, value in values:
-                    family.add_metric(list(labels.values()), value)
-                yield family
+        for gauge in self.kernel.gauges.all():
+            values = gauge.values(self.kernel.log)
+            if values is None:  # logged; the rest of the scrape stands
+                continue
+            family = GaugeMetricFamily(gauge.prometheus_name, gauge.description,
+                                       labels=[label.replace(".", "_") for label in gauge.labels])
+            for labels, value in values:
+                family.add_metric(list(labels.values()), value)
+            yield family
 
     def describe(self) -> list[Any]:
         return []  # names are known only at collection: auto-describe would call collect() at registration

@@ -16,7 +16,6 @@ from plexor.telemetry.metrics import (
     SESSIONS_HELP,
     SPAN_HELP,
     SPAN_LABELS,
-    PluginGauge,
     _active,
     _arguments,
     _Child,
@@ -31,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from plexor.core.base import KernelBase
     from plexor.core.pipeline import Request
+    from plexor.handle import PluginGauge
 
 __all__ = ["Telemetry"]
 
@@ -97,12 +97,8 @@ class Telemetry:
                                              buckets=BUCKETS, registry=registry)
             registry.register(_Gauges(self))
         # Gauges plugins declared before this telemetry existed (a kernel switched on late, as in tests),
-        # and a line to this telemetry for those they declare later (PluginHandle.gauge).
-        for rec in list(kernel.records.values()):
-            if rec.handle is not None:
-                rec.handle._telemetry = self
-                for gauge in rec.handle._gauges.values():
-                    self.declare(gauge)
+        # and those they declare later (PluginHandle.gauge).
+        kernel.gauges.follow(self.declare)
 
     # -- the pipeline's hook --------------------------------------------------------
     async def observe(self, run: Callable[..., Awaitable[Any]], req: Request, plugin: str, *args: Any) -> Any:
@@ -246,7 +242,7 @@ class Telemetry:
     def _observe_in_flight(self, options: CallbackOptions) -> Iterator[Observation]:
         from opentelemetry.metrics import Observation
 
-        yield Observation(self.kernel._inflight)
+        yield Observation(self.kernel.inflight)
 
     def _observe_plugins(self, options: CallbackOptions) -> Iterator[Observation]:
         from opentelemetry.metrics import Observation
