@@ -5,12 +5,23 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.tasks.runner import Tasks
+    from plexor.tasks.store import TaskRow, TaskStore
 
 __all__ = ["check_new_task", "oversized", "release"]
+
+
+class Tasks(Protocol):
+    """What admission reads of :class:`plexor.tasks.runner.Tasks` (which imports this module)."""
+
+    kernel: Any
+    store: TaskStore
+    started: dict[str, TaskRow]
+    pending: dict[str, int]
+
+    async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any: ...
 
 
 async def check_new_task(tasks: Tasks, owner: str, arguments: dict[str, Any]) -> None:

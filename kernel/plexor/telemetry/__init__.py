@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from plexor.core.base import KernelBase
 
-from plexor.telemetry.metrics import _NOOP, _OFF, RECORD_ARGUMENTS, SWITCH, _active
-from plexor.telemetry.observer import Telemetry
+from plexor.telemetry.metrics import _NOOP, _OFF, RECORD_ARGUMENTS, SWITCH
+from plexor.telemetry.observer import Telemetry, _active
 
 __all__ = ["SWITCH", "Telemetry", "for_kernel", "from_environ", "http_trace_context", "metrics_route", "span"]
 
