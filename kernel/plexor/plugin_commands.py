@@ -43,14 +43,14 @@ class PluginGroup(click.Group):
         """The root help; a clean rendering is also saved for :mod:`plexor.launcher` to print next time."""
         text = super().get_help(ctx)
         if ctx.parent is None and self.environ is None:
-            from plexor import launcher
+            from plexor import help_cache
 
             # Saved only when the plugin commands listed are the cached ones: nothing warned on loading them.
-            if ctx.info_name == launcher.prog_name() and _load_help_cache(None) is not None:
+            if ctx.info_name == help_cache.prog_name() and _load_help_cache(None) is not None:
                 from plexor.core.config import paths
 
                 where = paths()
-                launcher.save_help(text + "\n", str(where.data_dir), str(where.config_file))
+                help_cache.save_help(text + "\n", str(where.data_dir), str(where.config_file))
         return text
 
     def _load_plugin_commands(self) -> dict[str, tuple[click.Command, str]]:

@@ -113,7 +113,7 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
             from plexor.core.config import check_log_level, load_config_file
 
             check_log_level(kernel.environ)
-            stdio_profile = _stdio_profile(load_config_file(kernel.paths.config_file), profile, kernel.paths.config_file)
+            stdio_profile = profile_for_stdio(load_config_file(kernel.paths.config_file), profile, kernel.paths.config_file)
         else:
             with _stdout_to_stderr():  # a plugin printing at import must not write on the protocol stream
                 kernel.load()
@@ -135,8 +135,6 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
             return
         hint = None
         if sys.stdin.isatty():  # a person, not a client, started it: say what it waits for (never on a pipe)
-            from plexor.cli import stdio_hint
-
             def hint() -> None:  # once Ctrl+C is handled, as the hint promises
                 click.echo(stdio_hint(), err=True)
 
@@ -184,7 +182,17 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
     serve_http(None if workers > 1 else kernel, opts, sock=sock, on_ready=on_ready, on_stop=on_stop)
 
 
-def _stdio_profile(config: dict[str, Any], name: str | None, where: Any) -> Any:
+def stdio_hint() -> str:
+    """What ``plexor serve`` says when started on a terminal, where nothing will ever speak MCP to it."""
+    me = f"{sys.executable} -m plexor serve"
+    return (f"plexor {__version__}: serving MCP on stdio, waiting for a client to send JSON-RPC on stdin.\n"
+            "This is the command MCP clients launch; typing here does nothing useful. Stop it with Ctrl+C.\n"
+            f"Try it in the MCP Inspector:  npx @modelcontextprotocol/inspector {me}\n"
+            "Set up a client:  plexor install claude-desktop|claude-code|cursor|vscode|windsurf\n"
+            "Serve over HTTP instead:  plexor serve --transport http")
+
+
+def profile_for_stdio(config: dict[str, Any], name: str | None, where: Any) -> Any:
     """The ``Profile`` of ``serve --profile NAME`` over stdio (read from the file: the kernel loads later), or None."""
     if name is None:
         return None
