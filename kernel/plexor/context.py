@@ -44,6 +44,8 @@ _NOTHING_CHOSEN: Mapping[str, str] = MappingProxyType({})
 class Context:
     """What a running call may use: its plugin's handle (settings, database, services) and the client channel."""
 
+    #: Marks the class (and subclasses) for :mod:`plexor.schema`, which leaves such parameters out of schemas.
+    __plexor_context__ = True
     __slots__ = ("_kernel", "plugin", "request_id", "name", "_session", "_progress_token", "_close_sse_stream",
                  "_exchange", "chosen")
 
@@ -70,6 +72,12 @@ class Context:
         #: In a completion function: the template's other variables the client has already filled in
         #: (``completion/complete``'s ``context.arguments``), e.g. ``{"folder": "notes"}``; else empty.
         self.chosen: Mapping[str, str] = _NOTHING_CHOSEN
+
+    @property
+    def kernel(self) -> KernelBase:
+        """The kernel serving this call, for the kernel's own built-in tools (``plexor_health``); a plugin uses
+        :attr:`plugin` instead, since what is behind the handle may change between releases."""
+        return self._kernel
 
     @property
     def settings(self) -> Settings:

@@ -13,18 +13,43 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from plexor.errors import NotReady
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.core.kernel import PluginRecord
+    from enum import StrEnum
+
+    from plexor.core.registry import Registry
     from plexor.notify import Notifier
     from plexor.settings import Settings
 
 __all__ = ["PluginHandle"]
 
 T = TypeVar("T")
+
+
+
+class Record(Protocol):
+    """What a handle reads of its plugin's record (:class:`plexor.core.records.PluginRecord`, which holds the
+    handle: the record's module names this one, not the other way round)."""
+
+    name: str
+    namespace: str
+    error: str | None
+    progress: float | None
+    progress_message: str | None
+    settings: Settings | None
+    database: Any
+    registry: Registry
+    data_dir: Path
+
+    @property
+    def state(self) -> StrEnum: ...
+
+    def warming(self, fraction: float | None = None, message: str | None = None) -> None: ...
+
+    def warmed(self) -> None: ...
 
 
 class PluginHandle:
@@ -46,7 +71,7 @@ class PluginHandle:
 
     __slots__ = ("_record", "_services", "_closers", "_log", "_open_database", "_gauges", "_notifier")
 
-    def __init__(self, record: PluginRecord, open_database: Callable[[], Any] | None = None, *,
+    def __init__(self, record: Record, open_database: Callable[[], Any] | None = None, *,
                  gauges: Gauges | None = None, notifier: Notifier | None = None) -> None:
         self._record = record
         self._services: dict[type, Any] = {}
