@@ -522,7 +522,7 @@ class Exchange:
         try:
             with warnings.catch_warnings():  # sampling and roots are deprecated in 2026-07-28, still the way for 2025 clients
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
-                reply = await self._request(session, question)
+                reply = await self.request(session, question)
         except Exception as exc:  # noqa: BLE001 - a client error or a transport without a back channel
             detail = getattr(getattr(exc, "error", None), "message", None) or str(exc) or type(exc).__name__
             raise PlexorError(f"the client did not answer {key!r} ({question.method}): {detail}",
@@ -530,7 +530,7 @@ class Exchange:
                               "(stateless HTTP on 2025-11-25 has no channel for it).") from None
         return check_answer(key, question, reply.model_dump(by_alias=True, mode="json", exclude_none=True))
 
-    async def _request(self, session: Any, question: Question) -> Any:
+    async def request(self, session: Any, question: Question) -> Any:
         import mcp_types as types
 
         if isinstance(question, Elicit):

@@ -166,7 +166,7 @@ class PluginHandle:
         service: T | None = self._services.pop(kind, None)
         return service
 
-    async def _close_services(self) -> None:
+    async def close_services(self) -> None:
         """Run the ``close`` callbacks of what is still provided, newest first (the kernel, at shutdown)."""
         import inspect
 

@@ -84,7 +84,7 @@ class PluginGroup(click.Group):
                     staging.commands = {n: _failed_command(n, rec.name, rec.error or "", 2 if rec.failed_by_config else 1)
                                         for n in staging.commands}
                 else:
-                    kernel._call(rec, "plexor_register_commands", cli=staging, plugin=rec.handle)
+                    kernel.call_hook(rec, "plexor_register_commands", cli=staging, plugin=rec.handle)
             except Exception as exc:  # noqa: BLE001
                 self._clash_errors.append(f"plugin {rec.name} could not add its commands: {exc}")
                 continue

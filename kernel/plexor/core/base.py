@@ -95,7 +95,7 @@ class KernelBase(_Machine):
         return self._pm
 
     # -- hooks, one plugin at a time ----------------------------------------------------
-    def _call(self, rec: PluginRecord, hook: str, **kwargs: Any) -> Any:
+    def call_hook(self, rec: PluginRecord, hook: str, **kwargs: Any) -> Any:
         """Call one plugin's implementation of ``hook`` (never the combined pluggy call)."""
         for impl in getattr(self.pm.hook, hook).get_hookimpls():
             if impl.plugin_name == rec.name:
@@ -118,9 +118,9 @@ class KernelBase(_Machine):
             return
         with anyio.fail_after(timeout):
             if inspect.iscoroutinefunction(impls[0].function):
-                result = self._call(rec, hook, plugin=rec.handle)
+                result = self.call_hook(rec, hook, plugin=rec.handle)
             else:
-                result = await anyio.to_thread.run_sync(lambda: self._call(rec, hook, plugin=rec.handle),
+                result = await anyio.to_thread.run_sync(lambda: self.call_hook(rec, hook, plugin=rec.handle),
                                                         abandon_on_cancel=True)
             if inspect.isawaitable(result):
                 await result
@@ -130,7 +130,7 @@ class KernelBase(_Machine):
         if not self.has_hook(rec, "plexor_error_guidance"):
             return None
         try:
-            advice = self._call(rec, "plexor_error_guidance", exception=exc, context=dict(context))
+            advice = self.call_hook(rec, "plexor_error_guidance", exception=exc, context=dict(context))
         except Exception as hook_exc:  # noqa: BLE001
             self.log.error("error_guidance_failed", plugin=rec.name, error=str(hook_exc))
             return None
@@ -144,8 +144,8 @@ class KernelBase(_Machine):
         return None
 
     # ----------------------------------------------------------------- listeners
-    def _move(self, new: State) -> None:
-        super()._move(new)
+    def move_to(self, new: State) -> None:
+        super().move_to(new)
         if new == State.DRAINING:  # e.g. the server ends subscriptions/listen streams, so nothing holds the exit
             for cb in list(self._drain_listeners):
                 try:

@@ -262,7 +262,7 @@ class Handlers:
         for rec in self.kernel.records.values():
             if rec.state == State.LOADING:
                 return False
-            if rec.state == State.STARTING and (not (rec._started and rec._started.is_set())
+            if rec.state == State.STARTING and (not rec.started()
                                                or (listers and rec.registry.listers)):
                 return False
         return self.boot is None or self.boot.loaded.is_set()

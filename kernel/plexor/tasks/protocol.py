@@ -386,7 +386,7 @@ class TaskProtocol:
                 asker = Exchange(session=ctx.session, request_id=ctx.request_id)
                 for key, request in row.input_requests.items():
                     try:
-                        reply = await asker._request(ctx.session, question_from_wire(request))
+                        reply = await asker.request(ctx.session, question_from_wire(request))
                     except Exception as exc:  # noqa: BLE001 - the client could not answer
                         detail = getattr(getattr(exc, "error", None), "message", None) or str(exc) or type(exc).__name__
                         raise MCPError(types.INTERNAL_ERROR, f"task {row.task_id!r} needs an answer to {key!r} "
