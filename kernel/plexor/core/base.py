@@ -87,12 +87,15 @@ class KernelBase(_Machine):
         if self._pm is None:
             import pluggy
 
-            from plexor import extending, hookspecs
-
             self._pm = pluggy.PluginManager("plexor")
-            self._pm.add_hookspecs(hookspecs)
-            self._pm.add_hookspecs(extending)
+            for specs in self.hookspecs():
+                self._pm.add_hookspecs(specs)
         return self._pm
+
+    def hookspecs(self) -> tuple[Any, ...]:
+        """The hookspec modules the plugin manager is made with: the loader names them, since the server-extension
+        specs (plexor.extending) name this class and so cannot be imported from here."""
+        raise NotImplementedError
 
     # -- hooks, one plugin at a time ----------------------------------------------------
     def call_hook(self, rec: PluginRecord, hook: str, **kwargs: Any) -> Any:

@@ -135,6 +135,12 @@ class Loader(KernelBase):
             self.warnings.extend(rec.settings.warnings if rec.settings else [])
         return self
 
+    def hookspecs(self) -> tuple[Any, ...]:
+        """The content hooks (:mod:`plexor.hookspecs`) and the server-extension hooks (:mod:`plexor.extending`)."""
+        from plexor import extending, hookspecs
+
+        return (hookspecs, extending)
+
     def register_features(self) -> None:
         """Register the built-in plugin and the server features not disabled with pluggy now.
 

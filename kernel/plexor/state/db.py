@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from plexor.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.core.kernel import Kernel
+    from plexor.core.base import KernelBase
 
 __all__ = ["DATABASE_FILE", "StateDB", "database_url", "kernel_state", "open_state"]
 
@@ -134,7 +134,7 @@ _opened: weakref.WeakKeyDictionary[Any, StateDB] = weakref.WeakKeyDictionary()
 _opening = threading.Lock()
 
 
-def kernel_state(kernel: Kernel) -> StateDB:
+def kernel_state(kernel: KernelBase) -> StateDB:
     """The kernel's :class:`StateDB`, opened on first use and kept for the kernel's lifetime."""
     with _opening:
         state = _opened.get(kernel)

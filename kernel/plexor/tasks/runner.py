@@ -26,6 +26,7 @@ from plexor.tasks.store import TaskRow, TaskStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.context import Context
+    from plexor.core.base import KernelBase
     from plexor.core.kernel import Kernel
 
 __all__ = ["DEFAULT_TTL_MS", "LEASE_SECONDS", "MAX_TTL_MS", "POLL_MS", "Tasks", "tasks_of"]
@@ -480,6 +481,6 @@ def tasks_of(kernel: Kernel) -> Tasks:
     return manager
 
 
-def running_tasks(kernel: Kernel) -> Tasks | None:
+def running_tasks(kernel: KernelBase) -> Tasks | None:
     """The kernel's :class:`Tasks` in this process if tasks were used here, else ``None`` (nothing to settle)."""
     return _managers.get(kernel)
