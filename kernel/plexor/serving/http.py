@@ -195,6 +195,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
                 return JSONResponse({"error": "too_many_connections", "message": message}, status_code=429,
                                     headers={"Retry-After": "1"})
             try:
+                # Starlette private (Request._send): a Route endpoint gets no public send for the raw ASGI reply
                 async with answering.connect(request.scope, request.receive, request._send) as streams:
                     await server.run(streams[0], streams[1], server.create_initialization_options())
             finally:

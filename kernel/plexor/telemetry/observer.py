@@ -65,7 +65,7 @@ class Telemetry:
         self._get_current_span = trace.get_current_span
         self._in_context = trace.set_span_in_context
         self._attach, self._detach = context.attach, context.detach
-        self._kinds = {"client": SpanKind.CLIENT, "internal": SpanKind.INTERNAL, "server": SpanKind.SERVER}
+        self.kinds = {"client": SpanKind.CLIENT, "internal": SpanKind.INTERNAL, "server": SpanKind.SERVER}
         self._server, self._internal = SpanKind.SERVER, SpanKind.INTERNAL
         self._targets: dict[tuple[str, str, str, str | None], _Target] = {}
         self._error = Status(StatusCode.ERROR)
@@ -199,11 +199,11 @@ class Telemetry:
 
     def child(self, name: str, kind: str, attributes: dict[str, Any], target: _Target) -> _Child:
         """A span beneath the current one, timed into ``plexor.span.duration`` (see :func:`span`)."""
-        if kind not in self._kinds:
+        if kind not in self.kinds:
             raise ValueError(f"span kind {kind!r} is not one of 'client', 'internal', 'server'")
         return _Child(self, name, kind, attributes, target.plugin)
 
-    def _record_span(self, plugin: str, name: str, attributes: dict[str, Any], seconds: float, outcome: str,
+    def record_span(self, plugin: str, name: str, attributes: dict[str, Any], seconds: float, outcome: str,
                      error: str | None) -> None:
         address = str(attributes.get("server.address", ""))
         port = str(attributes.get("server.port", ""))
@@ -320,7 +320,7 @@ class _Child:
         telemetry = self.telemetry
         current = None
         if telemetry.tracer is not None:
-            self.inner = telemetry.tracer.start_as_current_span(self.name, kind=telemetry._kinds[self.kind],
+            self.inner = telemetry.tracer.start_as_current_span(self.name, kind=telemetry.kinds[self.kind],
                                                                 attributes=self.attributes)
             current = self.inner.__enter__()
         self.started = time.perf_counter()
@@ -329,7 +329,7 @@ class _Child:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool | None:
         seconds = time.perf_counter() - self.started
         outcome, error = ("ok", None) if exc is None else _outcome(exc)
-        self.telemetry._record_span(self.plugin, self.name, self.attributes, seconds, outcome, error)
+        self.telemetry.record_span(self.plugin, self.name, self.attributes, seconds, outcome, error)
         if self.inner is not None:
             return self.inner.__exit__(kind, exc, tb)  # type: ignore[no-any-return]
         return None
