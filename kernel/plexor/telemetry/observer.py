@@ -71,7 +71,7 @@ class Telemetry:
         self._error = Status(StatusCode.ERROR)
         self.duration: Any = None
         self.span_duration: Any = None
-        self.sessions: Any = None  # the server's connections (plexor.serving.server._Sessions), set when it is built
+        self.sessions: Any = None  # the server's connections (plexor.serving.handlers._Sessions), set when it is built
         self._meter: Any = None
         if meter_provider is not None:
             self._meter = meter = meter_provider.get_meter("plexor", __version__)
