@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 T = TypeVar("T")
 
-__all__ = ["DETACHER", "Context"]
+__all__ = ["DETACHER", "Context", "connection_of"]
 
 #: How the call running in this context becomes a task (:meth:`Context.detach`), or ``None`` when it
 #: cannot: set around a ``detach="manual"`` call by the feature that runs tasks (``plexor.tasks``),
@@ -29,9 +29,17 @@ DETACHER: ContextVar[Callable[[Context, str | None], Awaitable[bool]] | None] = 
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
+def connection_of(session: Any) -> Any:
+    """The SDK connection behind a request's ``ServerSession`` (which the SDK makes per request), or ``None``.
+
+    SDK private (``ServerSession._connection``): the SDK has no public accessor in 2.3, and the connection
+    is where its protocol version and per-connection state live. Every such read goes through here."""
+    return getattr(session, "_connection", None)
+
+
 def _below_session_level(session: Any, level: str) -> bool:
     """Whether the session's ``logging/setLevel`` (kept on its SDK connection by the server) mutes ``level``."""
-    state = getattr(getattr(session, "_connection", None), "state", None)
+    state = getattr(connection_of(session), "state", None)
     floor = state.get("plexor/logLevel") if isinstance(state, dict) else None
     if floor not in LEVELS:
         return False

@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from plexor.asking import AskError, InputRequired, stateless_era
+from plexor.context import connection_of
 from plexor.core.kernel import Kernel
 from plexor.errors import PlexorError
 from plexor.serving.asked import BAD_STATE, asked, check_input_responses, exchange_of, progress_token
@@ -318,7 +319,7 @@ class Handlers:
         # (published by plugins with PluginHandle.resource_updated). Any URI may be subscribed.
         from plexor.tasks.listen import check_uris
 
-        held = _state(getattr(ctx.session, "_connection", None)).setdefault(SUBSCRIPTIONS, set())
+        held = _state(connection_of(ctx.session)).setdefault(SUBSCRIPTIONS, set())
         uri = str(params.uri)
         if uri not in held:
             check_uris([uri], self.kernel.environ, "this session", len(held))
@@ -326,12 +327,12 @@ class Handlers:
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        _state(getattr(ctx.session, "_connection", None)).get(SUBSCRIPTIONS, set()).discard(str(params.uri))
+        _state(connection_of(ctx.session)).get(SUBSCRIPTIONS, set()).discard(str(params.uri))
         return types.EmptyResult()
 
     async def set_logging_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
         # This session's notifications/message below the level are not sent (see Context.log).
-        _state(getattr(ctx.session, "_connection", None))[LOG_LEVEL] = params.level
+        _state(connection_of(ctx.session))[LOG_LEVEL] = params.level
         return types.EmptyResult()
 
 
@@ -356,9 +357,8 @@ class Handlers:
         self.listen()
         if ctx.session is not None and not stateless_era(ctx):
             # The SDK builds a ServerSession per request; change notifications go to
-            # the connection behind it (no public accessor in 2.3). 2026-07-28 clients
-            # get them on subscriptions/listen streams instead.
-            connection = getattr(ctx.session, "_connection", None)
+            # the connection behind it. 2026-07-28 clients get them on subscriptions/listen streams instead.
+            connection = connection_of(ctx.session)
             if connection is not None:
                 self.sessions.add(connection)
                 saw(_state(connection), ctx.method)  # tools/list, ...: changes from now on are news to it

@@ -245,6 +245,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         from plexor.state.events import ForgetOnDelete, ResumeAnywhere, SessionBinding, SharedEventStore
         from plexor.state.memory_events import MemoryEventStore
 
+        # SDK private (the session manager's _server_instances): which sessions this process serves; no public way
         manager = getattr(server, "_session_manager", None)
         sessions = getattr(manager, "_server_instances", {})
         if isinstance(event_store, SharedEventStore):  # a stream may be resumed through any process

@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from plexor.context import connection_of
 from plexor.telemetry.metrics import (
     BUCKETS,
     DURATION_HELP,
@@ -104,7 +105,7 @@ class Telemetry:
     # -- the pipeline's hook --------------------------------------------------------
     async def observe(self, run: Callable[..., Awaitable[Any]], req: Request, plugin: str, *args: Any) -> Any:
         """Run one pipeline request (``run(req, plugin, *args)``) inside its span, and time it."""
-        connection = getattr(req.session, "_connection", None)  # the SDK has no public accessor in 2.3
+        connection = connection_of(req.session)
         version = getattr(connection, "protocol_version", None) if connection is not None else None
         target = self._target(req.kind, req.name, plugin, version)
         if self.tracer is None:  # metrics only: no span to build
