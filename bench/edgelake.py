@@ -23,7 +23,14 @@ batches drops it; every time is per call:
   below) whose one tool sends the same request with ``http.client`` and
   returns the body — what any MCP server pays for the protocol;
 * **plexor serve over stdio**: the real client path, ``python -m plexor
-  serve`` in a subprocess and the SDK's ``ClientSession`` in this process.
+  serve`` in a subprocess and the SDK's ``ClientSession`` in this process;
+* **the two no-ops**: the bare SDK server's tool called with no node (the
+  SDK's stdio round trip alone) and, when the example plugin is installed,
+  ``example_greet`` through the same ``plexor serve`` (the kernel's path with
+  no plugin work). The MCP table splits what ``plexor serve`` adds to the bare
+  request into the SDK's round trip, Plexor's own share (``plexor − SDK no-op
+  − bare``, issue 27's target: ≤ 0.3 ms) and that share's kernel and plugin
+  parts, as medians of differences taken within one rotation of batches.
 
 Two calls: ``node_status`` (``get status where format = json``, 85 bytes) and
 ``query`` (a network query the capture holds: 3 rows in 4 chunks). The plugin,
@@ -41,6 +48,7 @@ import argparse
 import asyncio
 import contextlib
 import http.client
+import importlib.util
 import os
 import platform
 import statistics
@@ -65,6 +73,55 @@ CASES = {
 }
 LATENCIES = {"fast": 0.0, "ms1": 0.001, "ms5": 0.005}  # node name -> seconds the stand-in waits per reply
 LABEL = {"fast": "stand-in (µs)", "ms1": "+1 ms per reply", "ms5": "+5 ms per reply"}
+
+
+# Over MCP, beside ``plexor serve``'s EdgeLake call and the bare SDK server doing the same request: the bare
+# SDK server's tool called with no node (``noop``: the SDK's stdio round trip alone) and, when the example
+# plugin is installed, ``plexor serve``'s own no-op (``pnoop``: example_greet, the kernel's whole path with no
+# plugin work), so the added latency splits into the SDK's floor, the kernel's share and the plugin's.
+MCP_WHO = ("sdk", "plexor", "noop", "pnoop")
+NOOP: tuple[str, dict[str, Any]] | None = (
+    ("example_greet", {"name": "x"}) if importlib.util.find_spec("plexor_example") else None)
+PLUGINS = "edgelake,example" if NOOP else "edgelake"
+SHARE_TARGET = 300e-6  # issue 27, item 7: added latency per call on a warm connection
+SPLIT_TITLE = ("per call, medians of paired batch differences (µs): what an MCP call adds to a bare request, "
+               "and how it splits")
+SPLIT_HEAD = ("| node | call | bare request | bare SDK server | plexor serve | added: plexor − bare | ratio "
+              "| SDK round trip alone (no-op) | Plexor's own: plexor − no-op − bare | ≤ 300 | of which kernel: "
+              "plexor no-op − SDK no-op | of which plugin: plexor − plexor no-op − bare | the same request from the "
+              "bare SDK server: sdk − SDK no-op − bare |")
+SPLIT_RULE = "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: | ---: | ---: | ---: |"
+SPLIT_NOTE = ("Plexor's own share is what `plexor serve` adds beyond the SDK's stdio round trip and the request "
+              "itself; the kernel's part of it is its no-op call (example_greet) against the bare SDK server's, the "
+              "plugin's the EdgeLake call against that no-op, less the bare request. The last column is the same "
+              "difference for the bare SDK server, whose tool sends the request with `http.client`: what sending "
+              "the request from inside any MCP server process costs beyond sending it from the client. Each "
+              "difference is taken within one rotation of batches, then the median over the rotations.")
+
+
+def paired(series: dict[str, list[float]], plus: tuple[str, ...], minus: tuple[str, ...]) -> float | None:
+    """The median over batches of (sum of ``plus``) − (sum of ``minus``), each batch's values taken together."""
+    if not all(series.get(k) for k in plus + minus):
+        return None
+    n = min(len(series[k]) for k in plus + minus)
+    return statistics.median(sum(series[k][i] for k in plus) - sum(series[k][i] for k in minus) for i in range(n))
+
+
+def split_row(label: str, series: dict[str, list[float]]) -> str:
+    """One row of the MCP split table (see SPLIT_HEAD)."""
+    med = {k: statistics.median(v) for k, v in series.items() if v}
+    added, own = paired(series, ("plexor",), ("bare",)), paired(series, ("plexor",), ("noop", "bare"))
+    kernel = paired(series, ("pnoop",), ("noop",))
+    plugin = paired(series, ("plexor",), ("pnoop", "bare"))
+    sdk_request = paired(series, ("sdk",), ("noop", "bare"))
+
+    def show(v: float | None) -> str:
+        return "—" if v is None else us(v)
+
+    verdict = "—" if own is None else ("yes" if own <= SHARE_TARGET else "no")
+    return (f"| {label} | {us(med['bare'])} | {us(med['sdk'])} | {us(med['plexor'])} | {show(added)} "
+            f"| {med['plexor'] / med['bare']:.2f}× | {us(med['noop'])} | {show(own)} | {verdict} | {show(kernel)} "
+            f"| {show(plugin)} | {show(sdk_request)} |")
 
 
 def start_node(delay: float) -> tuple[subprocess.Popen[str], int]:
@@ -156,7 +213,7 @@ async def run(ports: dict[str, int], calls: int, rounds: int,
     nodes = ", ".join(f'"{name}=127.0.0.1:{port}"' for name, port in ports.items())
     (home / "config" / "plexor.toml").write_text(f"[edgelake]\nnodes = [{nodes}]\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
-    env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS="edgelake", PLEXOR_LOG_LEVEL="warning")
+    env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS=PLUGINS, PLEXOR_LOG_LEVEL="warning")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     kernel = Kernel(load_entry_points=True, environ=env)
     await kernel.start()
@@ -166,7 +223,7 @@ async def run(ports: dict[str, int], calls: int, rounds: int,
     engine = kernel.records["edgelake"].handle.service(Engine)
     bare = Bare()
     out: dict[tuple[str, str], dict[str, list[float]]] = {
-        (node, case): {k: [] for k in ("bare", "client", "kernel", "sdk", "plexor")} for node in ports for case in CASES
+        (node, case): {k: [] for k in ("bare", "client", "kernel", *MCP_WHO)} for node in ports for case in CASES
     }
     plexor_params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "serve"], env=env)
     sdk_params = StdioServerParameters(command=sys.executable, args=[__file__, "--bare-server"], env=env)
@@ -189,9 +246,29 @@ async def run(ports: dict[str, int], calls: int, rounds: int,
             await call()
         return (time.perf_counter() - started) / n
 
+    async def batch(who: str, node: str, port: int, case: str, n: int) -> float:
+        """One batch of ``n`` calls by ``who``: the time per call."""
+        command, destination, args = CASES[case]
+        tool, targs = f"edgelake_{case}", tool_args(node, args)
+        if who == "bare":
+            return bare.timed(port, command, destination, n)
+        if who == "client":
+            edge = engine.client.node(node)
+            return await timed_calls(lambda: engine.client.send(edge, "GET", command, destination=destination), n)
+        if who == "kernel":
+            return await timed_calls(lambda: kernel.call_tool(tool, targs), n)
+        if who == "sdk":
+            return await timed_session(sdk, "request", sdk_args(port, command, destination), n)
+        if who == "noop":
+            return await timed_session(sdk, "request", {}, n)
+        if who == "pnoop" and NOOP:
+            return await timed_session(plexor, NOOP[0], NOOP[1], n)
+        return await timed_session(plexor, tool, targs, n)
+
+    plexor: Any = None
+    sdk: Any = None
     try:
         async with contextlib.AsyncExitStack() as stack:
-            plexor = sdk = None
             if mcp:
                 pr, pw = await stack.enter_async_context(stdio_client(plexor_params))
                 plexor = await stack.enter_async_context(ClientSession(pr, pw))
@@ -207,7 +284,8 @@ async def run(ports: dict[str, int], calls: int, rounds: int,
                     outcome = await kernel.call_tool(f"edgelake_{case}", tool_args(node, args))
                     assert not outcome.is_error, outcome.text
                     for session, name, a in ((plexor, f"edgelake_{case}", tool_args(node, args)),
-                                             (sdk, "request", sdk_args(port, command, destination))):
+                                             (sdk, "request", sdk_args(port, command, destination)), (sdk, "request", {}),
+                                             *([(plexor, NOOP[0], NOOP[1])] if NOOP else [])):
                         if session is None:
                             continue
                         r = await session.call_tool(name, a)
@@ -215,22 +293,17 @@ async def run(ports: dict[str, int], calls: int, rounds: int,
             for _ in range(rounds):
                 for node, port in ports.items():
                     n = calls_for(LATENCIES[node], calls)
-                    edge = engine.client.node(node)
-                    for case, (command, destination, args) in CASES.items():
+                    for case in CASES:
                         series = out[(node, case)]
-                        tool, targs = f"edgelake_{case}", tool_args(node, args)
-                        sargs = sdk_args(port, command, destination)
                         # Short batches, alternating contenders: a burst of load on the shared machine
                         # hits one batch of each, and the median over batches drops it.
                         b, mb = max(10, n // BATCHES), max(5, n // 4 // BATCHES)
-                        for _ in range(BATCHES):
-                            series["bare"].append(bare.timed(port, command, destination, b))
-                            series["client"].append(await timed_calls(
-                                lambda e=edge, c=command, d=destination: engine.client.send(e, "GET", c, destination=d), b))
-                            series["kernel"].append(await timed_calls(lambda t=tool, a=targs: kernel.call_tool(t, a), b))
-                            if sdk is not None and plexor is not None:
-                                series["sdk"].append(await timed_session(sdk, "request", sargs, mb))
-                                series["plexor"].append(await timed_session(plexor, tool, targs, mb))
+                        order = ["bare", "client", "kernel"] + ([w for w in MCP_WHO if w != "pnoop" or NOOP]
+                                                                if sdk is not None else [])
+                        for i in range(BATCHES):  # a rotating order: none always runs first or after the same one
+                            for who in order[i % len(order):] + order[:i % len(order)]:
+                                size = b if who in ("bare", "client", "kernel") else mb
+                                series[who].append(await batch(who, node, port, case, size))
     finally:
         bare.close()
         await kernel.stop()
@@ -274,20 +347,10 @@ def tables(results: dict[tuple[str, str], dict[str, list[float]]], calls: int, r
             k = statistics.median(m["kernel"] - m["bare"] for (node, c), m in med.items() if c == case)
             lines.append(f"| {case} | {us(k)} | {need(k)} |")
         return "\n".join(lines)
-    lines += [
-        "",
-        "(b) MCP over stdio — `plexor serve` + the SDK's `ClientSession` vs a bare request from the same client "
-        "process; beside it a bare SDK server whose tool sends the same request",
-        "",
-        "| node | call | bare request (µs) | bare SDK server (µs) | ratio | plexor serve (µs) | ratio "
-        f"| ≤ {TARGET}× | plexor − bare SDK (µs) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | :---: | ---: |",
-    ]
-    for (node, case), m in med.items():
-        b = m["bare"]
-        lines.append(f"| {LABEL[node]} | {case} | {us(b)} | {us(m['sdk'])} | {m['sdk'] / b:.2f}× "
-                     f"| {us(m['plexor'])} | {m['plexor'] / b:.2f}× | {verdict(m['plexor'] / b)} "
-                     f"| {us(m['plexor'] - m['sdk'])} |")
+    lines += ["", "(b) MCP over stdio, warm sessions: " + SPLIT_TITLE, "", SPLIT_HEAD, SPLIT_RULE]
+    for (node, case), series in results.items():
+        lines.append(split_row(f"{LABEL[node]} | {case}", series))
+    lines += ["", SPLIT_NOTE]
     lines += [
         "",
         "(c) Fixed cost per call (median over the three node latencies of Plexor − bare request) and the node "
@@ -315,7 +378,8 @@ def need(cost: float) -> str:
 async def real_node(address: str, batches: int, per_batch: int, query: dict[str, Any] | None = None,
                     mcp: bool = True) -> str:
     """Against a real node, in one run: a bare ``Connection: close`` request, the plugin's client alone,
-    ``kernel.call_tool`` and, over MCP stdio on warm sessions, ``plexor serve`` and a bare SDK server."""
+    ``kernel.call_tool`` and, over MCP stdio on warm sessions, ``plexor serve`` and a bare SDK server, each
+    also with its no-op (MCP_WHO)."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -326,7 +390,7 @@ async def real_node(address: str, batches: int, per_batch: int, query: dict[str,
     (home / "config").mkdir()
     (home / "config" / "plexor.toml").write_text(f'[edgelake]\nnodes = ["{address}"]\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
-    env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS="edgelake", PLEXOR_LOG_LEVEL="warning")
+    env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS=PLUGINS, PLEXOR_LOG_LEVEL="warning")
     kernel = Kernel(load_entry_points=True, environ=env)
     await kernel.start()
     query = query or CASES["query"][2]
@@ -336,7 +400,7 @@ async def real_node(address: str, batches: int, per_batch: int, query: dict[str,
 
     engine = kernel.records["edgelake"].handle.service(Engine)
     edge = engine.client.node(None)
-    who_all = ["bare", "client", "kernel"] + (["sdk", "plexor"] if mcp else [])
+    who_all = ["bare", "client", "kernel"] + ([w for w in MCP_WHO if w != "pnoop" or NOOP] if mcp else [])
     series: dict[str, dict[str, list[float]]] = {c: {w: [] for w in who_all} for c in cases}
     try:
         async with contextlib.AsyncExitStack() as stack:
@@ -361,6 +425,10 @@ async def real_node(address: str, batches: int, per_batch: int, query: dict[str,
                         await kernel.call_tool(f"edgelake_{case}", args)
                     elif who == "plexor":
                         await sessions["plexor"].call_tool(f"edgelake_{case}", args)
+                    elif who == "noop":
+                        await sessions["sdk"].call_tool("request", {})
+                    elif who == "pnoop" and NOOP:
+                        await sessions["plexor"].call_tool(*NOOP)
                     else:
                         await sessions["sdk"].call_tool("request", {"port": int(port), "command": command}
                                                         | ({"destination": destination} if destination else {}))
@@ -403,15 +471,9 @@ def _real_table(address: str, batches: int, per_batch: int, series: dict[str, di
         b, c, k = m["bare"], m["client"], m["kernel"]
         lines.append(f"| {case} | {us(b)} | {us(c)} | {c / b:.2f}× | {us(k)} | {k / b:.2f}× | {verdict(k / b)} |")
     if mcp:
-        lines += ["", "Over MCP stdio (the SDK's `ClientSession`, sessions warm): latency added per call over the bare "
-                  "request", "",
-                  "| call | bare request (µs) | plexor serve (µs) | added (µs) | bare SDK server (µs) | added (µs) "
-                  "| plexor − bare SDK (µs) | added ≤ 300 µs |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
-        for case, m in med.items():
-            b, p, sdk = m["bare"], m["plexor"], m["sdk"]
-            lines.append(f"| {case} | {us(b)} | {us(p)} | {us(p - b)} | {us(sdk)} | {us(sdk - b)} | {us(p - sdk)} "
-                         f"| {'yes' if p - b <= 300e-6 else 'no'} |")
+        lines += ["", "Over MCP stdio, warm sessions: " + SPLIT_TITLE, "", SPLIT_HEAD, SPLIT_RULE]
+        lines += [split_row(f"real node | {case}", m) for case, m in series.items()]
+        lines += ["", SPLIT_NOTE]
     return "\n".join(lines)
 
 

@@ -11,11 +11,17 @@ the same EdgeLake command three ways, in interleaved batches on warm connections
   ``http.client`` and returns the body (``bench/edgelake.py --bare-server``): what any MCP server pays;
 * **sdk-noop**: the same bare server in a process of its own, its tool called without a node (it
   returns an empty text at once): the SDK's stdio round trip alone, the floor under any MCP call;
+* **plexor-noop** (when the example plugin is installed): ``example_greet`` through the same ``plexor serve``:
+  the kernel's whole path and Plexor's stdio with no plugin work and no request;
 * **before** (with ``--before DIR``): ``plexor serve`` from another copy of the code.
+
+It ends with the split: what the MCP call adds to the direct request, the SDK's round trip alone, Plexor's
+own share (``plexor − sdk-noop − direct``) against the 0.3 ms target of issue 27, and that share's kernel part
+(``plexor-noop − sdk-noop``) and plugin part (``plexor − plexor-noop − direct``), in wall and CPU time.
 
 For each batch it records the wall time per call, the client's CPU per call (``time.process_time``
 of this process: the SDK client's stdio reading, JSON-RPC framing and validation) and the server
-process's CPU per call (user + system from ``/proc/PID/stat``). The node is the stand-in
+process's CPU per call (its threads' run time in ns from ``/proc/PID/task/*/schedstat``). The node is the stand-in
 (``plugins/edgelake/tests/standin.py``, replaying the real node's recorded replies) in its own
 process, or a real node with ``--real HOST:PORT``. Medians over the batches; the added cost is
 ``plexor − direct`` (wall) and ``plexor client + plexor server − direct client`` (CPU).
@@ -45,10 +51,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from edgelake import CASES, _bare_request, start_node  # noqa: E402
+from edgelake import CASES, NOOP, PLUGINS, SHARE_TARGET, _bare_request, paired, start_node  # noqa: E402
 
-TICKS = os.sysconf("SC_CLK_TCK")
-WHO = ["direct", "plexor", "sdk", "sdk-noop"]
+WHO = ["direct", "plexor", "sdk", "sdk-noop"] + (["plexor-noop"] if NOOP else [])
 PROFILED = """
 import cProfile, runpy, sys, time
 out = sys.argv[1]
@@ -66,9 +71,13 @@ finally:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of ``pid`` (all its threads), from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    """CPU time of ``pid`` so far, all its threads: the scheduler's run time in ns (``/proc/PID/task/*/schedstat``),
+    not the 10 ms ticks of ``/proc/PID/stat``, which would quantise a batch's figure by 100 µs or more per call."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
 
 
 def children() -> set[int]:
@@ -92,7 +101,7 @@ async def measure(host: str, port: int, batches: int, calls: int, profile: str |
     (home / "config").mkdir()
     (home / "config" / "plexor.toml").write_text(f'[edgelake]\nnodes = ["{host}:{port}"]\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
-    env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS="edgelake", PLEXOR_LOG_LEVEL="warning")
+    env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS=PLUGINS, PLEXOR_LOG_LEVEL="warning")
     plexor_args = ["-m", "plexor", "serve"]
     if profile:  # CPU time, not wall time: on a loaded machine a wall-clock profile charges preemption to syscalls
         plexor_args = ["-c", PROFILED, profile]
@@ -117,13 +126,16 @@ async def measure(host: str, port: int, batches: int, calls: int, profile: str |
 
         async def one(whom: str, case: str, n: int) -> tuple[float, float, float]:
             command, destination, args = CASES[case]
-            server = cpu_seconds(pids[whom]) if whom in pids else 0.0
+            pid = pids.get("plexor" if whom == "plexor-noop" else whom)
+            server = cpu_seconds(pid) if pid else 0.0
             cpu, started = time.process_time(), time.perf_counter()
             for _ in range(n):
                 if whom == "direct":
                     _bare_request(host, port, command, destination)
                 elif whom == "sdk-noop":
                     await sessions[whom].call_tool("request", {})
+                elif whom == "plexor-noop" and NOOP:
+                    await sessions["plexor"].call_tool(*NOOP)
                 elif whom != "sdk":
                     r = await sessions[whom].call_tool(f"edgelake_{case}", args)
                     assert not r.is_error, r
@@ -131,7 +143,7 @@ async def measure(host: str, port: int, batches: int, calls: int, profile: str |
                     await sessions["sdk"].call_tool("request", {"port": port, "command": command}
                                                     | ({"destination": destination} if destination else {}))
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-            server = (cpu_seconds(pids[whom]) - server) if whom in pids else 0.0
+            server = (cpu_seconds(pid) - server) if pid else 0.0
             return wall / n, cpu / n, server / n
 
         for case in CASES:
@@ -169,10 +181,34 @@ def table(out: dict[str, Any], batches: int, calls: int, node: str) -> str:
             if w != "direct":
                 cpu = m["client"] + m["server"]
                 # sdk-noop sends no request: all of it is what MCP adds (its ratio: to the direct request)
-                base_wall, base_cpu = (0.0, 0.0) if w == "sdk-noop" else (d["wall"], d["client"])
+                base_wall, base_cpu = (0.0, 0.0) if w.endswith("-noop") else (d["wall"], d["client"])
                 summary.append(f"| {case} | {w} | {us(m['wall'] - base_wall)} | {us(cpu - base_cpu)} "
                                f"| {m['wall'] / d['wall']:.2f}× | {cpu / d['client']:.2f}× |")
-    return "\n".join(lines + summary)
+    return "\n".join(lines + summary + split(out))
+
+
+def split(out: dict[str, Any]) -> list[str]:
+    """What an MCP call through ``plexor serve`` adds to the direct request, and how it splits: the SDK's stdio
+    round trip (sdk-noop), Plexor's own share, and that share's kernel and plugin parts; each a median of
+    differences taken within one rotation of batches (CPU: client + server, the direct request's client CPU)."""
+    lines = ["", "The split, per call (µs; medians of per-rotation differences): Plexor's own share is "
+             "plexor − sdk-noop − direct; its kernel part plexor-noop − sdk-noop (example_greet through `plexor "
+             "serve`), its plugin part plexor − plexor-noop − direct; beside it the bare SDK server's request "
+             "share, sdk − sdk-noop − direct", "",
+             "| call | measure | added: plexor − direct | SDK round trip alone | Plexor's own | ≤ 300 | kernel part "
+             "| plugin part | bare SDK server's request share |", "| --- | --- | ---: | ---: | ---: | :---: | ---: "
+             "| ---: | ---: |"]
+    for case, by in out.items():
+        wall = {w: m["wall"] for w, m in by.items()}
+        cpu = {w: [c + s for c, s in zip(m["client"], m["server"], strict=True)] for w, m in by.items()}
+        for measure, s in (("wall", wall), ("CPU", cpu)):
+            vals = [paired(s, ("plexor",), ("direct",)), paired(s, ("sdk-noop",), ()),
+                    paired(s, ("plexor",), ("sdk-noop", "direct")), paired(s, ("plexor-noop",), ("sdk-noop",)),
+                    paired(s, ("plexor",), ("plexor-noop", "direct")), paired(s, ("sdk",), ("sdk-noop", "direct"))]
+            shown = ["—" if v is None else f"{v * 1e6:,.0f}" for v in vals]
+            ok = "—" if vals[2] is None else ("yes" if vals[2] <= SHARE_TARGET else "no")
+            lines.append(f"| {case} | {measure} | {' | '.join(shown[:3])} | {ok} | {' | '.join(shown[3:])} |")
+    return lines
 
 
 def main() -> None:

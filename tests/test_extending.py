@@ -351,3 +351,24 @@ def test_auth_configured_but_disabled_refuses_to_start(tmp_path):
     done = _cli(bare, "serve", "--transport", "http", "--port", "0", "--auth-issuer", "https://issuer.example",
                 PLEXOR_DISABLE="auth")
     assert done.returncode == 2 and "--auth-issuer https://issuer.example" in done.stderr, done.stderr
+
+
+def test_the_static_token_is_checked_without_the_auth_plugin(tmp_path):
+    """The static --token is the kernel's own check: disabling auth (nothing configured) keeps it."""
+    with serve_http(tmp_path / "home", "--token", TOKEN, env={"PLEXOR_DISABLE": "auth"}, token=TOKEN) as served:
+        assert _post(served.url, INIT, token=None)[0] == 401
+        assert _post(served.url, INIT, token="wrong")[0] == 401
+        assert _post(served.url, INIT)[0] == 200
+        assert _get(served.base + "/mcp/small", TOKEN)[0] == 404  # a profile asked for, none served: never every tool
+
+
+def test_disabling_telemetry_keeps_it_off_even_when_asked_for(tmp_path):
+    """PLEXOR_OTEL=1 serves /metrics through the telemetry plugin's route; PLEXOR_DISABLE=telemetry wins over it."""
+    with serve_http(tmp_path / "on", "--token", TOKEN, env={"PLEXOR_OTEL": "1"}, token=TOKEN) as served:
+        status, _, body = _get(served.base + "/metrics", TOKEN)
+        assert status == 200 and b"plexor" in body
+    with serve_http(tmp_path / "off", "--token", TOKEN, env={"PLEXOR_OTEL": "1", "PLEXOR_DISABLE": "telemetry"},
+                    token=TOKEN) as served:
+        assert _get(served.base + "/metrics", TOKEN)[0] == 404
+        health = json.loads(_get(served.base + "/healthz", TOKEN)[2])
+        assert {p["name"]: p["state"] for p in health["plugins"]}["telemetry"] == "disabled"

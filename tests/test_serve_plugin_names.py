@@ -19,6 +19,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from plexor.extending import FEATURES
+
 pytestmark = pytest.mark.anyio
 
 TOOLS = """
@@ -101,7 +103,8 @@ async def test_a_name_nothing_resembles_lists_what_is_installed(env):
             listed = text.split("installed: ", 1)[1].split(".", 1)[0].split(", ")
             assert {"fakeother", "fakeserve", "plexor"} <= set(listed) and listed == sorted(listed)
             health = (await client.call_tool("plexor_health", {})).structured_content
-            assert [p["name"] for p in health["plugins"] if p["state"] == "ready"] == ["plexor"]
+            # only the built-in plugin and the server's features (PLEXOR_PLUGINS does not choose those)
+            assert [p["name"] for p in health["plugins"] if p["state"] == "ready"] == sorted(["plexor", *FEATURES])
 
 
 def test_cli_commands_still_refuse_an_unknown_name(env):

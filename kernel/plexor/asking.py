@@ -47,13 +47,6 @@ MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 _PRIMITIVES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
-def stateless_era(ctx: Any) -> bool:
-    """Whether the request ``ctx`` (anything with ``protocol_version``) is of the 2026-07-28 era, the
-    stateless one (no session; questions answered by a retried request), rather than 2025-11-25."""
-    version = getattr(ctx, "protocol_version", None) or ""
-    return version >= "2026-07-28"
-
-
 class Elicit:
     """Ask the user to fill in a form (``elicitation/create``).
 

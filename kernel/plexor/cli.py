@@ -108,6 +108,14 @@ def connect_cmd(log_level: str | None, profile: str | None) -> None:
     from plexor.log import configure
 
     configure(log_level or os.environ.get("PLEXOR_LOG_LEVEL") or "warning", force=True)
+    from plexor.serving.stdin import unusable_stdin
+
+    why = unusable_stdin()
+    if why is not None:  # a supervisor's stdin: no client can ever come, so no daemon is started for it
+        click.echo(f"plexor connect: stdin {why}: nothing to relay on stdio. MCP clients launch `plexor connect` "
+                   "with a pipe on stdin; to run the shared server as a service, use `plexor serve --transport http`.",
+                   err=True)
+        return
     import anyio
 
     from plexor.daemon import DaemonError

@@ -61,7 +61,7 @@ def plugin_name_problems(environ: Any) -> list[str]:
         return []
     from importlib.metadata import entry_points
 
-    installed = sorted({BUILTIN, *(ep.name for ep in entry_points(group="plexor"))})
+    installed = sorted({BUILTIN, *FEATURES, *(ep.name for ep in entry_points(group="plexor"))})
     return [_name_problem(var, name, installed) for var, names in variables for name in names if name not in installed]
 
 

@@ -61,8 +61,11 @@ def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: 
 @hookimpl
 async def plexor_drain(kernel: KernelBase) -> None:
     """Hand the tasks still running here over to the other workers (they are settled in the database)."""
-    from plexor.tasks.runner import running_tasks
+    import sys
 
-    manager = running_tasks(kernel)
+    runner = sys.modules.get("plexor.tasks.runner")
+    if runner is None:  # no task ever ran in this process (a CLI command): nothing to settle, nothing to import
+        return
+    manager = runner.running_tasks(kernel)
     if manager is not None:
         await manager.close()

@@ -13,6 +13,7 @@ import functools
 import os
 from typing import Any
 
+from plexor.core.eras import stateless_era
 from plexor.daemon import DaemonError, ensure_daemon
 from plexor.version import __version__
 
@@ -221,7 +222,7 @@ async def relay_asking(ctx: Any, params: Any, send: Any, *, tool: bool) -> Any:
     )
     from plexor.errors import PlexorError
 
-    modern = (getattr(ctx, "protocol_version", None) or "") >= "2026-07-28"
+    modern = stateless_era(ctx)
     responses, state = params.input_responses, params.request_state
     rounds = 0
     try:

@@ -16,8 +16,9 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from plexor.asking import AskError, InputRequired, stateless_era
+from plexor.asking import AskError, InputRequired
 from plexor.context import connection_of
+from plexor.core.eras import stateless_era
 from plexor.core.kernel import Kernel
 from plexor.errors import PlexorError
 from plexor.serving.asked import BAD_STATE, asked, check_input_responses, exchange_of, progress_token

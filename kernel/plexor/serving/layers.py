@@ -52,6 +52,13 @@ class RequestPath:
         self._layers.setdefault(position, {})[name or position] = (layer,)
         self._middleware[:] = [m for n in ORDER for group in self._layers.get(n, {}).values() for m in group]
 
+    def between(self, first: str, last: str) -> list[Any]:
+        """The layers after position ``first`` and before ``last``, outermost first: what a task's run
+        crosses after the ``tasks`` layer made it a task (the run-time limit is the task runner's own)."""
+        order = list(ORDER)
+        inside = order[order.index(first) + 1:order.index(last)]
+        return [m for n in inside for group in self._layers.get(n, {}).values() for m in group]
+
     def names(self) -> list[str]:
         """The layers in place, outermost first: each position, or ``position:name`` for a plugin's own
         (``sdk`` stands for the SDK's own)."""

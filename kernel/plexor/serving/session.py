@@ -16,6 +16,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from plexor.context import connection_of
+from plexor.core.eras import stateless_era
 
 __all__ = ["check_order", "explain_params"]
 
@@ -31,7 +32,7 @@ def check_order(ctx: Any, known: Any) -> None:
         return
     if ctx.method == "initialize":
         # From 2026-07-28 on there is no handshake: the SDK answers initialize itself (404, -32601).
-        modern = (getattr(ctx, "protocol_version", None) or "") >= "2026-07-28"
+        modern = stateless_era(ctx)
         if connection.client_params is not None and not modern:
             raise MCPError(types.INVALID_REQUEST, (
                 f"this session is already initialized (protocol {connection.protocol_version}); initialize is sent "

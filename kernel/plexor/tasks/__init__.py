@@ -17,8 +17,8 @@ status changes (:mod:`plexor.tasks.listen`). See ``docs/tasks.md``.
 
 from __future__ import annotations
 
-# The package imports none of its modules: ``plexor.tasks.runner`` (which the drain of a kernel that ran
-# no task reaches) must not load the protocol module, and with it the MCP SDK.
+# The package imports none of its modules (and re-exports nothing): importing one of them, the runner say,
+# does not load the protocol module and with it the MCP SDK.
 __all__ = ["TASK_SUPPORT"]
 
 TASK_SUPPORT = ("forbidden", "optional", "required")

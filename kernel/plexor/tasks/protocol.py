@@ -25,7 +25,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict, Field
 
-from plexor.asking import stateless_era
+from plexor.core.eras import is_stateless, stateless_era
 from plexor.tasks.runner import Tasks, tasks_of
 from plexor.tasks.store import TaskRow, iso
 
@@ -429,7 +429,7 @@ def _stale(row: TaskRow, tasks: Tasks) -> bool:
 
 def advertise(capabilities: types.ServerCapabilities, protocol_version: str | None) -> None:
     """The tasks capability of the handshake era (2026-07-28 clients learn of tasks from the extension)."""
-    if protocol_version is None or not str(protocol_version) >= "2026-07-28":
+    if not is_stateless(protocol_version):
         capabilities.tasks = types.ServerTasksCapability(
             list=types.TasksListCapability(), cancel=types.TasksCancelCapability(),
             requests=types.ServerTasksRequestsCapability(tools=types.TasksToolsCapability(call=types.TasksCallCapability())))

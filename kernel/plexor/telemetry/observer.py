@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from plexor.context import connection_of
+from plexor.core.eras import is_stateless
 from plexor.telemetry.metrics import (
     BUCKETS,
     DURATION_HELP,
@@ -268,7 +269,7 @@ class Telemetry:
         if self.sessions is not None:
             for connection in self.sessions.all():
                 version = getattr(connection, "protocol_version", None) or ""
-                if version < "2026-07-28":
+                if not is_stateless(version):
                     counts[version] = counts.get(version, 0) + 1
         return counts
 

@@ -93,6 +93,25 @@ async def test_a_reply_ending_in_a_node_error_after_rows_is_an_error(edgelake: A
     assert r.structured_content["error"]["details"]["truncated"] is True
 
 
+@pytest.mark.parametrize("fmt", ["table", "json"])
+async def test_rows_then_the_nodes_rest_timeout_is_an_error_not_a_short_answer(edgelake: Any, node: StandIn,
+                                                                               fmt: str) -> None:
+    """Recorded: the node streams one operator's 60 rows, then error 26 when the other never answers."""
+    command = f'sql mydb format = {fmt} "select k, a, b from big where k < 60 limit 100"'
+    raw = next(r for r in load_records(DATA / "responses-3.txt") if r.command == command).content
+    assert b'"err_code": 26' in raw and b"row59" in raw  # the rows came, and then the node's error
+    async with edgelake() as client:
+        r = await client.call_tool("edgelake_query", {"database": "mydb", "table": "big", "select": "k, a, b",
+                                                      "where": "k < 60", "limit": 100, "format": fmt})
+    assert sent(node) == [command]
+    text = r.content[0].text
+    assert r.is_error and "with 60 rows and then error 26: Time Out" in text
+    assert "REST Server Timeout after 20s waiting for data from operators" in text
+    assert "incomplete" in text and "did not answer" in text and "edgelake_get_data_nodes" in text
+    details = r.structured_content["error"]["details"]
+    assert details["truncated"] is True and details["rows_received"] == 60 and details["err_code"] == 26
+
+
 async def test_table_values_are_typed_by_the_schema_and_null_is_null(edgelake: Any, node: StandIn) -> None:
     """Column types: tsd_name char(3) (digits), code int, value decimal (NULL in row 1), name varchar."""
     async with edgelake() as client:

@@ -79,7 +79,7 @@ def plexor_register_tools(register: Any, settings: Any) -> None:
 
 @hookimpl
 def plexor_register_resources(register: Any, settings: Any) -> None:
-    from plexor_arbor.tools import list_resources
+    from plexor_arbor.resources import list_resources
     from plexor_arbor.view import APP_URI, read_app
 
     register.lister(list_resources)
@@ -88,7 +88,7 @@ def plexor_register_resources(register: Any, settings: Any) -> None:
 
 @hookimpl
 def plexor_register_resource_templates(register: Any, settings: Any) -> None:
-    from plexor_arbor.tools import RESOURCE_TEMPLATES, complete_tree_id
+    from plexor_arbor.resources import RESOURCE_TEMPLATES, complete_tree_id
 
     for template, reader, name in RESOURCE_TEMPLATES:
         register(template, reader, name=name, mime_type="application/json", complete={"tree_id": complete_tree_id})

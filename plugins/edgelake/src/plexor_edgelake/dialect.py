@@ -117,60 +117,18 @@ def _network_where(where: str, types: Mapping[str, str] | None = None) -> str:
     words = [v.lower() for k, v in toks if k == "word"]
     multi = words.count("and") + words.count("or") - words.count("between") > 0
     i = 0
-
-    def group(parts: list[str], joiner: str) -> str:
-        text = f" {joiner} ".join(parts)
-        return f"({text})" if multi and len(parts) > 1 else text
-
     while i < len(toks):
         kind, value = toks[i]
         low = value.lower() if kind == "word" else value
         nxt = toks[i + 1][1].lower() if i + 1 < len(toks) else ""
-        if kind == "word" and low not in ("and", "or", "not", "in", "between", "like", "is", "null") and nxt in (
-                "in", "between", "like", "not"):
-            col, negated, j = value, nxt == "not", i + (2 if nxt == "not" else 1)
-            op = toks[j][1].lower() if j < len(toks) else ""
-            if op == "in" and j + 1 < len(toks) and toks[j + 1][1] == "(":
-                values, k = [], j + 2
-                while k < len(toks) and toks[k][1] != ")":
-                    if toks[k][1] != ",":
-                        values.append(toks[k][1])
-                    k += 1
-                cmp_, joiner = ("!=", "and") if negated else ("=", "or")
-                out.append(group([f"{col} {cmp_} {v}" for v in values], joiner))
-                i = k + 1
-                continue
-            if op == "between" and j + 3 < len(toks) and toks[j + 2][1].lower() == "and":
-                low_v, high_v = toks[j + 1][1], toks[j + 3][1]
-                parts = [f"{col} < {low_v}", f"{col} > {high_v}"] if negated else [f"{col} >= {low_v}", f"{col} <= {high_v}"]
-                out.append(group(parts, "or" if negated else "and"))
-                i = j + 4
-                continue
-            if op == "like" and j + 1 < len(toks) and toks[j + 1][0] == "str" and not negated:
-                like = _like(col, toks[j + 1][1][1:-1], types)
-                out.append(f"({like})" if multi and (" or " in like or " and " in like) else like)
-                i = j + 2
-                continue
-            raise _refuse("where", f"'{op.upper() if op else 'NOT'}' as used here is refused by network queries "
-                                   "(error 46)",
-                          "Over the network write conditions with =, !=, <, <=, >, >=, and, or: IN becomes "
-                          "equalities joined by or, BETWEEN becomes >= and <=, LIKE 'ab%' on a text or integer column "
-                          "becomes ranges; other LIKE patterns and NOT cannot be sent to the network — run the query on "
-                          "the node itself with destination local.")
-        if kind == "word" and low == "not" and i and toks[i - 1][1].lower() == "is":
-            out.append(value)  # "is not null" is part of the operators' grammar
-            i += 1
+        if kind == "word" and low not in _KEYWORDS and nxt in ("in", "between", "like", "not"):
+            text, i = _predicate(toks, i, types, multi)
+            out.append(text)
             continue
         if kind == "word" and low == "not":
-            # not col = v / not col != v: the opposite comparison
-            if i + 3 < len(toks) and toks[i + 1][0] == "word" and toks[i + 2][1] in ("=", "!=", "<>"):
-                opposite = "!=" if toks[i + 2][1] == "=" else "="
-                out.append(f"{toks[i + 1][1]} {opposite} {toks[i + 3][1]}")
-                i += 4
-                continue
-            raise _refuse("where", "NOT is refused by network queries (error 46)",
-                          "Write the opposite comparison instead (not a = b is a != b, not a > b is a <= b), or "
-                          "run the query on the node itself with destination local.")
+            text, i = _not(toks, i)
+            out.append(text)
+            continue
         if kind == "op" and value == "<>":
             out.append("!=")
         elif kind == "word" and low in ("in", "between", "like"):
@@ -183,6 +141,57 @@ def _network_where(where: str, types: Mapping[str, str] | None = None) -> str:
         return where.strip()  # nothing to rewrite: send it as written
     text = " ".join(out).replace(" , ", ", ").replace("( ", "(").replace(" )", ")")
     return re.sub(r"(?i)\b(?!and\b|or\b)(\w+) \(", r"\1(", text)
+
+
+_KEYWORDS = ("and", "or", "not", "in", "between", "like", "is", "null")
+
+
+def _group(parts: list[str], joiner: str, multi: bool) -> str:
+    """Comparisons joined by ``joiner``, in parentheses when the condition has other terms beside them."""
+    text = f" {joiner} ".join(parts)
+    return f"({text})" if multi and len(parts) > 1 else text
+
+
+def _predicate(toks: list[tuple[str, str]], i: int, types: Mapping[str, str] | None,
+               multi: bool) -> tuple[str, int]:
+    """``col [not] in (...)``, ``col [not] between a and b`` or ``col like 'p%'`` at ``toks[i]`` in the
+    network's forms, and the index after it; anything else there is refused."""
+    col, negated = toks[i][1], toks[i + 1][1].lower() == "not"
+    j = i + (2 if negated else 1)
+    op = toks[j][1].lower() if j < len(toks) else ""
+    if op == "in" and j + 1 < len(toks) and toks[j + 1][1] == "(":
+        values, k = [], j + 2
+        while k < len(toks) and toks[k][1] != ")":
+            if toks[k][1] != ",":
+                values.append(toks[k][1])
+            k += 1
+        cmp_, joiner = ("!=", "and") if negated else ("=", "or")
+        return _group([f"{col} {cmp_} {v}" for v in values], joiner, multi), k + 1
+    if op == "between" and j + 3 < len(toks) and toks[j + 2][1].lower() == "and":
+        low_v, high_v = toks[j + 1][1], toks[j + 3][1]
+        parts = [f"{col} < {low_v}", f"{col} > {high_v}"] if negated else [f"{col} >= {low_v}", f"{col} <= {high_v}"]
+        return _group(parts, "or" if negated else "and", multi), j + 4
+    if op == "like" and j + 1 < len(toks) and toks[j + 1][0] == "str" and not negated:
+        like = _like(col, toks[j + 1][1][1:-1], types)
+        return (f"({like})" if multi and (" or " in like or " and " in like) else like), j + 2
+    raise _refuse("where", f"'{op.upper() if op else 'NOT'}' as used here is refused by network queries "
+                           "(error 46)",
+                  "Over the network write conditions with =, !=, <, <=, >, >=, and, or: IN becomes "
+                  "equalities joined by or, BETWEEN becomes >= and <=, LIKE 'ab%' on a text or integer column "
+                  "becomes ranges; other LIKE patterns and NOT cannot be sent to the network — run the query on "
+                  "the node itself with destination local.")
+
+
+def _not(toks: list[tuple[str, str]], i: int) -> tuple[str, int]:
+    """NOT at ``toks[i]``: kept in ``is not null``, ``not col = v`` as the opposite comparison, else refused."""
+    if i and toks[i - 1][1].lower() == "is":
+        return toks[i][1], i + 1  # "is not null" is part of the operators' grammar
+    if i + 3 < len(toks) and toks[i + 1][0] == "word" and toks[i + 2][1] in ("=", "!=", "<>"):
+        opposite = "!=" if toks[i + 2][1] == "=" else "="
+        return f"{toks[i + 1][1]} {opposite} {toks[i + 3][1]}", i + 4
+    raise _refuse("where", "NOT is refused by network queries (error 46)",
+                  "Write the opposite comparison instead (not a = b is a != b, not a > b is a <= b), or "
+                  "run the query on the node itself with destination local.")
 
 
 def _items(select: str) -> list[str]:

@@ -136,10 +136,7 @@ class Engine:
                 parsed.text = None  # the node's table is in the order it sent: the rows are the answer
         rows = data.get(parsed.list_key) if parsed.list_key else None
         if renames and isinstance(rows, list):
-            for row in rows:
-                for alias, original in renames.items():
-                    if isinstance(row, dict) and alias in row:
-                        row[original] = row.pop(alias)
+            _rename(rows, renames)
         empty = (tool.parser or {}).get("empty")
         if empty and rows in ([], {}, ""):
             fill = {k: ("" if v is None else str(v)) for k, v in plain_args.items()}
@@ -332,6 +329,14 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def _rename(rows: list[Any], renames: Mapping[str, str]) -> None:
+    """Rename the result keys the query had to change (see ``dialect.adapt``) back to the names asked for."""
+    for row in rows:
+        for alias, original in renames.items():
+            if isinstance(row, dict) and alias in row:
+                row[original] = row.pop(alias)
 
 
 def _plain_args(tool: ToolDef, args: Mapping[str, Any]) -> dict[str, Any]:

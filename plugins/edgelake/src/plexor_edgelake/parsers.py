@@ -102,7 +102,13 @@ def parse_table(text: str, *, fill_down: list[str] | None = None, numbers: bool 
         cells += [""] * (len(columns) - len(cells))
         row = dict(zip(columns, cells[: len(columns)], strict=False))
         rows.append(row)
-    for col in fill_down or []:
+    _fill_and_convert(rows, fill_down or [], numbers)
+    return {"title": title, "columns": columns, "rows": rows}
+
+
+def _fill_and_convert(rows: list[dict[str, Any]], fill_down: list[str], numbers: bool) -> None:
+    """Blank cells of the ``fill_down`` columns take the value above; with ``numbers``, numeric text becomes numbers."""
+    for col in fill_down:
         last = ""
         for row in rows:
             if row.get(col, "") == "":
@@ -113,7 +119,6 @@ def parse_table(text: str, *, fill_down: list[str] | None = None, numbers: bool 
         for row in rows:
             for k, v in row.items():
                 row[k] = _number(v)
-    return {"title": title, "columns": columns, "rows": rows}
 
 
 def _number(text: Any) -> Any:

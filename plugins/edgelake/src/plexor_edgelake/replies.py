@@ -40,8 +40,10 @@ ERROR_ADVICE: dict[int, str] = {
         "edgelake_list_connections shows the TCP address; edgelake_node_status and the node's 'get processes' "
         "show TCP not running. Free the port and restart the node; until then ask with destination local.",
     26: "The node stopped waiting for the operators after its REST timeout ('run rest server ... timeout = N', 20 s "
-        "by default). Narrow the query (a time range, a smaller limit, group_by with aggregates) or raise that "
-        "timeout on the node.",
+        "by default): an operator holding the table answered too slowly or did not answer at all (one that is down "
+        "or unreachable keeps every network query waiting this long; edgelake_get_data_nodes lists the operators "
+        "of the table, and a query with destination local on each shows which one is missing). Narrow the query "
+        "(a time range, a smaller limit, group_by with aggregates) or raise that timeout on the node.",
     29: "The node has no metadata for that database or table. Check the names with edgelake_list_databases "
         "and edgelake_list_tables; to reach the nodes that hold the table, query with destination network.",
     45: "The table's metadata could not be loaded from the blockchain: the database or table name is wrong, "

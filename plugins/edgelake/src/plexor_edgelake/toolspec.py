@@ -200,6 +200,19 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
             problems.append(f"{where}.handler: {spec['handler']!r} is not one of {', '.join(sorted(HANDLERS))}")
         tool.handler = spec["handler"]
         return tool if len(problems) == before else None
+    _check_build(where, spec, tool, problems)
+    try:
+        command = tool.command = cmd.Template(spec["command"])
+    except cmd.TemplateError as exc:
+        problems.append(f"{where}.command: {exc}")
+        return None
+    _check_templates(where, spec, tool, command, {str(n) for n in params_spec}, problems)
+    _check_routing(where, spec, tool, command, problems)
+    _check_options(where, spec, tool, problems)
+    return tool if len(problems) == before else None
+
+
+def _check_build(where: str, spec: dict[str, Any], tool: ToolDef, problems: list[str]) -> None:
     build = spec.get("build") or {}
     if not isinstance(build, dict) or not all(v in cmd.BUILDERS for v in build.values()):
         problems.append(f"{where}.build: must map a name to one of {', '.join(cmd.BUILDERS)}")
@@ -207,16 +220,14 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
     for bname in build:
         if bname in tool.params:
             problems.append(f"{where}.build: {bname!r} is also a parameter")
-    if "select_statement" in build.values():
-        for needed in ("table",):
-            if needed not in tool.params:
-                problems.append(f"{where}.build: select_statement needs a 'table' parameter")
+    if "select_statement" in build.values() and "table" not in tool.params:
+        problems.append(f"{where}.build: select_statement needs a 'table' parameter")
     tool.build = dict(build)
-    try:
-        tool.command = cmd.Template(spec["command"])
-    except cmd.TemplateError as exc:
-        problems.append(f"{where}.command: {exc}")
-        return None
+
+
+def _check_templates(where: str, spec: dict[str, Any], tool: ToolDef, command: cmd.Template, declared: set[str],
+                     problems: list[str]) -> None:
+    """The clauses, and every placeholder of the command and clauses naming a declared parameter."""
     clauses = spec.get("clauses") or []
     if not isinstance(clauses, list):
         problems.append(f"{where}.clauses: must be a list of templates such as 'where {{where}}'")
@@ -231,24 +242,26 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
             problems.append(f"{where}.clauses[{i}]: {text!r} has no placeholder, so it would always be sent; "
                             "put it in the command instead")
         tool.clauses.append(clause)
-    # Parameters that were declared but refused above are already reported; do not report them twice.
-    known = {str(n) for n in params_spec} | set(tool.build)
-    for tmpl, label in [(tool.command, "command")] + [(c, f"clauses[{i}]") for i, c in enumerate(tool.clauses)]:
+    known = declared | set(tool.build)  # a declared parameter refused above is reported already, not twice
+    for tmpl, label in [(command, "command")] + [(c, f"clauses[{i}]") for i, c in enumerate(tool.clauses)]:
         for ph in tmpl.placeholders:
             if ph not in known:
                 problems.append(f"{where}.{label}: the placeholder {{{ph}}} is not a parameter{_near(ph, known)}; "
                                 "declare it under params")
-    for ph in tool.command.placeholders:
+    for ph in command.placeholders:
         p = tool.params.get(ph)
         if p is not None and not p.required and p.default is None:
             problems.append(f"{where}.command: {{{ph}}} is optional with no default, so the command could be sent "
                             f"without it; make it required, give it a default, or move it into a clause")
-    inferred = method_for(tool.command.text)
+
+
+def _check_routing(where: str, spec: dict[str, Any], tool: ToolDef, command: cmd.Template, problems: list[str]) -> None:
+    inferred = method_for(command.text)
     method = spec.get("method", inferred)
     if method not in ("GET", "POST"):
         problems.append(f"{where}.method: must be GET or POST")
     elif method == "GET" and inferred == "POST":
-        problems.append(f"{where}.method: the node refuses {tool.command.text.split()[0]!r}... over GET (error 156); "
+        problems.append(f"{where}.method: the node refuses {command.text.split()[0]!r}... over GET (error 156); "
                         "only sql, get and blockchain get/read may use GET — use POST")
     else:
         tool.method = method
@@ -260,7 +273,7 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
     elif dest is not None and not (isinstance(dest, str) and _DESTINATION.match(dest)):
         problems.append(f"{where}.destination: must be local, network, a list of IP:port, or {{param}}")
     tool.destination = None if dest in (None, "local") else dest
-    if dest == "network" and not tool.command.text.lstrip().startswith("sql "):
+    if dest == "network" and not command.text.lstrip().startswith("sql "):
         problems.append(f"{where}.destination: only sql commands can be sent to the network (the node answers "
                         "other commands with error 155); name nodes as IP:port, or leave destination out")
     targets = spec.get("targets")
@@ -273,19 +286,19 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
                             "replaces the targets)")
         else:
             tool.targets = targets
+
+
+def _check_options(where: str, spec: dict[str, Any], tool: ToolDef, problems: list[str]) -> None:
     timeout = spec.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600):
         problems.append(f"{where}.timeout: must be a number of seconds between 0 and 3600")
     else:
         tool.timeout = float(timeout) if timeout is not None else None
-    read_only = spec.get("read_only", tool.method == "GET")
-    if not isinstance(read_only, bool):
-        problems.append(f"{where}.read_only: must be true or false")
-    tool.read_only = bool(read_only)
-    empty_ok = spec.get("empty_ok", False)
-    if not isinstance(empty_ok, bool):
-        problems.append(f"{where}.empty_ok: must be true or false")
-    tool.empty_ok = bool(empty_ok)
+    for key, default in (("read_only", tool.method == "GET"), ("empty_ok", False)):
+        value = spec.get(key, default)
+        if not isinstance(value, bool):
+            problems.append(f"{where}.{key}: must be true or false")
+        setattr(tool, key, bool(value))
     headers = spec.get("headers") or {}
     if not isinstance(headers, dict):
         problems.append(f"{where}.headers: must be a mapping of header name to value")
@@ -304,7 +317,6 @@ def _check_tool(name: str, spec: Any, source: str, problems: list[str]) -> ToolD
     for problem in validate_parser(parser, set(tool.params)):
         problems.append(f"{where}.parser: {problem}")
     tool.parser = parser if isinstance(parser, dict) else None
-    return tool if len(problems) == before else None
 
 
 def _check_cases(name: str, spec: dict[str, Any], source: str, problems: list[str], tool: ToolDef,

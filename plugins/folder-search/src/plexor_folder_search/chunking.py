@@ -97,25 +97,11 @@ def _line_info(lines: list[str], style: str) -> tuple[list[int], list[tuple[int,
     return strength, heading
 
 
-def chunk_text(text: str, style: str = "text", size: int = 1100, overlap: int = 150) -> list[Chunk]:
-    """Cut ``text`` into chunks of about ``size`` characters following its structure.
-
-    :param style: ``markdown``, ``rst``, ``code`` or ``text`` (see :func:`language_of`).
-    :param size: target chunk length in characters; a chunk exceeds it only when a
-        single line is longer (such lines are cut at ``size * 1.1``).
-    :param overlap: characters of trailing lines repeated at the start of the next
-        chunk when a cut falls inside a section.
-    """
-    if not text.strip():
-        return []
-    size = max(200, size)
-    hard = int(size * 1.1)
-    overlap = max(0, min(overlap, size // 3))
-    raw_lines = text.splitlines(keepends=True)
-    # Split overlong lines so that every piece fits in a chunk.
+def _pieces(text: str, size: int, hard: int) -> tuple[list[str], list[int]]:
+    """The text's lines, an overlong one split so that every piece fits in a chunk, with each piece's line number."""
     lines: list[str] = []
     line_no: list[int] = []
-    for no, line in enumerate(raw_lines, start=1):
+    for no, line in enumerate(text.splitlines(keepends=True), start=1):
         if len(line) <= hard:
             lines.append(line)
             line_no.append(no)
@@ -123,28 +109,34 @@ def chunk_text(text: str, style: str = "text", size: int = 1100, overlap: int = 
             for k in range(0, len(line), size):
                 lines.append(line[k : k + size])
                 line_no.append(no)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    strength, heading = _line_info([ln.rstrip("\r\n") for ln in lines], style)
+    return lines, line_no
+
+
+def _trails(heading: list[tuple[int, str] | None]) -> list[str]:
+    """Per line, the heading trail it lies under ("Install > Linux")."""
     trail: list[tuple[int, str]] = []
     trail_at: list[str] = []
-    for i in range(len(lines)):
-        if heading[i] is not None:
-            level, title = heading[i]  # type: ignore[misc]
+    for opened in heading:
+        if opened is not None:
+            level, title = opened
             trail = [t for t in trail if t[0] < level] + [(level, title)]
         trail_at.append(" > ".join(t for _, t in trail))
+    return trail_at
 
-    chunks: list[Chunk] = []
-    n = len(lines)
-    start = 0
-    fresh = 0  # first line not repeated from the previous chunk
-    while start < n:
-        # Skip leading blank lines so chunks start on content.
-        while start < n and not lines[start].strip():
-            start += 1
-        if start >= n:
-            break
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where each piece starts, how strong a break falls before it, and the heading it opens."""
+
+    offsets: list[int]
+    strength: list[int]
+    heading: list[tuple[int, str] | None]
+    size: int
+
+    def end(self, start: int, fresh: int) -> int:
+        """Where the chunk that starts at piece ``start`` ends (exclusive): at a heading, else the best break."""
+        offsets, strength, heading, size = self.offsets, self.strength, self.heading, self.size
+        n = len(strength)
         end = start
         best_cut, best_strength = -1, 0
         while end < n and offsets[end + 1] - offsets[start] <= size:
@@ -161,6 +153,53 @@ def chunk_text(text: str, style: str = "text", size: int = 1100, overlap: int = 
             end = start + 1
         elif end < n and best_cut > start and best_strength >= MEDIUM and not (heading[end] is not None and strength[end] == STRONG):
             end = best_cut
+        return end
+
+    def next_start(self, start: int, end: int, overlap: int) -> int:
+        """Where the next chunk starts: a few lines back (the overlap) when the cut fell inside a section."""
+        offsets = self.offsets
+        nxt = end
+        if overlap and self.strength[end] < STRONG:
+            back = end
+            while back - 1 > start and offsets[end] - offsets[back - 1] <= overlap:
+                back -= 1
+            if back < end and offsets[end] - offsets[back] > 0:
+                nxt = back
+        return nxt if nxt > start else end
+
+
+def chunk_text(text: str, style: str = "text", size: int = 1100, overlap: int = 150) -> list[Chunk]:
+    """Cut ``text`` into chunks of about ``size`` characters following its structure.
+
+    :param style: ``markdown``, ``rst``, ``code`` or ``text`` (see :func:`language_of`).
+    :param size: target chunk length in characters; a chunk exceeds it only when a
+        single line is longer (such lines are cut at ``size * 1.1``).
+    :param overlap: characters of trailing lines repeated at the start of the next
+        chunk when a cut falls inside a section.
+    """
+    if not text.strip():
+        return []
+    size = max(200, size)
+    overlap = max(0, min(overlap, size // 3))
+    lines, line_no = _pieces(text, size, int(size * 1.1))
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    strength, heading = _line_info([ln.rstrip("\r\n") for ln in lines], style)
+    layout = _Layout(offsets, strength, heading, size)
+    trail_at = _trails(heading)
+
+    chunks: list[Chunk] = []
+    n = len(lines)
+    start = 0
+    fresh = 0  # first line not repeated from the previous chunk
+    while start < n:
+        # Skip leading blank lines so chunks start on content.
+        while start < n and not lines[start].strip():
+            start += 1
+        if start >= n:
+            break
+        end = layout.end(start, fresh)
         piece_start, piece_end = offsets[start], offsets[end]
         body = text[piece_start:piece_end]
         # Trailing blank lines do not belong to the chunk's line range.
@@ -172,13 +211,6 @@ def chunk_text(text: str, style: str = "text", size: int = 1100, overlap: int = 
         )
         if end >= n:
             break
-        nxt = end
-        if overlap and strength[end] < STRONG:
-            back = end
-            while back - 1 > start and offsets[end] - offsets[back - 1] <= overlap:
-                back -= 1
-            if back < end and offsets[end] - offsets[back] > 0:
-                nxt = back
         fresh = end
-        start = nxt if nxt > start else end
+        start = layout.next_start(start, end, overlap)
     return chunks

@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from plexor_folder_search.batches import EMBED_TEXT_VERSION, Batches, Work, embed_text
+from plexor_folder_search.changes import PathChanges
 from plexor_folder_search.embed import Embedder
 from plexor_folder_search.extract import Limits
 from plexor_folder_search.ignore import IgnoreRules
-from plexor_folder_search.safefs import ReadRefused, display_path, name_problem, read_inside, special_kind
+from plexor_folder_search.safefs import ReadRefused, read_inside
 from plexor_folder_search.store import IndexStore, meta_text
 from plexor_folder_search.vectors import VectorIndex
-from plexor_folder_search.walk import Skip, Walker, symlink_reason
+from plexor_folder_search.walk import Skip, Walker
 
 __all__ = ["FolderUnreachable", "IndexOptions", "Indexer", "ScanReport"]
 
@@ -166,73 +167,13 @@ class Indexer:
             problem = self.reachable()
             if problem:
                 raise FolderUnreachable(problem)  # the events are those of the drive going away
-            known = self.store.file_states()
-            work: list[Work] = []
-            gone: dict[str, tuple[int, int, int, str]] = {}
-            skipped: list[Skip] = []
-            seen: set[str] = set()
-            forget: list[str] = []
-            walked: list[str] = []  # directories walked whole in this batch: what is under them is done
+            changes = PathChanges(self.root, self.rules, self.walker, self.store.file_states())
             for rel in sorted(set(rels)):
-                if rel in seen or any(rel.startswith(w + "/") for w in walked):
-                    continue
-                problem = name_problem(rel)
-                if problem:
-                    skipped.append((display_path(rel), problem, "rename it to have it indexed", None, None))
-                    continue
-                abs_path = self.root / rel
-                try:
-                    st = abs_path.lstat()
-                except OSError:
-                    st = None
-                if st is not None and statmod.S_ISDIR(st.st_mode):
-                    reason = self.rules.tree_reason(rel)
-                    prefix = rel + "/"
-                    sub_disk: dict[str, tuple[int, int]] = {}
-                    forget.append(rel)
-                    walked.append(rel)
-                    if not reason and not self.rules.dir_reason(rel, abs_path):
-                        sub_disk, sub_skips = self.walker.walk(start=rel)
-                        skipped.extend(sub_skips)
-                    for krel, kst in known.items():
-                        if krel.startswith(prefix) and krel not in sub_disk:
-                            gone[krel] = kst
-                    for frel, (size, mtime) in sub_disk.items():
-                        seen.add(frel)
-                        old = known.get(frel)
-                        if old is not None and old[1] == size and old[2] == mtime:
-                            continue
-                        work.append(Work(frel, size, mtime, old[0] if old else None, old[3] if old else None))
-                    continue
-                seen.add(rel)
-                old = known.get(rel)
-                if st is None or not statmod.S_ISREG(st.st_mode):
-                    if old is not None:
-                        gone[rel] = old
-                    prefix = rel + "/"
-                    for krel, kst in known.items():  # a deleted directory
-                        if krel.startswith(prefix):
-                            gone[krel] = kst
-                    forget.append(rel)
-                    if st is not None and statmod.S_ISLNK(st.st_mode):
-                        skipped.append((rel, *symlink_reason(str(abs_path), self.root), None, None))
-                    elif st is not None:
-                        skipped.append((rel, "not a regular file", special_kind(st.st_mode), None, None))
-                    continue
-                reason = self.rules.path_reason(rel)
-                pre = None if reason else self.walker.pre_skip(rel, st.st_size)
-                if reason or pre:
-                    if old is not None:
-                        gone[rel] = old
-                    why, detail = (reason, None) if reason else pre  # type: ignore[misc]
-                    skipped.append((rel, why, detail, st.st_size, st.st_mtime_ns))
-                    continue
-                if old is not None and old[1] == st.st_size and old[2] == st.st_mtime_ns:
-                    report.unchanged += 1
-                    continue
-                work.append(Work(rel, st.st_size, st.st_mtime_ns, old[0] if old else None, old[3] if old else None))
-            report.scanned = len(work)
-            self._process(work, gone, skipped, report, None, None, full=False, forget=forget)
+                changes.add(rel)
+            report.unchanged += changes.unchanged
+            report.scanned = len(changes.work)
+            self._process(changes.work, changes.gone, changes.skipped, report, None, None, full=False,
+                          forget=changes.forget)
             report.seconds = round(time.perf_counter() - started, 3)
             return report
 
@@ -243,50 +184,7 @@ class Indexer:
         gone_by_fp: dict[str, list[tuple[str, int]]] = {}
         for rel, (fid, _s, _m, fp) in gone.items():
             gone_by_fp.setdefault(fp, []).append((rel, fid))
-        total = len(work)
-        done = 0
-        if progress:
-            progress(0, total, f"{total} files to index" if total else "nothing changed")
-        batch: list[tuple[Work, bytes]] = []
-        batch_chars = 0
-        batches = Batches(self.store, self.vectors, self.embedder, self.options)
-        dropped: list[int] = []
-        for item in work:
-            if stop is not None and stop.is_set():
-                break
-            try:
-                data, st = read_inside(self.root, item.rel, self.options.max_file_size)
-            except ReadRefused as exc:
-                skipped.append((item.rel, exc.reason, exc.detail, item.size, item.mtime_ns))
-                if item.old_id is not None:
-                    dropped.append(item.old_id)  # what is there now is not what was indexed
-                if exc.reason == "unreadable":
-                    report.errors += 1
-                done += 1
-                continue
-            # Record what was read, not what the walk saw a moment earlier.
-            item.size, item.mtime_ns = st.st_size, st.st_mtime_ns
-            if len(data) > self.options.max_file_size:
-                skipped.append((item.rel, "too large", f"more than max_file_size = {self.options.max_file_size} bytes",
-                                item.size, item.mtime_ns))
-                if item.old_id is not None:
-                    dropped.append(item.old_id)
-                done += 1
-                continue
-            batch.append((item, data))
-            batch_chars += len(data)
-            if len(batch) >= self.options.batch_files or batch_chars >= self.options.batch_chars:
-                done += len(batch)
-                batches.add(batch, gone_by_fp, skipped, report)
-                batch, batch_chars = [], 0
-                if progress:
-                    progress(done, total, f"indexed {done} of {total} files")
-        if batch:
-            done += len(batch)
-            batches.add(batch, gone_by_fp, skipped, report)
-            if progress:
-                progress(done, total, f"indexed {done} of {total} files")
-        batches.finish()
+        dropped = self._index(work, gone_by_fp, skipped, report, progress, stop)
         stopped = stop is not None and stop.is_set()
         # What is gone and was not found moved is deleted; skips are recorded.
         leftover = [fid for items in gone_by_fp.values() for _rel, fid in items]
@@ -307,6 +205,64 @@ class Indexer:
         if self.vectors is not None:
             self.vectors.remove(removed)
         report.skipped = len(skipped)
+
+    def _index(self, work: list[Work], gone_by_fp: dict[str, list[tuple[str, int]]], skipped: list[Any],
+               report: ScanReport, progress: ProgressFn | None, stop: threading.Event | None) -> list[int]:
+        """Read and index ``work`` in batches (a moved file takes its entry out of ``gone_by_fp``).
+
+        Returns the ids of indexed files that are skipped now (what is there is not what was indexed).
+        """
+        total = len(work)
+        done = 0
+        if progress:
+            progress(0, total, f"{total} files to index" if total else "nothing changed")
+        batch: list[tuple[Work, bytes]] = []
+        batch_chars = 0
+        batches = Batches(self.store, self.vectors, self.embedder, self.options)
+        dropped: list[int] = []
+        for item in work:
+            if stop is not None and stop.is_set():
+                break
+            data = self._read(item, skipped, report, dropped)
+            if data is None:
+                done += 1
+                continue
+            batch.append((item, data))
+            batch_chars += len(data)
+            if len(batch) >= self.options.batch_files or batch_chars >= self.options.batch_chars:
+                done += len(batch)
+                batches.add(batch, gone_by_fp, skipped, report)
+                batch, batch_chars = [], 0
+                if progress:
+                    progress(done, total, f"indexed {done} of {total} files")
+        if batch:
+            done += len(batch)
+            batches.add(batch, gone_by_fp, skipped, report)
+            if progress:
+                progress(done, total, f"indexed {done} of {total} files")
+        batches.finish()
+        return dropped
+
+    def _read(self, item: Work, skipped: list[Any], report: ScanReport, dropped: list[int]) -> bytes | None:
+        """The file's bytes, or ``None`` when it is skipped (recorded in ``skipped``, its old entry in ``dropped``)."""
+        try:
+            data, st = read_inside(self.root, item.rel, self.options.max_file_size)
+        except ReadRefused as exc:
+            skipped.append((item.rel, exc.reason, exc.detail, item.size, item.mtime_ns))
+            if item.old_id is not None:
+                dropped.append(item.old_id)  # what is there now is not what was indexed
+            if exc.reason == "unreadable":
+                report.errors += 1
+            return None
+        # Record what was read, not what the walk saw a moment earlier.
+        item.size, item.mtime_ns = st.st_size, st.st_mtime_ns
+        if len(data) > self.options.max_file_size:
+            skipped.append((item.rel, "too large", f"more than max_file_size = {self.options.max_file_size} bytes",
+                            item.size, item.mtime_ns))
+            if item.old_id is not None:
+                dropped.append(item.old_id)
+            return None
+        return data
 
     # ------------------------------------------------------------------ vectors
     def embed_missing(self, progress: ProgressFn | None = None, stop: threading.Event | None = None) -> int:

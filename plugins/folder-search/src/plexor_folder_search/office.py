@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from typing import Any
+from typing import IO, Any
 
 from plexor_folder_search.documents import Bounded, Clock, Extracted, ExtractError, Limits, md_outline
 
@@ -57,50 +57,13 @@ def _docx(data: bytes, clock: Clock) -> Extracted:
     (python-docx builds the whole tree and runs XPath queries per paragraph: about 2.7 s and 11 bytes of
     memory per byte of document XML, measured; a 150 KB file could unpack to minutes of work.)
     """
-    import xml.etree.ElementTree as ET
-
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         main = _rel_target(zf, "", "/officeDocument") or "word/document.xml"
         styles = _docx_styles(zf, _rel_target(zf, main, "/styles"))
         title = _core_title(zf)
-        lines: list[str] = []
-        tables: list[list[str]] = []
-        body: ET.Element | None = None
-        p_depth = tbl_depth = 0
         with zf.open(main) as fh:
-            for n, (event, el) in enumerate(ET.iterparse(fh, events=("start", "end"))):
-                if n % 4096 == 0:
-                    clock.check()
-                tag = el.tag
-                if event == "start":
-                    if tag == _W + "body":
-                        body = el
-                    elif tag == _W + "p":
-                        p_depth += 1
-                    elif tag == _W + "tbl":
-                        tbl_depth += 1
-                        if tbl_depth == 1:
-                            tables.append([])
-                    continue
-                if tag == _W + "p":
-                    p_depth -= 1
-                    if p_depth or tbl_depth:
-                        continue
-                    _docx_paragraph(el, styles, lines)
-                elif tag == _W + "tr" and tbl_depth == 1:
-                    tables[-1].append(" | ".join("\n".join(_ptext(p) for p in tc.iter(_W + "p")).strip()
-                                                 for tc in el.findall(_W + "tc")))
-                    el.clear()
-                    continue
-                elif tag == _W + "tbl":
-                    tbl_depth -= 1
-                    if tbl_depth:
-                        continue
-                else:
-                    continue
-                if body is not None:
-                    body.clear()  # what is written out is dropped from the tree
+            lines, tables = _docx_body(fh, styles, clock)
     except Bounded:
         raise
     except Exception as exc:  # noqa: BLE001 - zipfile/XML errors on a corrupt file
@@ -112,6 +75,49 @@ def _docx(data: bytes, clock: Clock) -> Extracted:
     if title is None and outline:
         title = str(outline[0]["title"])
     return Extracted(text, "docx", title, outline)
+
+
+def _docx_body(fh: IO[bytes], styles: dict[str, str], clock: Clock) -> tuple[list[str], list[list[str]]]:
+    """The document's paragraphs as Markdown lines, and its top-level tables' rows (one line per row)."""
+    import xml.etree.ElementTree as ET
+
+    lines: list[str] = []
+    tables: list[list[str]] = []
+    body: ET.Element | None = None
+    p_depth = tbl_depth = 0
+    for n, (event, el) in enumerate(ET.iterparse(fh, events=("start", "end"))):
+        if n % 4096 == 0:
+            clock.check()
+        tag = el.tag
+        if event == "start":
+            if tag == _W + "body":
+                body = el
+            elif tag == _W + "p":
+                p_depth += 1
+            elif tag == _W + "tbl":
+                tbl_depth += 1
+                if tbl_depth == 1:
+                    tables.append([])
+            continue
+        if tag == _W + "p":
+            p_depth -= 1
+            if p_depth or tbl_depth:
+                continue
+            _docx_paragraph(el, styles, lines)
+        elif tag == _W + "tr" and tbl_depth == 1:
+            tables[-1].append(" | ".join("\n".join(_ptext(p) for p in tc.iter(_W + "p")).strip()
+                                         for tc in el.findall(_W + "tc")))
+            el.clear()
+            continue
+        elif tag == _W + "tbl":
+            tbl_depth -= 1
+            if tbl_depth:
+                continue
+        else:
+            continue
+        if body is not None:
+            body.clear()  # what is written out is dropped from the tree
+    return lines, tables
 
 
 def _ptext(p: Any) -> str:

@@ -15,7 +15,6 @@ changed is reopened with them (a new model re-embeds that folder only, in the ba
 
 from __future__ import annotations
 
-import datetime
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor_folder_search.service import FolderService
     from plexor_folder_search.state import FolderState
 
-__all__ = ["Rescanner", "apply_cli_folders", "cli_folders_signature", "folder_status", "rescan_once"]
+__all__ = ["Rescanner", "apply_cli_folders", "cli_folders_signature", "rescan_once"]
 
 
 class Rescanner:
@@ -161,27 +160,3 @@ def _rewatch(service: FolderService, st: FolderState) -> None:
         service._watcher.watch(st)
     except Exception as exc:  # noqa: BLE001 - it is still rescanned
         service.log.warning("rewatch_failed", folder=st.name, error=str(exc))
-
-
-def _iso(ts: float | None) -> str | None:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).isoformat() if ts else None
-
-
-def folder_status(service: FolderService, st: FolderState) -> dict[str, Any]:
-    """A folder's own settings, model, watching and rescan state, for list_folders and get_server_info."""
-    embedder = st.indexer.embedder if st.indexer is not None else None
-    out: dict[str, Any] = {
-        "settings": st.spec.overrides(),
-        "model": embedder.name if embedder is not None else None,
-        "watched": service._watcher is not None and service._watcher.watching(st.name),
-        "reachable": st.state != "unavailable" and (st.indexer is None or st.indexer.reachable() is None),
-    }
-    rescanner = service._rescanner
-    rescan: dict[str, Any] = {"interval": service.config.rescan_interval, "checks": st.checks,
-                              "last_check": _iso(st.last_check)}
-    if rescanner is not None and rescanner.next_at:
-        rescan["next_check"] = _iso(rescanner.next_at)
-    if st.unreachable_since is not None:
-        rescan["unreachable_since"] = _iso(st.unreachable_since)
-    out["rescan"] = rescan
-    return out

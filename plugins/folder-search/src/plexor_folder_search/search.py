@@ -217,26 +217,7 @@ class SearchEngine:
         if not concepts and not exact:
             return Ranking.empty()
         use_sem = self.semantic_available and w > 0 and len(self.vectors) > 0
-        s_ids = np.empty(0, dtype=np.int64)
-        s_sims = np.empty(0, dtype=np.float32)
-        if exact:
-            kw_ids, kw_sc = self._exact(concepts, exact)
-            if use_sem and len(kw_ids):
-                q = self.query_vector(concepts or " ".join(exact))
-                s_ids, s_sims = self.vectors.search(q, 0).more(kw_ids)
-        elif use_sem:
-            assert concepts is not None
-            future = _pool().submit(self._keyword, concepts)
-            try:
-                near = self.vectors.search(self.query_vector(concepts), self.sem_k)
-            finally:
-                kw_ids, kw_sc = future.result()
-            m_ids, m_sims = near.more(kw_ids)
-            s_ids = np.concatenate([near.ids, m_ids])
-            s_sims = np.concatenate([near.sims, m_sims])
-        else:
-            assert concepts is not None
-            kw_ids, kw_sc = self._keyword(concepts)
+        kw_ids, kw_sc, s_ids, s_sims = self._candidates(concepts, exact, use_sem)
         cand = np.union1d(kw_ids, s_ids)
         if not len(cand):
             return Ranking.empty()
@@ -271,6 +252,36 @@ class SearchEngine:
             order = np.lexsort((cand, -score))
         order = order[:cap]
         return Ranking(cand[order], score[order], k_part[order], None if s_raw is None else s_raw[order])
+
+    def _candidates(self, concepts: str | None, exact: list[str], use_sem: bool) -> tuple[Any, Any, Any, Any]:
+        """The keyword side's chunk ids and scores, and the semantic side's ids and similarities.
+
+        With ``exact`` phrases only chunks holding them all are candidates (their similarity is looked up);
+        otherwise the keyword search runs beside the nearest-neighbour search, when semantic search is on.
+        """
+        import numpy as np
+
+        s_ids = np.empty(0, dtype=np.int64)
+        s_sims = np.empty(0, dtype=np.float32)
+        if exact:
+            kw_ids, kw_sc = self._exact(concepts, exact)
+            if use_sem and len(kw_ids):
+                q = self.query_vector(concepts or " ".join(exact))
+                s_ids, s_sims = self.vectors.search(q, 0).more(kw_ids)
+        elif use_sem:
+            assert concepts is not None
+            future = _pool().submit(self._keyword, concepts)
+            try:
+                near = self.vectors.search(self.query_vector(concepts), self.sem_k)
+            finally:
+                kw_ids, kw_sc = future.result()
+            m_ids, m_sims = near.more(kw_ids)
+            s_ids = np.concatenate([near.ids, m_ids])
+            s_sims = np.concatenate([near.sims, m_sims])
+        else:
+            assert concepts is not None
+            kw_ids, kw_sc = self._keyword(concepts)
+        return kw_ids, kw_sc, s_ids, s_sims
 
     def rank_documents(self, query: str, cap: int = 1000, weight: float | None = None) -> list[tuple[int, Hit]]:
         """Documents ranked by their best chunk: ``[(file_id, best_hit)]``."""

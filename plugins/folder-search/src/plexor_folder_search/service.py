@@ -1,6 +1,7 @@
 """The folder-search service: open indexes, warm them up in the background, watch, answer queries.
 
-The read side (search, list, read) is in :mod:`plexor_folder_search.queries`, watching in
+The read side (search, list, read) is in :mod:`plexor_folder_search.queries`, what the service
+reports of itself (the folder list, status) in :mod:`plexor_folder_search.reports`, watching in
 :mod:`plexor_folder_search.watcher`.
 """
 
@@ -18,6 +19,7 @@ from plexor_folder_search.extract import Limits
 from plexor_folder_search.folders import FolderSpec, load_folders
 from plexor_folder_search.indexer import FolderUnreachable, Indexer, IndexOptions, ScanReport
 from plexor_folder_search.queries import FolderQueries
+from plexor_folder_search.reports import FolderReports
 from plexor_folder_search.search import DEFAULT_WEIGHT, SearchEngine
 from plexor_folder_search.state import FolderState, Log, StdLog
 from plexor_folder_search.store import IndexStore, SchemaError, VectorIndex
@@ -39,7 +41,7 @@ def _options(config: FolderSettings, spec: FolderSpec | None = None) -> IndexOpt
                         include=include or None)
 
 
-class FolderService(FolderQueries):
+class FolderService(FolderQueries, FolderReports):
     """Everything the tools and the CLI use; one per kernel (or per CLI command)."""
 
     def __init__(self, settings: Mapping[str, Any], *, log: Log | None = None,
@@ -380,100 +382,3 @@ class FolderService(FolderQueries):
         for st in [*self.folders.values(), *self.retired]:
             if st.store is not None:
                 st.store.close()
-
-    def list_folders(self) -> dict[str, Any]:
-        self.wait_open()
-        out = []
-        for st in self.folders.values():
-            item: dict[str, Any] = {"name": st.name, "path": str(st.spec.root), "source": st.spec.source,
-                                    "state": st.state}
-            if st.store is not None and st.state != "error":
-                with st.store.reader() as conn:
-                    item["documents"] = conn.execute("SELECT count(*) FROM files").fetchone()[0]
-                    item["chunks"] = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-                    item["skipped"] = conn.execute("SELECT count(*) FROM skipped").fetchone()[0]
-            if st.state != "ready":
-                item["progress"] = st.progress()
-            if st.error:
-                item["error"] = st.error
-            item.update(self._folder_extras(st))
-            out.append(item)
-        data: dict[str, Any] = {"folders": out}
-        if not out:
-            data["notes"] = ["No folders are configured. The user adds one with `plexor folder-search add PATH` "
-                             "(a running server picks it up on its next rescan), or with folders = [...] under "
-                             "[folder-search] in plexor.toml and a restart."]
-        return data
-
-    def skipped_examples(self, per_reason: int = 3) -> dict[str, dict[str, list[str]]]:
-        """For each folder, a few skipped paths per reason (with their detail), for a status report."""
-        out: dict[str, dict[str, list[str]]] = {}
-        for st in self.folders.values():
-            if st.store is None:
-                continue
-            with st.store.reader() as conn:
-                rows = conn.execute("SELECT reason, path, detail FROM skipped ORDER BY reason, path").fetchall()
-            per: dict[str, list[str]] = {}
-            for reason, path, detail in rows:
-                lst = per.setdefault(reason, [])
-                if len(lst) < per_reason:
-                    lst.append(path + (f" ({detail})" if detail else ""))
-            out[st.name] = per
-        return out
-
-    def server_info(self) -> dict[str, Any]:
-        from plexor_folder_search import __version__
-
-        self.wait_open()
-        folders = []
-        total_docs = total_chunks = total_bytes = 0
-        states: list[str] = []  # each folder's state as its entry shows it (the warm-up thread moves them on)
-        for st in self.folders.values():
-            info: dict[str, Any] = {"name": st.name, "path": str(st.spec.root), "source": st.spec.source,
-                                    **st.progress()}
-            states.append(info["state"])
-            if st.store is not None and st.state != "error":
-                with st.store.reader() as conn:
-                    docs = conn.execute("SELECT count(*) FROM files").fetchone()[0]
-                    chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-                    skipped = dict(conn.execute("SELECT reason, count(*) FROM skipped GROUP BY reason").fetchall())
-                size = st.store.size_bytes()
-                info.update(documents=docs, chunks=chunks, skipped=skipped, index_path=str(st.store.path), index_bytes=size,
-                            vectors=len(st.vectors) if st.vectors is not None else 0)
-                total_docs += docs
-                total_chunks += chunks
-                total_bytes += size
-            if st.last_scan:
-                info["last_scan"] = st.last_scan
-            info["live_updates"] = {"batches": st.live_batches, "paths": st.live_paths, "last_batch": st.last_batch}
-            if st.error:
-                info["error"] = st.error
-            info.update(self._folder_extras(st))
-            folders.append(info)
-        model: dict[str, Any] = {"setting": self.model_name}
-        if self.embedder is not None:
-            model.update(self.embedder.describe())
-        else:
-            model.update(available=False, reason=self.embedder_error[0] if self.embedder_error else None,
-                         fix=self.embedder_error[1] if self.embedder_error else None)
-        return {
-            "plugin": "folder-search", "version": __version__, "model": model,
-            "search": {"mode": "hybrid" if self.embedder is not None else "keyword-only", "fusion_weight": self.weight,
-                       "keyword": "SQLite FTS5 BM25 (porter)"},
-            "state": "ready" if all(s in ("ready", "error", "unavailable") for s in states) else "indexing",
-            "watching": self._watcher is not None,
-            "folders": folders,
-            "totals": {"folders": len(folders), "documents": total_docs, "chunks": total_chunks, "index_bytes": total_bytes},
-            "index_dir": str(self.index_dir),
-            "settings": {"max_file_size": self.config.max_file_size, "max_unpacked_size": self.config.max_unpacked_size,
-                         "extract_timeout": self.config.extract_timeout, "chunk_size": self.config.chunk_size,
-                         "exclude": list(self.config.exclude), "include": list(self.config.include),
-                         "rescan_interval": self.config.rescan_interval},
-            "warnings": list(self.warnings),
-        }
-
-    def _folder_extras(self, st: FolderState) -> dict[str, Any]:
-        """What status shows of a folder beyond its counts: its own settings, model, watching and rescans."""
-        from plexor_folder_search.rescan import folder_status
-
-        return folder_status(self, st)
