@@ -108,6 +108,16 @@ def connect_cmd(log_level: str | None, profile: str | None) -> None:
     from plexor.log import configure
 
     configure(log_level or os.environ.get("PLEXOR_LOG_LEVEL") or "warning", force=True)
+    if profile is not None:  # a usage error whatever stdin is, as for serve; the daemon refuses it too
+        from plexor.core.config import load_config_file, paths
+        from plexor.serving.command import profile_for_stdio
+
+        where = paths().config_file
+        try:
+            profile_for_stdio(load_config_file(where), profile, where)
+        except Exception as exc:  # noqa: BLE001 - a ConfigError: say what to fix
+            click.echo(f"error: {exc.render() if hasattr(exc, 'render') else exc}", err=True)
+            sys.exit(2)
     from plexor.serving.stdin import unusable_stdin
 
     why = unusable_stdin()
@@ -121,16 +131,6 @@ def connect_cmd(log_level: str | None, profile: str | None) -> None:
     from plexor.daemon import DaemonError
     from plexor.serving.connect import run_connect
 
-    if profile is not None:  # the daemon refuses it too (a daemon started before the file changed)
-        from plexor.core.config import load_config_file, paths
-        from plexor.serving.command import profile_for_stdio
-
-        where = paths().config_file
-        try:
-            profile_for_stdio(load_config_file(where), profile, where)
-        except Exception as exc:  # noqa: BLE001 - a ConfigError: say what to fix
-            click.echo(f"error: {exc.render() if hasattr(exc, 'render') else exc}", err=True)
-            sys.exit(2)
     try:
         anyio.run(lambda: run_connect(profile=profile))
     except DaemonError as exc:
