@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from plexor.core.config import Paths, paths
 from plexor.core.records import PluginRecord, State, _Machine
 from plexor.core.registry import Registry
 from plexor.errors import ConfigError, PlexorError
 from plexor.handle import Gauges
+
+T = TypeVar("T")
 
 __all__ = ["KernelBase"]
 
@@ -59,6 +62,8 @@ class KernelBase(_Machine):
         self._idle: Any = None
         self._listeners: list[Callable[[str], Any]] = []
         self._drain_listeners: list[Callable[[], Any]] = []
+        self._kept: dict[type, object] = {}  # keep(): the features' per-kernel objects, by type
+        self._keeping = threading.RLock()
         from plexor.notify import Notifier
 
         # Every outbound change notification goes through it (plexor.notify); a server may swap
@@ -189,6 +194,18 @@ class KernelBase(_Machine):
                                  ("prompts", reg.prompts)):
                 if offers:
                     self._notify(kind)
+
+    def keep(self, kind: type[T], make: Callable[[], T]) -> T:
+        """This kernel's one ``kind`` object, made by ``make()`` on first use (thread-safe): where a feature
+        keeps its per-kernel state (the task runner, the kernel's database), not in a table keyed by kernels."""
+        with self._keeping:
+            if kind not in self._kept:
+                self._kept[kind] = make()
+            return cast(T, self._kept[kind])
+
+    def kept(self, kind: type[T]) -> T | None:
+        """This kernel's ``kind`` object if :meth:`keep` made one, else ``None``."""
+        return cast("T | None", self._kept.get(kind))
 
     @property
     def inflight(self) -> int:

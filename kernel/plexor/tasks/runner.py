@@ -15,7 +15,6 @@ import secrets
 import socket
 import time
 import uuid
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -470,17 +469,11 @@ class Detachable:
         return True
 
 
-_managers: weakref.WeakKeyDictionary[Any, Tasks] = weakref.WeakKeyDictionary()
-
-
 def tasks_of(kernel: Kernel) -> Tasks:
     """The kernel's :class:`Tasks` in this process (made, and its table migrated, on first use)."""
-    manager = _managers.get(kernel)
-    if manager is None:
-        manager = _managers[kernel] = Tasks(kernel)
-    return manager
+    return kernel.keep(Tasks, lambda: Tasks(kernel))
 
 
 def running_tasks(kernel: KernelBase) -> Tasks | None:
     """The kernel's :class:`Tasks` in this process if tasks were used here, else ``None`` (nothing to settle)."""
-    return _managers.get(kernel)
+    return kernel.kept(Tasks)
