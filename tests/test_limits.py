@@ -100,6 +100,69 @@ async def test_nesting_is_refused_at_200_levels_in_both_eras(tmp_path, stateless
             assert "still served" in await _echo_through_sdk(served.url, mode)
 
 
+@pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
+async def test_the_nesting_limit_is_a_setting_in_both_eras(tmp_path, stateless):
+    with serve_http(tmp_path, *(["--stateless"] if stateless else []), env={"PLEXOR_MAX_NESTING": "50"}) as served:
+        legacy = MCP_HEADERS if stateless else _session(served)
+        for headers, body in ((legacy, deep_call(49)), (MODERN, _modern_deep(49))):  # 51 levels below the message
+            r = httpx.post(served.url, content=body, headers=headers, timeout=30)
+            assert r.status_code == 400 and r.json()["error"]["code"] == -32600, (headers, r.status_code, r.text[:300])
+            assert "nested deeper than 50 levels" in r.json()["error"]["message"]
+            assert "PLEXOR_MAX_NESTING" in r.json()["error"]["message"]
+        ok = httpx.post(served.url, content=_modern_deep(48), headers=MODERN, timeout=30)
+        assert ok.status_code == 200 and "result" in _answer(ok), ok.text[:300]
+        assert "still served" in await _echo_through_sdk(served.url, "legacy")
+
+
+async def test_the_nesting_limit_setting_holds_with_oauth_on(tmp_path):
+    keys = Keys()
+    try:
+        served, _resource = _oauth(tmp_path, keys, env={"PLEXOR_MAX_NESTING": "50"})
+        with served as px:
+            deep = json.loads(deep_call(2))
+            deep["params"]["name"] = "ledger_post"
+            body = json.dumps(deep).replace("[[]]", "[" * 60 + "]" * 60)
+            r = httpx.post(px.url, content=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {px.static}"},
+                           timeout=30)
+            assert r.status_code == 400 and "nested deeper than 50 levels" in r.json()["error"]["message"], r.text[:300]
+            assert px.calls() == []
+            assert "balance" in await _echo_through_sdk(px.url, "2026-07-28", px.static, tool="ledger_balance")
+    finally:
+        keys.close()
+
+
+def test_the_nesting_limit_setting_holds_on_stdio(tmp_path):
+    import subprocess
+    import sys
+
+    from conformance.serving import fixture_env
+
+    lines = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}, json.loads(deep_call(2, rid=7)),
+             {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "test_echo",
+                                                                          "arguments": {"text": "still served"}}}]
+    text = "\n".join(json.dumps(m) for m in lines).replace("[[]]", "[" * 60 + "]" * 60) + "\n"
+    env = fixture_env(tmp_path, PLEXOR_MAX_NESTING="50")
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env)
+    answers: dict = {}
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(text)
+        proc.stdin.flush()
+        while 8 not in answers:  # the server answers the deep call, then the next one, over the same pipe
+            line = proc.stdout.readline()
+            assert line, answers
+            message = json.loads(line)
+            if "id" in message:
+                answers[message["id"]] = message
+    finally:
+        proc.kill()
+        proc.wait()
+    assert answers[7]["error"]["code"] == -32600, answers
+    assert "nested deeper than 50 levels" in answers[7]["error"]["message"]
+    assert "still served" in answers[8]["result"]["content"][0]["text"], answers[8]
+
+
 def test_an_echoed_progress_token_or_id_is_length_capped(tmp_path):
     with serve_http(tmp_path, env={"PLEXOR_MAX_ECHOED_LENGTH": "64", "PLEXOR_OTEL": "1"}) as served:
         sent = _session(served)
@@ -303,6 +366,121 @@ async def test_a_huge_key_set_is_refused_at_the_size_cap_without_growing_the_ser
         keys.close()
 
 
+class Introspector:
+    """An RFC 7662 introspection endpoint (stdlib): ``active`` holds the tokens it vouches for; it counts the
+    questions per token and how many were in flight at once, and answers each after ``delay`` seconds."""
+
+    def __init__(self) -> None:
+        import collections
+        import http.server
+        import threading
+        import urllib.parse
+
+        self.active: dict[str, dict] = {}
+        self.asked: collections.Counter[str] = collections.Counter()
+        self.inflight = self.peak = 0
+        self.delay = 0.0
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):  # noqa: N802 - the stdlib's name
+                import time
+
+                form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                token = form.get("token", [""])[0]
+                with lock:
+                    outer.asked[token] += 1
+                    outer.inflight += 1
+                    outer.peak = max(outer.peak, outer.inflight)
+                try:
+                    time.sleep(outer.delay)
+                    body = json.dumps(outer.active.get(token, {"active": False})).encode()
+                finally:
+                    with lock:
+                        outer.inflight -= 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def grant(self, token: str, resource: str, sub: str) -> str:
+        import time
+
+        self.active[token] = {"active": True, "iss": self.url, "aud": resource, "sub": sub, "client_id": "c",
+                              "scope": "ledger:read ledger:write", "exp": int(time.time()) + 300}
+        return token
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+async def test_introspection_is_bounded_in_flight_remembers_refusals_and_sees_a_revocation_in_time(tmp_path):
+    import asyncio
+    import time
+
+    from auth.support import free_port, served_plexor
+
+    intro = Introspector()
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    auth = {"issuer": intro.url, "resource": resource, "introspection_endpoint": intro.url + "/introspect",
+            "client_id": "plexor", "client_secret": "secret", "leeway": 0}
+    env = {"PLEXOR_AUTH_MAX_INTROSPECTIONS": "2", "PLEXOR_AUTH_FETCH_SECONDS": "2.5",
+           "PLEXOR_AUTH_RECHECK_SECONDS": "2", "PLEXOR_AUTH_REFUSED_CACHE_SECONDS": "30"}
+    try:
+        with served_plexor(tmp_path / "home", port, auth=auth, env=env, args=("--stateless",)) as px:
+            # At most two questions at once: of six new tokens sent together (each answered in 1.5 s), four are
+            # asked two by two and served; the last two find no free place within the 2.5 s deadline.
+            intro.delay = 1.5
+            tokens = [intro.grant(f"opaque-{i}", resource, f"u{i}") for i in range(6)]
+            async with httpx.AsyncClient(timeout=60) as http:
+                async def static() -> tuple[int, float]:
+                    await asyncio.sleep(0.3)
+                    started = time.monotonic()
+                    r = await http.post(px.url, json=LEDGER, headers={**MCP_HEADERS, "Authorization": f"Bearer {px.static}"})
+                    return r.status_code, time.monotonic() - started
+
+                *answers, (status, took) = await asyncio.gather(*(http.post(px.url, json=LEDGER, headers={
+                    **MCP_HEADERS, "Authorization": f"Bearer {t}"}) for t in tokens), static())
+            assert status == 200 and took < 1.0, (status, took)  # another client is served meanwhile, at once
+            assert intro.peak == 2, intro.peak
+            assert sorted(r.status_code for r in answers) == [200] * 4 + [401] * 2, [r.text for r in answers]
+            busy = [r for r in answers if r.status_code == 401]
+            assert all("PLEXOR_AUTH_MAX_INTROSPECTIONS" in r.headers["www-authenticate"] for r in busy)
+            intro.delay = 0.0
+            assert _call(px, tokens[-1]).status_code == 200  # no back-off: the endpoint did not fail
+
+            # A token found inactive is refused without asking again.
+            assert [_call(px, "junk").status_code for _ in range(5)] == [401] * 5
+            assert intro.asked["junk"] == 1
+
+            # An active token is trusted for 2 s (PLEXOR_AUTH_RECHECK_SECONDS), then asked about again: its
+            # revocation is seen then (it was trusted until it expired).
+            token = intro.grant("opaque-revoked", resource, "r")
+            assert _call(px, token).status_code == 200 and _call(px, token).status_code == 200
+            assert intro.asked[token] == 1
+            del intro.active[token]
+            deadline = time.monotonic() + 10
+            while (refused := _call(px, token)).status_code == 200:
+                assert time.monotonic() < deadline, "the revoked token is still accepted"
+                time.sleep(0.25)
+            assert refused.status_code == 401 and "not active" in refused.headers["www-authenticate"]
+            assert intro.asked[token] == 2
+    finally:
+        intro.close()
+
+
 # ---------------------------------------------------------------- subscriptions and listen
 def _listen_body(rid: int, uris: list[str]) -> dict:
     return {"jsonrpc": "2.0", "id": rid, "method": "subscriptions/listen", "params": {
@@ -391,6 +569,42 @@ def test_subscriptions_per_session_and_uri_length_are_capped(tmp_path):
         assert "result" in _answer(httpx.post(served.url, json=body, headers=other, timeout=30))
 
 
+def test_subscribed_uri_bytes_are_capped_per_caller_across_sessions_and_listen_streams(tmp_path):
+    import contextlib
+
+    keys = Keys()
+    try:
+        served, resource = _oauth(tmp_path, keys, env={"PLEXOR_MAX_SUBSCRIPTION_BYTES_PER_CALLER": "4096"})
+        with served as px, contextlib.ExitStack() as stack, httpx.Client(timeout=30) as http:
+            stack.callback(_OPEN.clear)
+            hog, other = keys.mint(resource, sub="hog"), keys.mint(resource, sub="other")
+
+            def subscribe(sent: dict, rid: int, uri: str, method: str = "resources/subscribe") -> dict:
+                body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": {"uri": uri}}
+                return _answer(httpx.post(px.url, json=body, headers=sent, timeout=30))
+
+            first, second = (_session(px, {"Authorization": f"Bearer {hog}"}) for _ in range(2))
+            for rid, sent in enumerate((first, first, second, second)):  # four URIs of 1,009 bytes, two sessions
+                assert "result" in subscribe(sent, rid, f"test://{rid}/" + "é" * 500), rid
+            refused = subscribe(second, 9, "test://x/" + "a" * 80)["error"]
+            assert refused["code"] == -32602 and "would take 4125 bytes" in refused["message"], refused
+            assert "PLEXOR_MAX_SUBSCRIPTION_BYTES_PER_CALLER" in refused["message"]
+            stream = _open_listen(stack, http, px.url, 20, hog, ["test://x/" + "a" * 80])  # the same caller's stream
+            assert "PLEXOR_MAX_SUBSCRIPTION_BYTES_PER_CALLER" in stream["error"]["message"], stream
+            mine = _session(px, {"Authorization": f"Bearer {other}"})  # another caller has its own budget
+            for rid in range(4):
+                assert "result" in subscribe(mine, rid, f"test://{rid}/" + "é" * 500)
+            ack = _open_listen(stack, http, px.url, 21, other, ["test://y"])
+            assert ack["method"] == "notifications/subscriptions/acknowledged", ack
+            assert "result" in subscribe(first, 10, "test://0/" + "é" * 500, "resources/unsubscribe")
+            assert "result" in subscribe(second, 11, "test://x/" + "a" * 80)  # room again
+            assert _call(px, other, {**LEDGER, "params": {**LEDGER["params"], "_meta": META}},
+                         **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                            "Mcp-Name": "ledger_balance"}).status_code == 200
+    finally:
+        keys.close()
+
+
 # ---------------------------------------------------------------- the SSE event store
 def _echo_call(sent: dict, rid: int, size: int) -> httpx.Response:
     body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "test_echo",
@@ -445,6 +659,81 @@ async def test_the_event_store_is_bounded_in_bytes_and_a_deleted_session_is_free
         assert httpx.delete(served.url, headers=hog, timeout=10).status_code in (200, 204)
         if store == "shared":
             assert stored(hog_id) == 0  # dropped before the DELETE was answered
+
+
+def _event_ids(response: httpx.Response) -> list[str]:
+    return [line[3:].strip() for line in response.text.splitlines() if line.startswith("id:")]
+
+
+def _resumed(url: str, sent: dict, last: str) -> bool:
+    """Whether a resumption from event ``last`` replays the answer (False: refused, the stream ends empty)."""
+    with httpx.stream("GET", url, headers={**sent, "Last-Event-ID": last}, timeout=30) as resumed:
+        assert resumed.status_code == 200
+        return any('"result"' in line for line in resumed.iter_lines() if line.startswith("data:"))
+
+
+@pytest.mark.parametrize("store", ["memory", "shared"])
+def test_the_event_store_counts_bytes_not_characters_and_frees_an_expired_session_at_once(tmp_path, store):
+    import sqlite3
+    import time
+
+    # glibc then maps every block of 64 KiB or more on its own, so a freed event leaves the RSS at once
+    env = {"PLEXOR_EVENT_STORE": store, "PLEXOR_EVENT_STORE_SESSION_BYTES": str(4 * 2**20),
+           "PLEXOR_SESSION_IDLE_TIMEOUT": "5", "MALLOC_MMAP_THRESHOLD_": "65536"}
+    with serve_http(tmp_path, env=env) as served:
+        SERVED_URL[:] = [served.url]
+        database = tmp_path / "data" / "plexor.sqlite3"
+
+        def stored(session: str) -> int:
+            with sqlite3.connect(database) as db:
+                return int(db.execute("SELECT COUNT(*) FROM plexor_sse_events WHERE session = ? AND body IS NOT NULL",
+                                      (session,)).fetchone()[0])
+
+        def echo(sent: dict, rid: int, text: str) -> httpx.Response:
+            body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                    "params": {"name": "test_echo", "arguments": {"text": text}}}
+            r = httpx.post(served.url, json=body, headers=sent, timeout=60)
+            assert r.status_code == 200 and '"result"' in r.text, r.text[:300]
+            return r
+
+        # An expired session's events are dropped when it expires, not with the next event written (memory)
+        # or ten minutes later (shared).
+        pid = int(healthz(served)["pid"])
+        warm = _session(served)  # the first answers' allocations are not the store's
+        echo(warm, 1, "ü" * 700_000)
+        assert httpx.delete(served.url, headers=warm, timeout=10).status_code in (200, 204)
+        baseline = rss_mib(pid)
+        idle = [_session(served) for _ in range(8)]
+        for sent in idle:  # each keeps one answer of 2.8 MB (a second would pass its 4 MiB)
+            for rid in range(1, 3):
+                echo(sent, rid, "ü" * 700_000)
+        if store == "shared":
+            assert all(stored(sent["Mcp-Session-Id"]) == 1 for sent in idle)
+        time.sleep(5)  # the 5 s idle timeout; nothing is written from now on
+
+        def freed() -> bool:
+            if store == "shared":
+                return all(stored(sent["Mcp-Session-Id"]) == 0 for sent in idle)
+            return rss_mib(pid) - baseline < 8  # 20 MB more stayed before the fix
+
+        deadline = time.monotonic() + 15
+        while not freed():
+            assert time.monotonic() < deadline, (baseline, rss_mib(pid))
+            time.sleep(0.5)
+        ended = httpx.post(served.url, json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=idle[0], timeout=10)
+        assert ended.status_code == 404, ended.text
+        # An answer of 800,000 "€" is 1.6 million characters (text and structured content) but 4.8 MB: over the
+        # 4 MiB a session may keep, it is not kept, nor what came before it (counted in characters, it was kept).
+        hog = _session(served)
+        first = _event_ids(echo(hog, 1, "small"))
+        big = _event_ids(echo(hog, 2, "€" * 800_000))
+        assert not _resumed(served.url, hog, big[0]) and not _resumed(served.url, hog, first[0])
+        if store == "shared":
+            assert stored(hog["Mcp-Session-Id"]) == 0
+        other = _session(served)  # non-ASCII under the cap in bytes (1.8 MB) is kept and resumed as before
+        kept = _event_ids(echo(other, 1, "€" * 300_000))
+        assert _resumed(served.url, other, kept[0])
+        assert "still served" in echo(_session(served), 1, "still served").text
 
 
 # ---------------------------------------------------------------- legacy SSE connections
@@ -557,6 +846,44 @@ def test_tasks_are_capped_per_caller_in_arguments_and_in_results(tmp_path):
         keys.close()
 
 
+def test_the_bytes_of_a_callers_stored_tasks_are_capped(tmp_path):
+    import time
+
+    from auth.support import SITE as AUTH_SITE
+    from conformance.serving import SITE as FIXTURES
+
+    keys = Keys()
+    env = {"PLEXOR_PLUGINS": "ledger,conformance-slow", "PYTHONPATH": os.pathsep.join([str(AUTH_SITE), str(FIXTURES)]),
+           "PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER": "8192"}
+    try:
+        served, resource = _oauth(tmp_path, keys, env=env, args=("--stateless",))
+        with served as px:
+            hog = keys.mint(resource, sub="hog", scope="conformance-slow:read conformance-slow:write")
+            other = keys.mint(resource, sub="other", scope="conformance-slow:read conformance-slow:write ledger:read")
+            running = [_task_call(px, hog, 60, "€" * 1000)["result"] for _ in range(2)]  # 3,025 bytes of arguments each
+            assert all(t["resultType"] == "task" for t in running), running
+            refused = _task_call(px, hog, 60, "€" * 1000)["error"]
+            assert refused["code"] == -32600 and "would hold 9075 bytes" in refused["message"], refused
+            assert "PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER" in refused["message"]
+
+            def ended(task_id: str) -> dict:
+                deadline = time.monotonic() + 30
+                while (task := _task_get(px, other, task_id)["result"])["status"] == "working":
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+                return dict(task)
+
+            kept = _task_call(px, other, 0.2, "y" * 1800, ttl=60_000)["result"]  # another caller is served (about 5.7 KB)
+            assert ended(kept["taskId"])["status"] == "completed"
+            grown = _task_call(px, other, 0.2, "z" * 1500, ttl=60_000)["result"]  # admitted; its result passes
+            task = ended(grown["taskId"])
+            assert task["status"] == "failed" and "PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER" in task["statusMessage"], task
+            for started in running:
+                _task_cancel(px, hog, started["taskId"])
+    finally:
+        keys.close()
+
+
 def test_task_caps_hold_against_a_burst_of_concurrent_calls(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -605,6 +932,70 @@ def test_an_expired_task_stops_running(tmp_path):
         assert "Computed again" in done["result"]["content"][0]["text"], done
 
 
+def test_a_task_obeys_the_request_time_limit_unless_its_tool_declares_longer(tmp_path):
+    import time
+
+    from conformance.serving import SITE as FIXTURES  # noqa: F401
+
+    tasks_caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    with serve_http(tmp_path, "--request-timeout", "2", env={"PLEXOR_PLUGINS": "conformance,conformance-slow",
+                                                              "PLEXOR_OTEL": "1"}) as served:
+        sent = _session(served)
+
+        def legacy_task(tool: str, seconds: float) -> str:
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": tool, "arguments": {"seconds": seconds}, "task": {"ttl": 600_000}}}
+            reply = _answer(httpx.post(served.url, json=call, headers=sent, timeout=30))
+            return str(reply["result"]["task"]["taskId"])
+
+        def legacy_get(task_id: str) -> dict:
+            body = {"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": task_id}}
+            return dict(_answer(httpx.post(served.url, json=body, headers=sent, timeout=30))["result"])
+
+        def modern_task(tool: str, seconds: float) -> str:
+            status, reply = modern_post(served, "tools/call", {"name": tool, "arguments": {"seconds": seconds}},
+                                        caps=tasks_caps, name=tool)
+            assert reply["result"]["resultType"] == "task", reply
+            return str(reply["result"]["taskId"])
+
+        def modern_get(task_id: str) -> dict:
+            return dict(modern_post(served, "tasks/get", {"taskId": task_id}, caps=tasks_caps, name=task_id)[1]["result"])
+
+        def ended(get, task_id: str) -> dict:
+            deadline = time.monotonic() + 20
+            while (task := get(task_id))["status"] == "working":
+                assert time.monotonic() < deadline, task
+                time.sleep(0.2)
+            return task
+
+        started = time.monotonic()
+        overrun = [(legacy_get, legacy_task("slow_compute", 60)), (modern_get, modern_task("slow_compute", 60)),
+                   (legacy_get, legacy_task("slow_detached", 60))]  # a call that became a task (ctx.detach())
+        patient = [(legacy_get, legacy_task("slow_patient", 3.5)), (modern_get, modern_task("slow_patient", 3.5))]
+        for get, task_id in overrun:  # as a plain call would be: cancelled at 2 s, the task failed, naming the limit
+            task = ended(get, task_id)
+            assert task["status"] == "failed", task
+            assert "limit of 2 s" in task["statusMessage"] and "--request-timeout" in task["statusMessage"], task
+            assert "PLEXOR_REQUEST_TIMEOUT" in task["statusMessage"]
+        assert time.monotonic() - started < 15  # not the tool's 60 s
+        modern_failed = modern_get(overrun[1][1])
+        assert modern_failed["error"]["data"] == {"type": "timeout", "limit_seconds": 2.0}, modern_failed
+        for get, task_id in patient:  # a tool declaring timeout=30 runs past the server's 2 s, as a task
+            assert ended(get, task_id)["status"] == "completed"
+        plain = modern_post(served, "tools/call", {"name": "slow_patient", "arguments": {"seconds": 3}},
+                            name="slow_patient")[1]["result"]  # and as a plain call
+        assert not plain.get("isError") and "Computed it in 3 s" in plain["content"][0]["text"], plain
+        cut = modern_post(served, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 3}},
+                          name="slow_compute")[1]["result"]
+        assert cut["isError"] and "limit of 2 s" in cut["content"][0]["text"], cut
+        assert healthz(served)["kernel"]["inflight"] == 0
+        metrics = httpx.get(served.base + "/metrics", timeout=10).text
+        assert 'plexor_limit_refusals_total{plexor_limit="run_seconds"} 4.0' in metrics, metrics[-2000:]
+        done = modern_post(served, "tools/call", {"name": "test_echo", "arguments": {"text": "still served"}},
+                           name="test_echo")[1]
+        assert "still served" in done["result"]["content"][0]["text"]
+
+
 # ---------------------------------------------------------------- stateful sessions
 async def test_sessions_per_caller_and_in_total_make_room_by_closing_the_oldest_idle_one(tmp_path):
     keys = Keys()
@@ -635,6 +1026,36 @@ async def test_sessions_per_caller_and_in_total_make_room_by_closing_the_oldest_
             assert "balance" in await _echo_through_sdk(px.url, "legacy", px.static, tool="ledger_balance")
     finally:
         keys.close()
+
+
+async def test_sessions_never_closed_stay_within_the_cap_in_memory(tmp_path):
+    import asyncio
+
+    env = {"PLEXOR_MAX_SESSIONS_PER_CALLER": "64", "PLEXOR_MAX_SESSIONS": "64"}
+    with serve_http(tmp_path, env=env) as served:
+        pid = int(healthz(served)["pid"])
+        async with httpx.AsyncClient(timeout=60) as http:
+            async def opened(count: int) -> list[str]:
+                ids = []
+                for _ in range(count // 8):  # eight at a time, each initialized and never closed
+                    answers = await asyncio.gather(*(http.post(served.url, json=INIT, headers=MCP_HEADERS)
+                                                     for _ in range(8)))
+                    assert all(r.status_code == 200 for r in answers), [r.text for r in answers]
+                    ids += [r.headers["mcp-session-id"] for r in answers]
+                return ids
+
+            await opened(128)  # warm up: the cap reached, sessions already closed to make room
+            before = rss_mib(pid)
+            ids = await opened(1600)
+            grown = rss_mib(pid) - before
+            assert grown < 16, grown  # 1,600 sessions kept would take about 70 MiB (6,000 took 250)
+            alive = await http.post(served.url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                                    headers={**MCP_HEADERS, "Mcp-Session-Id": ids[-1]})
+            assert alive.status_code == 200
+            gone = await http.post(served.url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                                   headers={**MCP_HEADERS, "Mcp-Session-Id": ids[0]})
+            assert gone.status_code == 404 and "PLEXOR_MAX_SESSIONS" in gone.text
+        assert "still served" in await _echo_through_sdk(served.url, "legacy")
 
 
 def test_a_caller_without_a_token_cannot_claim_other_addresses_with_forwarded_headers(tmp_path):
@@ -688,6 +1109,7 @@ async def test_only_an_initialize_makes_room_and_a_burst_of_them_stays_under_the
     ("PLEXOR_MAX_SESSIONS", "0.5", "whole number"),  # int() would have made it 0: every session refused
     ("PLEXOR_MAX_SUBSCRIPTIONS", "inf", "whole number"),  # float('inf') passed, then int() raised
     ("PLEXOR_AUTH_FETCH_SECONDS", "soon", "positive number"),
+    ("PLEXOR_MAX_NESTING", "500", "at most 200"),  # the SDK's parser refuses deeper anyway
 ])
 def test_a_bad_limit_value_stops_serve_at_once_naming_the_variable(tmp_path, transport, variable, raw, kind):
     import subprocess
@@ -701,3 +1123,31 @@ def test_a_bad_limit_value_stops_serve_at_once_naming_the_variable(tmp_path, tra
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"{variable}={raw!r} is not a valid limit" in done.stderr and kind in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_every_limit_has_a_line_in_the_security_docs():
+    from pathlib import Path
+
+    from plexor.limits import LIMITS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
+    section = text[text.index("\n## Limits"):text.index("\n## ", text.index("\n## Limits") + 1)]
+    missing = [limit.env for limit in LIMITS.values() if f"`{limit.env}`" not in section]
+    assert not missing, f"docs/security.md#limits lacks {missing}"
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("inf"), "60", True])
+async def test_a_bad_declared_timeout_fails_its_plugin_naming_it(plexor, bad):
+    import types
+
+    from plexor import hookimpl
+
+    def work() -> str:
+        """Work."""
+        return "done"
+
+    plugin = types.SimpleNamespace(PLEXOR_NAMESPACE="slowish", plexor_register_tools=hookimpl(
+        lambda register, settings: register(work, timeout=bad)))
+    async with plexor.kernel([("slowish", plugin)]) as kernel:
+        record = kernel.records["slowish"]
+        assert record.state == "failed" and f"declares timeout={bad!r}" in (record.error or ""), record.error

@@ -6,10 +6,10 @@ passes one in; it never appears in the input schema.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.base import KernelBase
@@ -18,13 +18,23 @@ if TYPE_CHECKING:  # pragma: no cover
 
 T = TypeVar("T")
 
-__all__ = ["DETACHER", "Context", "connection_of"]
+__all__ = ["DETACHER", "Context", "Detacher", "connection_of"]
 
-#: How the call running in this context becomes a task (:meth:`Context.detach`), or ``None`` when it
-#: cannot: set around a ``detach="manual"`` call by the feature that runs tasks (``plexor.tasks``),
-#: so the kernel needs no knowledge of tasks.
-DETACHER: ContextVar[Callable[[Context, str | None], Awaitable[bool]] | None] = ContextVar(
-    "plexor_detacher", default=None)
+
+class Detacher(Protocol):
+    """How a call may become a task (:meth:`Context.detach`), as the feature that runs tasks provides it."""
+
+    def __call__(self, ctx: Context, message: str | None, /) -> Awaitable[bool]: ...
+
+    @property
+    def became_task(self) -> bool:
+        """Whether the call has become a task (its request answered with the task)."""
+
+
+#: The current call's :class:`Detacher`, or ``None`` when it cannot become a task: set around a
+#: ``detach="manual"`` call by the feature that runs tasks (``plexor.tasks``), so the kernel needs no
+#: knowledge of tasks.
+DETACHER: ContextVar[Detacher | None] = ContextVar("plexor_detacher", default=None)
 
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 

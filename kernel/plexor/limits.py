@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LIMITS", "REFUSALS", "Limit", "describe", "principal", "refuse", "value"]
+__all__ = ["LIMITS", "REFUSALS", "Limit", "declared_timeout", "describe", "overran", "principal", "refuse", "run_time", "value"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Limit:
     env: str
     default: float
     what: str
+    most: float | None = None  # the largest value that can take effect (None: no ceiling)
 
     @property
     def whole(self) -> bool:
@@ -38,9 +39,12 @@ class Limit:
 
 
 _ALL = (
+    Limit("nesting", "PLEXOR_MAX_NESTING", 200, "levels of JSON nesting below a message", most=200),
     Limit("echoed_length", "PLEXOR_MAX_ECHOED_LENGTH", 4096, "characters of a request id or progress token"),
     Limit("subscriptions", "PLEXOR_MAX_SUBSCRIPTIONS", 10_000, "resource URIs per session or listen stream"),
     Limit("uri_length", "PLEXOR_MAX_URI_LENGTH", 8192, "characters of a subscribed URI"),
+    Limit("subscription_bytes_per_caller", "PLEXOR_MAX_SUBSCRIPTION_BYTES_PER_CALLER", 16 * 2**20,
+          "bytes of subscribed URIs per caller (its sessions and listen streams together)"),
     Limit("listen_streams", "PLEXOR_MAX_LISTEN_STREAMS", 1024, "open listen streams in total"),
     Limit("listen_per_caller", "PLEXOR_MAX_LISTEN_PER_CALLER", 64, "open listen streams per caller"),
     Limit("sse_per_caller", "PLEXOR_MAX_SSE_PER_CALLER", 64, "open legacy SSE connections per caller"),
@@ -49,8 +53,12 @@ _ALL = (
     Limit("event_store_bytes", "PLEXOR_EVENT_STORE_BYTES", 256 * 2**20, "bytes of resumable events in total"),
     Limit("sessions_per_caller", "PLEXOR_MAX_SESSIONS_PER_CALLER", 256, "open stateful HTTP sessions per caller"),
     Limit("sessions", "PLEXOR_MAX_SESSIONS", 2048, "open stateful HTTP sessions in total"),
+    Limit("session_idle_seconds", "PLEXOR_SESSION_IDLE_TIMEOUT", 1800,
+          "seconds a stateful HTTP session may stay idle before it is closed"),
     Limit("tasks_per_caller", "PLEXOR_MAX_TASKS_PER_CALLER", 100, "tasks running per caller in one server process"),
     Limit("stored_tasks_per_caller", "PLEXOR_MAX_STORED_TASKS_PER_CALLER", 10_000, "unexpired tasks kept per caller"),
+    Limit("stored_task_bytes_per_caller", "PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER", 256 * 2**20,
+          "bytes of unexpired tasks (arguments and results) kept per caller"),
     Limit("task_arguments_bytes", "PLEXOR_MAX_TASK_ARGUMENTS_BYTES", 2**20, "bytes of a task's arguments"),
     Limit("task_result_bytes", "PLEXOR_MAX_TASK_RESULT_BYTES", 16 * 2**20, "bytes of a task's result"),
     Limit("auth_fetch_bytes", "PLEXOR_AUTH_FETCH_BYTES", 2**20,
@@ -58,6 +66,13 @@ _ALL = (
     Limit("auth_fetch_seconds", "PLEXOR_AUTH_FETCH_SECONDS", 10, "seconds for a whole fetch from the authorization server"),
     Limit("auth_fetch_backoff", "PLEXOR_AUTH_FETCH_BACKOFF", 60,
           "seconds at most between two tries while the signing keys cannot be loaded"),
+    Limit("auth_introspections", "PLEXOR_AUTH_MAX_INTROSPECTIONS", 16, "token introspection requests in flight at once"),
+    Limit("auth_recheck_seconds", "PLEXOR_AUTH_RECHECK_SECONDS", 60,
+          "seconds an introspected token is trusted before the authorization server is asked again"),
+    Limit("auth_refused_seconds", "PLEXOR_AUTH_REFUSED_CACHE_SECONDS", 10,
+          "seconds a token found inactive is refused without asking the authorization server again"),
+    Limit("run_seconds", "PLEXOR_REQUEST_TIMEOUT", 300,
+          "seconds a request or a task may run, unless its tool declares longer (--request-timeout)"),
 )
 LIMITS: dict[str, Limit] = {limit.name: limit for limit in _ALL}
 REFUSALS: Counter[str] = Counter()  # this process's refusals per limit (plexor_limit_refusals_total)
@@ -75,8 +90,11 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> float:
         number = float(raw)
     except ValueError:
         number = 0.0
-    if not (number > 0 and math.isfinite(number)) or (limit.whole and number != int(number)):
+    if (not (number > 0 and math.isfinite(number)) or (limit.whole and number != int(number))
+            or (limit.most is not None and number > limit.most)):
         kind = "a positive whole number" if limit.whole else "a positive number"
+        if limit.most is not None:
+            kind += f" of at most {limit.most:g}"
         raise ConfigError(f"{limit.env}={raw!r} is not a valid limit",
                           f"Set {limit.env} to {kind} ({limit.what}; default {limit.default:g}), or unset it.")
     return number
@@ -88,6 +106,36 @@ def refuse(name: str, number: float, detail: str, fix: str = "") -> str:
     limit = LIMITS[name]
     advice = fix or "stay under it"
     return f"{detail}: the limit is {limit.text(number)}; {advice}, or raise {limit.env} on the server."
+
+
+def run_time(server: float | None, declared: float | None) -> float | None:
+    """How long a call or task may run: the server's limit (None: none, as on stdio), or the tool's own when longer."""
+    if server is None:
+        return None
+    return max(server, declared) if declared is not None else server
+
+
+def declared_timeout(timeout: Any, what: str) -> float | None:
+    """A tool's own run-time limit (``register(..., timeout=S)``), checked; a bad one fails its plugin."""
+    from plexor.errors import PluginError
+
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+        raise PluginError(f"{what} declares timeout={timeout!r}",
+                          "Pass the seconds a call of it may run (a positive number), or leave it out.")
+    return float(timeout)
+
+
+def overran(what: str, seconds: float, server: float) -> str:
+    """Count a request or task cancelled at its run-time limit ``seconds`` and say which limit it was (the server's,
+    or its tool's own when that is longer) and how to raise it."""
+    REFUSALS["run_seconds"] += 1
+    if seconds > server:
+        return (f"{what} took longer than its tool's own limit of {seconds:g} s (the timeout it declares) and was "
+                "cancelled. Narrow the request; the tool's author can declare a longer timeout.")
+    return (f"{what} took longer than the server's limit of {seconds:g} s and was cancelled. Narrow the request, "
+            "or start the server with a larger --request-timeout (PLEXOR_REQUEST_TIMEOUT).")
 
 
 def describe() -> list[tuple[str, str, str]]:

@@ -180,7 +180,8 @@ class AccessGuard:
             access.subject = "static-token"  # for the audit only: its principal stays "" (the local user)
             return None
         known = self._known.get(token)
-        if known is not None and (known.expires_at is None or known.expires_at + self.config.leeway >= time.time()):
+        if (known is not None and (known.expires_at is None or known.expires_at + self.config.leeway >= time.time())
+                and self.verifier is not None and self.verifier.trusted(token.decode("latin-1"))):
             known.fill(access)
             return known.user
         assert self.verifier is not None

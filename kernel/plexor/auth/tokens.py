@@ -5,14 +5,17 @@ with an allowed algorithm (never ``none``) by a key of the issuer's JWKS, name t
 issuer, carry this server's resource URL in ``aud`` (RFC 8707), and be inside ``exp``/``nbf``
 (with ``leeway`` seconds of clock skew). The JWKS is fetched once and cached; a token signed by a
 key the cache does not know triggers one refetch (key rotation), at most every
-``MIN_REFRESH`` seconds. Verified tokens are cached until they expire, so a busy client costs a
-dictionary lookup per request, not a signature check.
+``MIN_REFRESH`` seconds. Verified JWTs are cached until they expire, so a busy client costs a
+dictionary lookup per request, not a signature check; an introspected (opaque) token is asked about
+again after ``PLEXOR_AUTH_RECHECK_SECONDS`` (60 s), so its revocation is seen within that.
 
 Fetches from the authorization server are bounded (``docs/security.md#limits``): an answer of at most
 ``PLEXOR_AUTH_FETCH_BYTES``, a deadline of ``PLEXOR_AUTH_FETCH_SECONDS`` for the whole exchange, one key
 fetch in flight whose outcome every waiting request shares, and, while no key could be loaded, no new
 try before a back-off (1 s, doubling up to ``PLEXOR_AUTH_FETCH_BACKOFF``). A token naming another
-issuer or audience is refused before anything is fetched.
+issuer or audience is refused before anything is fetched. Introspection is bounded too: at most
+``PLEXOR_AUTH_MAX_INTROSPECTIONS`` questions in flight, and a token found inactive is refused without
+asking again for ``PLEXOR_AUTH_REFUSED_CACHE_SECONDS``.
 """
 
 from __future__ import annotations
@@ -137,6 +140,10 @@ class _Verifier:
 
     async def check(self, token: str) -> AccessToken:
         raise NotImplementedError
+
+    def trusted(self, token: str) -> bool:
+        """Whether a token verified before may still be taken without asking :meth:`check` (until it expires)."""
+        return True
 
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
@@ -280,22 +287,64 @@ class JwtVerifier(_Verifier):
         self.fetched = time.monotonic()
 
 
+class _Busy(Exception):
+    """Every introspection slot stayed taken for the whole fetch deadline (not the endpoint's failure)."""
+
+
 class IntrospectionVerifier(_Verifier):
-    """RFC 7662: ask the authorization server about each (opaque) token, caching answers up to 60 s."""
+    """RFC 7662: ask the authorization server about each (opaque) token.
+
+    An active token is trusted for ``PLEXOR_AUTH_RECHECK_SECONDS`` (60 s; then asked about again, so a revoked
+    one is refused within that), a token found inactive (or not meant for this server) is refused without
+    asking again for ``PLEXOR_AUTH_REFUSED_CACHE_SECONDS`` (10 s), and at most ``PLEXOR_AUTH_MAX_INTROSPECTIONS``
+    questions are in flight at once (one per token); a request that finds no free one within
+    ``PLEXOR_AUTH_FETCH_SECONDS`` is refused, naming the limit."""
 
     def __init__(self, config: AuthConfig) -> None:
         assert config.introspection_endpoint and config.resource
         self.config = config
         self.cache = _Cache()
         self.checked: dict[str, float] = {}
+        self.refused: OrderedDict[str, tuple[float, TokenRefused]] = OrderedDict()  # token -> (until, why)
         self._asking: dict[str, asyncio.Future[Any]] = {}  # introspections in flight, by token
+        self._slots: asyncio.Semaphore | None = None
         self.failures, self.retry_at, self.failure = 0, 0.0, ""
 
+    def trusted(self, token: str) -> bool:
+        """Only within ``PLEXOR_AUTH_RECHECK_SECONDS`` of its last introspection."""
+        from plexor.limits import value
+
+        return time.monotonic() - self.checked.get(token, float("-inf")) < value("auth_recheck_seconds")
+
     async def check(self, token: str) -> AccessToken:
+        from plexor.limits import value
+
         found = self.cache.get(token, 0.0)
-        if found is not None and time.monotonic() - self.checked.get(token, 0.0) < 60.0:
+        if found is not None and time.monotonic() - self.checked.get(token, 0.0) < value("auth_recheck_seconds"):
             return found
-        answer = await self._ask(token)
+        known = self.refused.get(token)
+        if known is not None:
+            if time.monotonic() < known[0]:
+                raise known[1]
+            del self.refused[token]
+        try:
+            access = self._accept(token, await self._ask(token))
+        except TokenRefused as refused:
+            self.cache.items.pop(token, None)  # revoked, or never good: forgotten
+            self.checked.pop(token, None)
+            if refused.reason not in ("issuer_unreachable", "busy"):  # the server's answer, not a failure to get one
+                self.refused[token] = (time.monotonic() + value("auth_refused_seconds"), refused)
+                while len(self.refused) > CACHE_SIZE:
+                    self.refused.popitem(last=False)
+            raise
+        self.cache.put(token, access)
+        self.checked[token] = time.monotonic()
+        if len(self.checked) > CACHE_SIZE:
+            self.checked = {k: v for k, v in self.checked.items() if k in self.cache.items}
+        return access
+
+    def _accept(self, token: str, answer: Any) -> AccessToken:
+        """The token as the introspection ``answer`` describes it, or why it is refused."""
         if not isinstance(answer, dict) or answer.get("active") is not True:
             raise TokenRefused("inactive", "the authorization server says the access token is not active")
         if answer.get("iss") is not None and not _same_url(str(answer["iss"]), str(self.config.issuer)):
@@ -307,16 +356,10 @@ class IntrospectionVerifier(_Verifier):
         exp = answer.get("exp")
         if isinstance(exp, (int, float)) and exp + self.config.leeway < time.time():
             raise TokenRefused("expired", "the access token has expired")
-        access = AccessToken(token=token, client_id=str(answer.get("client_id") or ""),
-                             scopes=_scopes(answer, self.config.scope_claim),
-                             expires_at=int(exp) if isinstance(exp, (int, float)) else None,
-                             resource=self.config.resource, subject=answer.get("sub"), claims=answer)
-        self.cache.put(token, access)
-        self.checked[token] = time.monotonic()
-        if len(self.checked) > CACHE_SIZE:
-            self.checked = {k: v for k, v in self.checked.items() if k in self.cache.items}
-        return access
-
+        return AccessToken(token=token, client_id=str(answer.get("client_id") or ""),
+                           scopes=_scopes(answer, self.config.scope_claim),
+                           expires_at=int(exp) if isinstance(exp, (int, float)) else None,
+                           resource=self.config.resource, subject=answer.get("sub"), claims=answer)
 
     async def _ask(self, token: str) -> Any:
         """The introspection answer: one question per token in flight, none while the endpoint is backed off."""
@@ -333,6 +376,8 @@ class IntrospectionVerifier(_Verifier):
             asked.add_done_callback(lambda _done: self._asking.pop(token, None))
         try:
             answer = await asyncio.shield(asked)
+        except _Busy as busy:
+            raise TokenRefused("busy", str(busy)) from None
         except Exception as exc:  # noqa: BLE001
             self.failures += 1
             self.failure = str(exc)
@@ -342,8 +387,25 @@ class IntrospectionVerifier(_Verifier):
         return answer
 
     async def _post(self, token: str) -> Any:
-        auth: Any = (self.config.client_id, self.config.client_secret or "") if self.config.client_id else None
-        return await _fetch("POST", str(self.config.introspection_endpoint), data={"token": token}, auth=auth)
+        import anyio
+
+        from plexor.limits import refuse, value
+
+        most = int(value("auth_introspections"))
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(most)
+        seconds = value("auth_fetch_seconds")
+        try:
+            with anyio.fail_after(seconds):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise _Busy(refuse("auth_introspections", most, f"no token introspection could start within {seconds:g} s",
+                               "retry in a moment")) from None
+        try:
+            auth: Any = (self.config.client_id, self.config.client_secret or "") if self.config.client_id else None
+            return await _fetch("POST", str(self.config.introspection_endpoint), data={"token": token}, auth=auth)
+        finally:
+            self._slots.release()
 
 
 def make_verifier(config: AuthConfig) -> JwtVerifier | IntrospectionVerifier:

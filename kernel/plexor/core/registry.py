@@ -18,6 +18,7 @@ from plexor.core.dispatch import Target, target
 from plexor.core.specs import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 from plexor.errors import PluginError
 from plexor.hints import check_cache, icons_of
+from plexor.limits import declared_timeout
 from plexor.schema import analyse, parse_docstring
 
 __all__ = [
@@ -152,7 +153,7 @@ class ToolRegistrar(_Registrar):
         detach: str = "start",
         icons: Any = None,
         cache: Any = None,
-        ui: str | None = None, visibility: Any = ("model", "app"),
+        ui: str | None = None, visibility: Any = ("model", "app"), timeout: float | None = None,
     ) -> Callable[..., Any]:
         """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
 
@@ -170,6 +171,7 @@ class ToolRegistrar(_Registrar):
         :param detach: "start" (a task from its first line) or "manual" (a plain call until ``ctx.detach()``).
         :param ui: the ``ui://`` URI of an MCP App (``register.app``) that shows this tool's results.
         :param visibility: ``["model", "app"]`` (default), ``["model"]``, or ``["app"]`` (see :mod:`plexor.apps`).
+        :param timeout: seconds a call or task of it may run when longer than the server's ``--request-timeout``.
         """
         method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
@@ -200,11 +202,7 @@ class ToolRegistrar(_Registrar):
             _check_parameters(func, full)
         meta = tool_meta(full, meta, ui, visibility)
         self._registry.tools[full] = ToolSpec(
-            name=full,
-            namespace=self.namespace,
-            method=method,
-            plugin=self._plugin,
-            func=func,
+            name=full, namespace=self.namespace, method=method, plugin=self._plugin, func=func,
             description=description or parse_docstring(inspect.getdoc(func))[0] or f"{full} (no description)",
             title=title,
             annotations=ann,
@@ -218,6 +216,7 @@ class ToolRegistrar(_Registrar):
             detach=detach,
             icons=icons_of(icons, f"tool {full!r}"),
             cache=check_cache(cache, f"tool {full!r}"),
+            timeout=declared_timeout(timeout, f"tool {full!r}"),
         )
         self._registry.namespaces[self.namespace] = self._plugin
         return func

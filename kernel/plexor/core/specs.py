@@ -36,6 +36,7 @@ class ToolSpec:
     icons: list[dict[str, Any]] | None = None  # MCP Icon dicts (plexor.hints); None: the plugin's PLEXOR_ICON
     cache: Any = None  # plexor.hints.Cache for its tools/list entry; None: no hint
     withdrawn: bool = False  # PluginHandle.offer(name, False): not listed, and a call says so
+    timeout: float | None = None  # seconds a call or task of it may run when longer than the server's limit
 
     @property
     def signature(self) -> Signature:

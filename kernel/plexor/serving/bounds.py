@@ -1,6 +1,6 @@
 """Per-request and per-caller bounds in front of the SDK (``docs/security.md#limits``).
 
-- :class:`NestingLimit`: a POST to ``/mcp`` nested deeper than the parser's limit (200 levels) is
+- :class:`NestingLimit`: a POST to ``/mcp`` nested deeper than ``PLEXOR_MAX_NESTING`` (200 levels, the parser's) is
   answered -32600 (HTTP 400) with the request's id, in both protocol eras. The SDK refuses such a
   body only in the 2025-11-25 era (its pydantic parser); the 2026-07-28 era parses it with
   ``json.loads``, which took ~900 levels and ran the request. A body with few brackets is never
@@ -42,11 +42,14 @@ def too_deep(body: bytes, limit: int) -> bool:
 
 
 class NestingLimit:
-    """ASGI: a POST body nested deeper than ``plexor.serving.wire.MAX_DEPTH`` gets -32600 (400), naming the limit."""
+    """ASGI: a POST body nested deeper than ``PLEXOR_MAX_NESTING`` (200) gets -32600 (400), naming the limit."""
 
-    def __init__(self, app: Any, max_body: int) -> None:
+    def __init__(self, app: Any, max_body: int, limit: int | None = None) -> None:
+        from plexor.serving.wire import max_depth
+
         self.app = app
         self.max_body = max_body
+        self.limit = max_depth() if limit is None else limit  # PLEXOR_MAX_NESTING
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
@@ -75,14 +78,12 @@ class NestingLimit:
         await self.app(scope, replayed, send)
 
     async def _refused(self, body: bytes, send: Any) -> bool:
-        from plexor.limits import REFUSALS
-        from plexor.serving.wire import INVALID_REQUEST, MAX_DEPTH, Reply, _lexical_id, _too_deep
+        from plexor.serving.wire import INVALID_REQUEST, Reply, _lexical_id, _too_deep
 
-        if not too_deep(body, MAX_DEPTH):
+        if not too_deep(body, self.limit):
             return False
-        REFUSALS["nesting"] += 1
         found = _lexical_id(body.decode("utf-8", "replace"))
-        payload = json.dumps(Reply(found, INVALID_REQUEST, _too_deep()).wire()).encode()
+        payload = json.dumps(Reply(found, INVALID_REQUEST, _too_deep(self.limit)).wire()).encode()
         await send({"type": "http.response.start", "status": 400, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
         await send({"type": "http.response.body", "body": payload})

@@ -43,8 +43,9 @@ def _csv_env(name: str) -> list[str]:
 @click.option("--allow-host", "allow_hosts", multiple=True,
               help="Extra allowed Host header (repeatable), e.g. mcp.example:443; also PLEXOR_ALLOWED_HOSTS=a,b.")
 @click.option("--max-body", default=4 * 1024 * 1024, show_default=True, type=click.IntRange(1024), help="Largest request body in bytes (413 above).")
-@click.option("--request-timeout", default=300.0, show_default=True, type=click.FloatRange(0.1),
-              help="Seconds one MCP request (e.g. a tool call) may run before it is cancelled with an error.")
+@click.option("--request-timeout", envvar="PLEXOR_REQUEST_TIMEOUT", default=300.0, show_default=True,
+              type=click.FloatRange(0.1), help="Seconds one MCP request (e.g. a tool call), or a task, may run before it "
+              "is cancelled with an error (a tool may declare longer); as PLEXOR_REQUEST_TIMEOUT.")
 @click.option("--grace", default=30.0, show_default=True, type=click.FloatRange(0),
               help="On SIGTERM/SIGINT, seconds in-flight calls get to finish.")
 @click.option("--header-timeout", default=10.0, show_default=True, type=click.FloatRange(0.1),

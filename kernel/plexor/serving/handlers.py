@@ -318,17 +318,25 @@ class Handlers:
     async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         # 2025-11-25 era: notifications/resources/updated for this URI go to this session from now on
         # (published by plugins with PluginHandle.resource_updated). Any URI may be subscribed.
-        from plexor.tasks.listen import check_uris
+        from plexor.tasks.listen import check_uris, hold_uris
 
-        held = _state(connection_of(ctx.session)).setdefault(SUBSCRIPTIONS, set())
+        connection = connection_of(ctx.session)
+        held = _state(connection).setdefault(SUBSCRIPTIONS, set())
         uri = str(params.uri)
         if uri not in held:
             check_uris([uri], self.kernel.environ, "this session", len(held))
+            hold_uris(self.kernel, ctx, connection, [uri])  # the caller's bytes of URIs (docs/security.md#limits)
         held.add(uri)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        _state(connection_of(ctx.session)).get(SUBSCRIPTIONS, set()).discard(str(params.uri))
+        from plexor.tasks.listen import release_uris
+
+        connection = connection_of(ctx.session)
+        held = _state(connection).get(SUBSCRIPTIONS, set())
+        if str(params.uri) in held:
+            held.discard(str(params.uri))
+            release_uris(self.kernel, connection, [str(params.uri)])
         return types.EmptyResult()
 
     async def set_logging_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:

@@ -82,28 +82,37 @@ def _event_store(setup: ServerSetup) -> EventStore:
                             int(value("event_store_bytes", environ)))
 
 
-def _timeout_middleware(seconds: float) -> Callable[..., Any]:
-    """SDK middleware: a request running longer than ``seconds`` is cancelled and answered with guidance."""
+def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> Callable[..., Any]:
+    """SDK middleware: a request running longer than ``seconds`` (or its tool's own, longer, timeout) is cancelled
+    and answered with guidance; a call that became a task (``ctx.detach()``) ends it failed."""
+
 
     import anyio
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
 
+    from plexor.context import DETACHER
+    from plexor.limits import overran
+    from plexor.tasks.bounds import run_limit
+
     async def middleware(ctx: Any, call_next: Any) -> Any:
         if ctx.request_id is None:  # notifications are not timed
             return await call_next(ctx)
-        with anyio.move_on_after(seconds) as scope:
+        shown = seconds
+        if kernel is not None and ctx.method == "tools/call" and isinstance(ctx.params, dict):
+            shown = run_limit(kernel, ctx.params.get("name"), seconds)[0] or seconds
+        with anyio.move_on_after(shown) as scope:
             return await call_next(ctx)
         if not scope.cancelled_caught:  # pragma: no cover - the body returned
             return None
-        message = (f"{ctx.method} took longer than the server's limit of {seconds:g} s and was cancelled. "
-                   "Narrow the request, or start the server with a larger --request-timeout.")
-        if ctx.method == "tools/call":
+        message = overran(ctx.method, shown, seconds)
+        detacher = DETACHER.get()  # set around a call that may become a task (the tasks plugin)
+        if ctx.method == "tools/call" and (detacher is None or not detacher.became_task):
             return types.CallToolResult.model_validate({
                 "content": [{"type": "text", "text": message}], "isError": True,
-                "structuredContent": {"error": {"message": message, "kind": "timeout", "limit_seconds": seconds}},
+                "structuredContent": {"error": {"message": message, "kind": "timeout", "limit_seconds": shown}},
             })
-        raise MCPError(types.INTERNAL_ERROR, message, {"kind": "timeout", "limit_seconds": seconds})
+        raise MCPError(types.INTERNAL_ERROR, message, {"kind": "timeout", "limit_seconds": shown})
 
     return middleware
 
@@ -133,7 +142,10 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     server = build_server(kernel, transport=opts.transport, options=opts)
     setup = server.setup
     assert setup is not None  # noqa: S101 - build_server sets it
-    server.path.add("timeout", _timeout_middleware(opts.request_timeout))
+    from plexor.tasks.bounds import limit_runs
+
+    limit_runs(kernel, opts.request_timeout)  # tasks obey the same run-time limit (plexor.tasks.bounds)
+    server.path.add("timeout", _timeout_middleware(opts.request_timeout, kernel))
     # plugins' routes (the telemetry plugin's /metrics, ...), beside /healthz and the card
     observing = [route for routes in kernel.pm.hook.plexor_routes(setup=setup) for route in routes or ()]
     # Host and Origin are checked by HostOriginGuard (exact matches, every route); the SDK keeps its Content-Type check.
@@ -216,6 +228,8 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
             Mount("/messages/", app=answering.post),
         ], lifespan=sse_lifespan)
     else:
+        from plexor.limits import value
+
         event_store = None if opts.stateless else _event_store(setup)
         inner = server.streamable_http_app(
             streamable_http_path="/mcp",
@@ -226,6 +240,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
             transport_security=security,
             host=opts.host,
             max_request_body_size=opts.max_body_bytes,
+            session_idle_timeout=value("session_idle_seconds", kernel.environ),
             custom_starlette_routes=[Route("/healthz", healthz), *observing,
                                      Route("/.well-known/mcp/server-card.json", card)],
         )
@@ -242,16 +257,16 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
 
         inner.router.lifespan_context = http_lifespan
         app = TrimMcpHeaders(inner)
-        from plexor.state.events import ForgetOnDelete, ResumeAnywhere, SessionBinding, SharedEventStore
+        from plexor.state.events import ForgetOnDelete, ResumeAnywhere, SessionBinding, SharedEventStore, watch_sessions
         from plexor.state.memory_events import MemoryEventStore
 
         # SDK private (the session manager's _server_instances): which sessions this process serves; no public way
         manager = getattr(server, "_session_manager", None)
-        sessions = getattr(manager, "_server_instances", {})
+        sessions = watch_sessions(manager, event_store) if event_store is not None else {}  # an ended one's events go
         if isinstance(event_store, SharedEventStore):  # a stream may be resumed through any process
             app = ResumeAnywhere(app, event_store, sessions.__contains__, retry_ms=opts.sse_retry_ms)
         elif isinstance(event_store, MemoryEventStore):
-            event_store.holds = sessions.__contains__  # an expired session's events go with the next one written
+            event_store.holds = sessions.__contains__  # and any session missed, with the next event written
         if event_store is not None:
             from plexor.serving.sessions import limit_sessions
 

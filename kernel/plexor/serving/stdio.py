@@ -230,6 +230,9 @@ class AnsweringStream:
         self._opened = False  # the first request (which decides the connection's era) has been seen
         self._held: collections.deque[tuple[Any, str, Any]] = collections.deque()  # (item, line, context)
         self._context: Any = None
+        from plexor.serving.wire import max_depth
+
+        self._depth = max_depth()  # PLEXOR_MAX_NESTING: both eras, as over HTTP (plexor.serving.bounds)
 
     @property
     def last_context(self) -> Any:
@@ -247,10 +250,16 @@ class AnsweringStream:
         import mcp_types as types
         from mcp.shared.message import SessionMessage
 
-        from plexor.serving.wire import diagnose, stray_id
+        from plexor.serving.bounds import too_deep
+        from plexor.serving.wire import INVALID_REQUEST, Reply, _too_deep, diagnose, id_of, stray_id
 
         while True:
             item, line = await self._next()
+            if (not isinstance(item, Exception) and isinstance(item.message, types.JSONRPCRequest)
+                    and line.count("[") + line.count("{") > self._depth + 1 and too_deep(line.encode(), self._depth)):
+                reply = Reply(id_of(item.message.id), INVALID_REQUEST, _too_deep(self._depth))
+                await self._write.send(SessionMessage(types.JSONRPCError.model_validate(reply.wire())))
+                continue
             if not self._opened and not isinstance(item, Exception) and isinstance(item.message, types.JSONRPCRequest):
                 self._opened = True
                 if item.message.method == "server/discover" and _modern(item.message.params):

@@ -19,12 +19,19 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Reply", "diagnose", "id_of"]
+__all__ = ["Reply", "diagnose", "id_of", "max_depth"]
+
+
+def max_depth(environ: Any = None) -> int:
+    """The nesting limit in force: ``PLEXOR_MAX_NESTING`` (``docs/security.md#limits``), at most :data:`MAX_DEPTH`."""
+    from plexor.limits import value
+
+    return int(value("nesting", environ))
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
-MAX_DEPTH = 200  # pydantic-core's JSON parser refuses deeper nesting
+MAX_DEPTH = 200  # pydantic-core's JSON parser refuses deeper nesting; PLEXOR_MAX_NESTING may only lower it
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _ID_KEY = re.compile(r'"id"\s*:\s*')
 
@@ -107,7 +114,7 @@ def _object(msg: Any, raw: str) -> Reply | None:
         return Reply(rid, PARSE_ERROR, "Parse error: the message contains an unpaired UTF-16 surrogate escape "
                                        "(such as \\ud800), which is not a Unicode character; escape characters "
                                        "outside the BMP as a complete surrogate pair, or send them as UTF-8.")
-    if _depth(msg) > MAX_DEPTH:
+    if _depth(msg) > max_depth():
         return Reply(rid, INVALID_REQUEST, _too_deep())
     return Reply(rid, INVALID_REQUEST, f"Invalid Request: the message for {method!r} is not a valid JSON-RPC "
                                        "request; send {\"jsonrpc\": \"2.0\", \"id\": <string or integer>, "
@@ -191,9 +198,13 @@ def _lexical_id(raw: str) -> int | str | None:
     return None
 
 
-def _too_deep() -> str:
-    return (f"Invalid Request: the message is nested deeper than {MAX_DEPTH} levels, the most the server parses; "
-            "flatten the arguments.")
+def _too_deep(limit: int | None = None) -> str:
+    from plexor.limits import REFUSALS
+
+    REFUSALS["nesting"] += 1
+    shown = max_depth() if limit is None else limit
+    return (f"Invalid Request: the message is nested deeper than {shown} levels, the most the server parses "
+            "(PLEXOR_MAX_NESTING); flatten the arguments.")
 
 
 def _kind(value: Any) -> str:

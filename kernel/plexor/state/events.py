@@ -38,8 +38,8 @@ from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.state.db import StateDB
 
-__all__ = ["SESSION", "ForgetOnDelete", "ResumeAnywhere", "SessionBinding", "SharedEventStore", "current_session", "replay_elsewhere",
-           "wants_shared_store"]
+__all__ = ["SESSION", "EndingSessions", "ForgetOnDelete", "ResumeAnywhere", "SessionBinding", "SharedEventStore", "current_session", "replay_elsewhere",
+           "wants_shared_store", "watch_sessions"]
 
 KEEP_SECONDS = 600.0
 
@@ -86,6 +86,55 @@ class ForgetOnDelete:
             await send(message)
 
         await self.app(scope, receive, watch)
+
+
+class EndingSessions(dict):  # type: ignore[type-arg]
+    """The SDK session manager's map of open sessions (id -> transport), telling ``store`` when one ends.
+
+    However a session ends (a ``DELETE``, the idle timeout, a crash, or closed to make room for a newer
+    one), the manager or :class:`plexor.serving.sessions.SessionLimits` pops it from this map; what the
+    store kept for it is dropped then, at once (in memory), or by a task started then (in the shared
+    table). Emptied at shutdown, it drops nothing: another process may still resume those streams."""
+
+    def __init__(self, store: Any, *args: Any) -> None:
+        super().__init__(*args)
+        self.store = store
+        self._releasing: set[Any] = set()
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        held = key in self
+        value = super().pop(key, *default)
+        if held:
+            self._ended(key)
+        return value
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(key)
+        self._ended(key)
+
+    def _ended(self, session: Any) -> None:
+        import asyncio
+
+        forget = getattr(self.store, "forget", None)
+        if forget is not None:  # in memory: at once
+            forget(str(session))
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - only the event loop ends sessions
+            return
+        task = loop.create_task(self.store.release(str(session)))
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
+
+
+def watch_sessions(manager: Any, store: Any) -> dict[str, Any]:
+    """Make the session manager's map of open sessions an :class:`EndingSessions` over ``store``; that map."""
+    if manager is None or not hasattr(manager, "_server_instances"):
+        return {}
+    watched = EndingSessions(store, manager._server_instances)
+    manager._server_instances = watched
+    return watched
 
 
 class SessionBinding:
@@ -142,7 +191,7 @@ class SharedEventStore(EventStore):
         self._writes += 1
         if self._writes % 256 == 1:
             self.state.execute("DELETE FROM plexor_sse_events WHERE at < ?", (now - self.keep_seconds,))
-        size = len(body or "")
+        size = len(body.encode()) if body else 0  # bytes, as the limits count, not characters
         if size > self.session_bytes:  # cannot be kept, nor what came before it (a replay would skip it)
             from plexor.limits import REFUSALS
 
@@ -151,7 +200,7 @@ class SharedEventStore(EventStore):
             body = None
         rows = self.state.query("INSERT INTO plexor_sse_events (session, stream, body, at) VALUES (?, ?, ?, ?) "
                                 "RETURNING id", (session, stream, body, now))
-        self._bound(session, len(body or ""))
+        self._bound(session, size if body is not None else 0)
         return int(rows[0][0])
 
     def _bound(self, session: str, size: int) -> None:
@@ -171,7 +220,8 @@ class SharedEventStore(EventStore):
     def _trim(self, where: str, args: tuple[Any, ...], most: int, limit: str) -> None:
         """Delete the oldest events (of ``where``) beyond ``most`` bytes."""
         kept = 0
-        for event_id, size in self.state.query(f"SELECT id, LENGTH(body) FROM plexor_sse_events {where} "
+        size_of = "LENGTH(CAST(body AS BLOB))" if self.state.dialect == "sqlite" else "OCTET_LENGTH(body)"  # bytes
+        for event_id, size in self.state.query(f"SELECT id, {size_of} FROM plexor_sse_events {where} "
                                                "ORDER BY id DESC", args):
             kept += int(size or 0)
             if kept > most:

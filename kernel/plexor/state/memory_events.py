@@ -5,11 +5,13 @@ send the priming event and ``retry`` hint). Each event is bound to its session
 (``plexor.state.events.SESSION``): stream ids are request ids, the same numbers in every session, so
 without it one session's replay could carry another's events.
 
-Events are kept as the JSON text the client would receive, and bounded three ways: ``limit`` events
+Events are kept as the UTF-8 JSON the client would receive, and bounded three ways: ``limit`` events
 of all sessions, ``PLEXOR_EVENT_STORE_SESSION_BYTES`` per session, ``PLEXOR_EVENT_STORE_BYTES`` in
-total; the oldest go first. What a session kept is dropped at once when it is deleted
-(:meth:`MemoryEventStore.forget`) and, once it has expired, with the next event written. A resumption
-from an event no longer kept is refused (the SDK then tells the client), never served with a gap.
+total, counted in bytes (not characters: an answer of non-ASCII text takes up to four times its
+length); the oldest go first. What a session kept is dropped at once when it ends, deleted, expired
+or closed to make room (:meth:`MemoryEventStore.forget`, called by
+:class:`plexor.state.events.EndingSessions`). A resumption from an event no longer kept is refused
+(the SDK then tells the client), never served with a gap.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class MemoryEventStore(EventStore):
 
     def __init__(self, limit: int, session_bytes: int, total_bytes: int,
                  holds: Callable[[str], bool] | None = None) -> None:
-        self._events: collections.OrderedDict[str, tuple[str, str, str | None, int]] = collections.OrderedDict()
+        self._events: collections.OrderedDict[str, tuple[str, str, bytes | None, int]] = collections.OrderedDict()
         self._order: dict[str, collections.deque[str]] = {}  # per session, its event ids, oldest first
         self._bytes: collections.Counter[str] = collections.Counter()
         self.total = 0
@@ -53,8 +55,8 @@ class MemoryEventStore(EventStore):
 
         session = current_session()
         self._sweep()
-        body = None if message is None else message.model_dump_json(by_alias=True, exclude_unset=True)
-        size = len(body or "") + OVERHEAD
+        body = None if message is None else message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        size = len(body or b"") + OVERHEAD
         if size > self.session_bytes:  # cannot be kept: nor can what came before it (a replay would skip it)
             REFUSALS["event_store_session_bytes"] += 1
             self.forget(session)

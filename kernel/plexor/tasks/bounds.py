@@ -8,9 +8,33 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
+    from plexor.core.kernel import Kernel
     from plexor.tasks.store import TaskRow, TaskStore
 
-__all__ = ["check_new_task", "oversized", "release"]
+__all__ = ["check_new_task", "limit_runs", "over_budget", "oversized", "release", "run_limit", "stored_size"]
+
+class RunLimit:
+    """The run-time limit of a kernel's plain calls (``kernel.keep(RunLimit, ...)``), set by the transport that has
+    one (--request-timeout over HTTP; stdio has none). A task obeys the same, unless its tool declares longer."""
+
+    def __init__(self) -> None:
+        self.seconds: float | None = None
+
+
+def limit_runs(kernel: Kernel, seconds: float) -> None:
+    """Calls of ``kernel`` may run ``seconds`` (its tools may declare longer); its tasks then obey the same."""
+    kernel.keep(RunLimit, RunLimit).seconds = seconds
+
+
+def run_limit(kernel: Kernel, tool: Any, server: float | None = None) -> tuple[float | None, float | None]:
+    """(how long a call or task of ``tool`` may run, the server's limit): None when the server has no limit."""
+    from plexor.limits import run_time
+
+    if server is None:
+        kept = kernel.kept(RunLimit)
+        server = kept.seconds if kept is not None else None
+    spec = kernel.find_tool(tool) if isinstance(tool, str) else None
+    return run_time(server, getattr(spec, "timeout", None)), server
 
 
 class Tasks(Protocol):
@@ -37,7 +61,7 @@ async def check_new_task(tasks: Tasks, owner: str, arguments: dict[str, Any]) ->
 
     environ = tasks.kernel.environ
     most = int(value("task_arguments_bytes", environ))
-    size = len(json.dumps(arguments, default=str))
+    size = stored_size(arguments)
     if size > most:
         raise MCPError(types.INVALID_PARAMS, refuse("task_arguments_bytes", most, f"the task's arguments are {size} "
                                                     "bytes", "pass a reference (a path, a URI) instead of the data"))
@@ -50,7 +74,7 @@ async def check_new_task(tasks: Tasks, owner: str, arguments: dict[str, Any]) ->
     tasks.pending[owner] = pending + 1
     most = int(value("stored_tasks_per_caller", environ))
     try:
-        kept = await tasks.db(tasks.store.owned, owner, time.time())
+        kept, kept_bytes = await tasks.db(tasks.store.usage, owner, time.time())
     except BaseException:
         release(tasks, owner)
         raise
@@ -59,6 +83,12 @@ async def check_new_task(tasks: Tasks, owner: str, arguments: dict[str, Any]) ->
         release(tasks, owner)
         raise MCPError(types.INVALID_REQUEST, refuse("stored_tasks_per_caller", most, f"this caller has {kept} tasks "
                                                      "kept", "ask for shorter ttls, or wait for some to expire"))
+    budget = int(value("stored_task_bytes_per_caller", environ))
+    if kept_bytes + size > budget:
+        release(tasks, owner)
+        raise MCPError(types.INVALID_REQUEST, refuse(
+            "stored_task_bytes_per_caller", budget, f"this caller's tasks kept would hold {kept_bytes + size} bytes",
+            "fetch and let finished tasks expire (shorter ttls), or pass smaller arguments"))
 
 
 def release(tasks: Tasks, owner: str) -> None:
@@ -70,13 +100,31 @@ def release(tasks: Tasks, owner: str) -> None:
         tasks.pending.pop(owner, None)
 
 
+def stored_size(value: Any) -> int:
+    """The bytes ``value`` takes stored (UTF-8 JSON, as ``plexor.tasks.store`` writes it)."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+
+
 def oversized(result: dict[str, Any], environ: Mapping[str, str]) -> str | None:
     """Why ``result`` cannot be stored (over ``PLEXOR_MAX_TASK_RESULT_BYTES``), or None."""
     from plexor.limits import refuse, value
 
     most = int(value("task_result_bytes", environ))
-    size = len(json.dumps(result, default=str))
+    size = stored_size(result)
     if size <= most:
         return None
     return refuse("task_result_bytes", most, f"the task's result is {size} bytes", "return less (page it, or write "
                   "it to a file and return its path)")
+
+
+async def over_budget(tasks: Tasks, owner: str, result: dict[str, Any]) -> str | None:
+    """Why ``result`` cannot be kept: the caller's tasks would pass ``PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER``."""
+    from plexor.limits import refuse, value
+
+    budget = int(value("stored_task_bytes_per_caller", tasks.kernel.environ))
+    size = stored_size(result)
+    _count, kept = await tasks.db(tasks.store.usage, owner, time.time())
+    if kept + size <= budget:
+        return None
+    return refuse("stored_task_bytes_per_caller", budget, f"with this result of {size} bytes, this caller's tasks kept "
+                  f"would hold {kept + size} bytes", "fetch and let finished tasks expire (shorter ttls), or return less")

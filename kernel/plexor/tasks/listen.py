@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -109,6 +110,65 @@ def check_uris(uris: list[str], environ: Mapping[str, str], where: str, held: in
                                                     "unsubscribe from some first"))
 
 
+class UriBytes:
+    """The bytes of subscribed URIs each caller holds, over its sessions' subscriptions and its listen streams,
+    refused past ``PLEXOR_MAX_SUBSCRIPTION_BYTES_PER_CALLER``. A holder (a session's connection, a stream) is held
+    weakly: what an ended session held is given back with it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._held: weakref.WeakKeyDictionary[Any, tuple[str, int]] = weakref.WeakKeyDictionary()
+
+    def of(self, who: str) -> int:
+        return sum(size for owner, size in list(self._held.values()) if owner == who)
+
+    def take(self, who: str, holder: Any, uris: list[str]) -> None:
+        from plexor.limits import refuse
+
+        more = sum(len(uri.encode()) for uri in uris)
+        total = self.of(who) + more
+        if total > self.limit:
+            raise MCPError(types.INVALID_PARAMS, refuse(
+                "subscription_bytes_per_caller", self.limit, f"this caller's subscribed URIs would take {total} bytes",
+                "unsubscribe from some first, or close a listen stream"))
+        owner, size = self._held.get(holder, (who, 0))
+        self._held[holder] = (owner, size + more)
+
+    def give_back(self, holder: Any, uris: list[str] | None = None) -> None:
+        """Give back what ``holder`` held for ``uris`` (all of it when None)."""
+        owner, size = self._held.get(holder, ("", 0))
+        left = 0 if uris is None else size - sum(len(uri.encode()) for uri in uris)
+        if left > 0:
+            self._held[holder] = (owner, left)
+        else:
+            self._held.pop(holder, None)
+
+
+class _Holder:
+    """What a listen stream holds its URIs by (weakly referable)."""
+
+
+def uri_budget(kernel: Kernel) -> UriBytes:
+    """The kernel's :class:`UriBytes`, as ``PLEXOR_MAX_SUBSCRIPTION_BYTES_PER_CALLER`` sets it (kept on the kernel)."""
+    from plexor.limits import value
+
+    return kernel.keep(UriBytes, lambda: UriBytes(int(value("subscription_bytes_per_caller", kernel.environ))))
+
+
+def hold_uris(kernel: Kernel, ctx: Any, holder: Any, uris: list[str]) -> None:
+    """Count ``uris`` as held by ``holder`` (a session's connection) for the caller of ``ctx``; refused past its budget."""
+    from plexor.limits import principal
+
+    if holder is not None:
+        uri_budget(kernel).take(principal(getattr(getattr(ctx, "request", None), "scope", None)), holder, uris)
+
+
+def release_uris(kernel: Kernel, holder: Any, uris: list[str]) -> None:
+    """``holder`` no longer holds ``uris`` (unsubscribed)."""
+    if holder is not None:
+        uri_budget(kernel).give_back(holder, uris)
+
+
 class Listen:
     """Serves ``subscriptions/listen``: one call is one stream (see the module's documentation).
 
@@ -163,15 +223,19 @@ class Listen:
             raise MCPError(types.INTERNAL_ERROR, "Subscription limit reached: " + refuse(
                 "listen_streams", self._max_subscriptions, f"{len(self._streams)} listen streams are open",
                 "close one, or retry later"))
-        check_uris(list(params.notifications.resource_subscriptions or ()), self._kernel.environ, "this listen stream")
+        uris = list(params.notifications.resource_subscriptions or ())
+        check_uris(uris, self._kernel.environ, "this listen stream")
         who = principal(getattr(getattr(ctx, "request", None), "scope", None))
         if not self._per_caller.take(who):
             raise MCPError(types.INVALID_REQUEST, refuse(
                 "listen_per_caller", self._per_caller.limit, "this caller already has that many listen streams open",
                 "close one of them first (or name more URIs in one stream)"))
+        holder, budget = _Holder(), uri_budget(self._kernel)
         try:
+            budget.take(who, holder, uris)
             return await self._stream(ctx, params, subscription_id)
         finally:
+            budget.give_back(holder)
             self._per_caller.give_back(who)
 
     async def _stream(self, ctx: Any, params: types.SubscriptionsListenRequestParams,

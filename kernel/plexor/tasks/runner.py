@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from plexor.asking import Elicit, Exchange, ListRoots, Question, Sample, check_answer, declares, missing_capability
 from plexor.errors import PlexorError
-from plexor.tasks.bounds import check_new_task, oversized, release
+from plexor.limits import overran
+from plexor.tasks.bounds import check_new_task, over_budget, oversized, release, run_limit
 from plexor.tasks.store import TaskRow, TaskStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -225,11 +226,25 @@ class Tasks:
 
     async def _run(self, row: TaskRow) -> None:
         task_id = row.task_id
+        seconds, server = run_limit(self.kernel, row.tool)
         try:
-            outcome = await self.kernel.call_tool(row.tool, row.arguments, session=TaskSession(self, task_id),
-                                                  request_id=f"task:{task_id}", exchange=TaskExchange(self, row))
+            limit = asyncio.timeout(seconds)  # the run-time limit of a plain call (or its tool's own, longer)
+            try:
+                async with limit:
+                    outcome = await self.kernel.call_tool(row.tool, row.arguments, session=TaskSession(self, task_id),
+                                                          request_id=f"task:{task_id}", exchange=TaskExchange(self, row))
+            except TimeoutError:
+                if seconds is None or server is None or not limit.expired():  # the tool's own TimeoutError
+                    raise
+                message = overran("the task", seconds, server)
+                self.kernel.log.info("task_timed_out", task=task_id, tool=row.tool, limit_seconds=seconds)
+                await self._finish(task_id, "failed", message, error={
+                    "code": WORKER_DIED, "message": message, "data": {"type": "timeout", "limit_seconds": seconds}})
+                return
             result = tool_result(outcome)
             too_big = oversized(result, self.kernel.environ)
+            if too_big is None and task_id not in self.unstored:  # a call answered at once keeps nothing
+                too_big = await over_budget(self, row.owner, result)
             if too_big is not None:
                 await self._finish(task_id, "failed", too_big, error={"code": -32603, "message": too_big,
                                                                       "data": {"type": "result_too_large"}})
@@ -448,6 +463,10 @@ class Detachable:
         self.create = create  # async () -> TaskRow: stores the task (not started: the call goes on running)
         self.row: TaskRow | None = None
         self.detached = asyncio.Event()
+
+    @property
+    def became_task(self) -> bool:
+        return self.row is not None
 
     async def __call__(self, ctx: Context, message: str | None = None) -> bool:
         """:meth:`plexor.Context.detach` (set as ``plexor.context.DETACHER`` around the call): store the

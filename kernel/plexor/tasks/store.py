@@ -144,6 +144,14 @@ class TaskStore:
         return int(self.state.query("SELECT COUNT(*) FROM plexor_tasks WHERE owner = ? AND expires_at > ?",
                                     (owner, now))[0][0])
 
+    def usage(self, owner: str, now: float) -> tuple[int, int]:
+        """(how many unexpired tasks ``owner`` has stored, their arguments' and results' bytes)."""
+        size = "LENGTH(CAST({} AS BLOB))" if self.state.dialect == "sqlite" else "OCTET_LENGTH({})"
+        rows = self.state.query(f"SELECT COUNT(*), COALESCE(SUM({size.format('arguments')} + COALESCE("
+                                f"{size.format('result')}, 0)), 0) FROM plexor_tasks WHERE owner = ? AND expires_at > ?",
+                                (owner, now))
+        return int(rows[0][0]), int(rows[0][1])
+
     def page(self, owner: str, offset: int, limit: int) -> list[TaskRow]:
         rows = self.state.query(f"SELECT {', '.join(_COLUMNS)} FROM plexor_tasks WHERE owner = ? "
                                 "ORDER BY created_at, task_id LIMIT ? OFFSET ?", (owner, limit, offset))

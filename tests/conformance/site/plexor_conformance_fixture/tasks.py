@@ -32,6 +32,13 @@ async def compute(ctx: Context, seconds: float = 1.0, label: str = "") -> Result
     return Result({"label": label, "seconds": seconds}, text=f"Computed {label or 'it'} in {seconds:g} s.")
 
 
+async def detached(ctx: Context, seconds: float = 1.0) -> Result:
+    """Become a task at once (``ctx.detach()``), then work for `seconds` seconds."""
+    await ctx.detach("working")
+    await anyio.sleep(seconds)
+    return Result({"seconds": seconds}, text=f"Worked {seconds:g} s.")
+
+
 async def job(ctx: Context) -> Result:
     """Work for a second, then fail as a tool (isError: true)."""
     await anyio.sleep(1.0)
@@ -68,7 +75,10 @@ def greet(name: str) -> Result:
 hello = _Plugin("hello", (greet, {}))
 slow = _Plugin("slow", (compute, {"task": "optional"}),
                # the same work, declared safe to run again: a task whose worker dies is re-run elsewhere
-               (compute, {"task": "optional", "name": "rerun", "annotations": {"idempotentHint": True}}))
+               (compute, {"task": "optional", "name": "rerun", "annotations": {"idempotentHint": True}}),
+               # the same work, declared to need longer than the server's request time limit
+               (compute, {"task": "optional", "name": "patient", "timeout": 30}),
+               (detached, {"task": "optional", "detach": "manual"}))
 failing = _Plugin("failing", (job, {"task": "required"}))
 protocol = _Plugin("protocol", (error_job, {"task": "optional"}))
 confirm = _Plugin("confirm", (delete, {"task": "optional"}))
