@@ -6,7 +6,8 @@ Reports: lines of the kernel proper (``kernel/plexor`` without the feature packa
 built-in plugins), modules over 400 lines and functions over 60 lines (kernel and shipped plugins),
 ``Any`` in the kernel (every ``Any`` name in annotations and code), and the kernel's import cycles
 counting every import (module level, inside functions and under ``TYPE_CHECKING``), as strongly
-connected components of the import graph.
+connected components of the import graph. ``tests/test_layout.py`` uses the same graph (it imports
+:func:`modules`, :func:`import_edges` and :func:`cycles` from here) to hold the kernel to its layers.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ FEATURES = ("tasks", "auth", "telemetry", "state")  # issue 24: built-in plugins
 MODULE_LINES, FUNCTION_LINES = 400, 60
 
 
-def _modules(base: Path, package: str) -> dict[str, Path]:
+def modules(base: Path, package: str) -> dict[str, Path]:
     found = {}
     for path in sorted(base.rglob("*.py")):
         parts = [package, *path.relative_to(base).with_suffix("").parts]
@@ -32,22 +33,29 @@ def _modules(base: Path, package: str) -> dict[str, Path]:
     return found
 
 
-def _imports(path: Path, module: str) -> set[str]:
-    """Every module ``module`` imports, wherever the import statement is."""
+def import_edges(path: Path, module: str, known: set[str] | dict[str, Path]) -> list[tuple[str, int]]:
+    """The modules of ``known`` that ``module`` imports, wherever the import statement is (module level,
+    inside functions, under ``TYPE_CHECKING``), each with the line of its statement.
+
+    ``from package import submodule`` is an import of the submodule (the package's ``__init__`` runs for
+    every import of one of its modules, and is not counted for ``import package.module`` either);
+    ``from package import name`` of anything else is an import of the package."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    out: set[str] = set()
+    out: list[tuple[str, int]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
+            out.extend((alias.name, node.lineno) for alias in node.names if alias.name in known)
         elif isinstance(node, ast.ImportFrom):
             base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
             name = (f"{base}.{node.module}" if node.module else base) if node.level else (node.module or "")
-            out.add(name)
-            out.update(f"{name}.{alias.name}" for alias in node.names)
-    return out
+            submodules = [f"{name}.{alias.name}" for alias in node.names if f"{name}.{alias.name}" in known]
+            out.extend((sub, node.lineno) for sub in submodules)
+            if name in known and len(submodules) < len(node.names):
+                out.append((name, node.lineno))
+    return [(target, line) for target, line in out if target != module]
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan's algorithm, iterative)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -103,13 +111,13 @@ def _any_count(path: Path) -> int:
 
 
 def measure() -> dict[str, object]:
-    kernel = _modules(KERNEL, "plexor")
+    kernel = modules(KERNEL, "plexor")
     proper = {m: p for m, p in kernel.items() if m.split(".")[1:2] == [] or m.split(".")[1] not in FEATURES}
     plugins = {str(p.relative_to(ROOT)): p for p in sorted((ROOT / "plugins").glob("*/src/**/*.py"))}
     lines = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
              for p in [*kernel.values(), *plugins.values()]}
-    graph = {m: {i for i in _imports(p, m) if i in kernel and i != m} for m, p in kernel.items()}
-    cycles = _cycles(graph)
+    graph = {m: {target for target, _ in import_edges(p, m, kernel)} for m, p in kernel.items()}
+    found = cycles(graph)
     return {
         "kernel_lines": sum(lines[str(p.relative_to(ROOT))] for p in kernel.values()),
         "kernel_modules": len(kernel),
@@ -117,8 +125,8 @@ def measure() -> dict[str, object]:
         "modules_over_400": sorted((f, n) for f, n in lines.items() if n > MODULE_LINES),
         "functions_over_60": sorted(fn for p in [*kernel.values(), *plugins.values()] for fn in _long_functions(p)),
         "kernel_any": sum(_any_count(p) for p in kernel.values()),
-        "kernel_cycles": cycles,
-        "kernel_modules_in_cycles": sum(len(c) for c in cycles),
+        "kernel_cycles": found,
+        "kernel_modules_in_cycles": sum(len(c) for c in found),
     }
 
 

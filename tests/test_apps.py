@@ -66,7 +66,7 @@ class Plain:
 @pytest.mark.parametrize("version", [None, "2026-07-28"])
 async def test_the_extension_is_advertised_only_while_a_plugin_offers_an_app(plexor: Any, version: Any) -> None:
     # What initialize (version None) and server/discover answer; the HTTP path is checked in tests/apps.
-    from plexor.server import build_server
+    from plexor.serving.server import build_server
 
     async with plexor.kernel([("counter", Counter())]) as kernel:
         assert build_server(kernel).get_capabilities(protocol_version=version).extensions[EXTENSION_ID] == {}

@@ -409,8 +409,8 @@ async def test_a_stdio_profile_by_scope_uses_the_operators_scope_overrides_as_ht
 
 # -- the request path ---------------------------------------------------------------------------------
 async def test_the_request_layers_sit_in_their_declared_order_whatever_order_they_are_added(plexor):
-    from plexor.server import build_server
     from plexor.serving.layers import ORDER
+    from plexor.serving.server import build_server
 
     async with plexor.kernel() as kernel:
         server = build_server(kernel)  # session, limits, request-state and tasks are added here

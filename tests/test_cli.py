@@ -477,7 +477,7 @@ def test_help_is_not_saved_while_loading_plugin_commands_warns(run, plexor_home,
 
 def test_the_launcher_finds_the_data_directory_the_kernel_uses(tmp_path, monkeypatch):
     from plexor.core.config import paths
-    from plexor.launcher import guess_data_dir
+    from plexor.help_cache import guess_data_dir
 
     monkeypatch.setenv("HOME", str(tmp_path))
     cases = [{"PLEXOR_HOME": str(tmp_path / "h")}, {"PLEXOR_HOME": "~/x/../y/"}, {}]

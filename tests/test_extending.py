@@ -253,7 +253,7 @@ async def test_hook_plexor_protocol_methods(plexor):
 
 async def test_hook_plexor_capabilities(plexor):
     """What the server advertises (initialize, server/discover) passes through the hook, with the era asked for."""
-    from plexor.server import build_server
+    from plexor.serving.server import build_server
 
     async with plexor.kernel([("acme", _extension_plugin([]))]) as kernel:
         server = build_server(kernel)
@@ -273,7 +273,7 @@ async def test_hook_plexor_drain(plexor):
 
 
 async def test_the_kernel_replaces_no_method_on_an_instance(plexor):
-    from plexor.server import build_server
+    from plexor.serving.server import build_server
 
     async with plexor.kernel() as kernel:
         server = build_server(kernel)

@@ -187,7 +187,7 @@ async def test_shutdown_hook_failure_is_logged_and_stop_completes(plexor_home):
 async def test_illegal_transitions_are_refused():
     k = Kernel(load_entry_points=False, environ={"PLEXOR_HOME": "/nonexistent"})
     with pytest.raises(RuntimeError, match="illegal transition created -> ready"):
-        k._move(State.READY)
+        k.move_to(State.READY)
     # The table itself: stopped is final, and nothing returns to created.
     assert TRANSITIONS[State.STOPPED] == frozenset()
     assert all(State.CREATED not in targets for targets in TRANSITIONS.values())

@@ -22,9 +22,10 @@ from pydantic import TypeAdapter
 
 from plexor import AskError, Context, Elicit, Result
 from plexor.core.kernel import Kernel
-from plexor.server import build_server
-from plexor.tasks import TASKS_EXTENSION, tasks_of
+from plexor.serving.server import build_server
 from plexor.tasks.client import TasksClient, task_request
+from plexor.tasks.protocol import TASKS_EXTENSION
+from plexor.tasks.runner import tasks_of
 
 ANY: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 pytestmark = pytest.mark.anyio

@@ -365,7 +365,7 @@ def test_off_by_default_the_sdk_is_never_imported(plexor_home):
     script = (
         "import sys\n"
         "from plexor.core.kernel import Kernel\n"
-        "from plexor.server import build_server\n"
+        "from plexor.serving.server import build_server\n"
         "from plexor.serving.http import build_http_app\n"
         "from plexor.serving.http_options import HttpOptions\n"
         "k = Kernel()\n"

@@ -309,7 +309,7 @@ async def test_tools_list_changed_is_sent_when_a_plugin_fails_at_startup(plexor)
     from mcp import Client
 
     from plexor.core.kernel import Kernel
-    from plexor.server import build_server
+    from plexor.serving.server import build_server
 
     kernel = Kernel([("late", plugin)], load_entry_points=False, environ=plexor.environ())
     kernel.load()

@@ -26,7 +26,7 @@ structlog are loaded by the kernel only when it needs them.
 
 from __future__ import annotations
 
-__version__ = "0.2.0"
+from plexor.version import __version__
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (its import costs `plexor --help` time)
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,14 +65,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def __getattr__(name: str) -> Any:
-    # ``hookimpl`` is made on first use: pluggy (and importlib.metadata behind it)
+    # ``hookimpl`` (plexor.hookspecs) is loaded on first use: pluggy (and importlib.metadata behind it)
     # is not needed to answer an MCP handshake, so `import plexor` stays cheap.
     if name == "hookimpl":
-        import pluggy
+        from plexor.hookspecs import hookimpl
 
-        marker = pluggy.HookimplMarker("plexor")
-        globals()["hookimpl"] = marker
-        return marker
+        globals()["hookimpl"] = hookimpl
+        return hookimpl
     if name in _LAZY:  # loaded on first use: `plexor --help` needs none of them
         import importlib
 

@@ -20,7 +20,7 @@ plugin never sees the difference:
   ``requestState`` it was given. The function runs again from the top; this
   time ``ctx.ask`` returns the answers. Answers given in earlier rounds, the
   round number and :attr:`Context.state` ride in ``requestState``, which the
-  server encrypts and binds to the request (see :mod:`plexor.server`), so a
+  server encrypts and binds to the request (see :mod:`plexor.serving.server`), so a
   client cannot forge or alter them.
 * **2025-11-25 and earlier**: each question is sent as a server-to-client
   request while the call waits, and ``ctx.ask`` returns when the client answers.
@@ -515,7 +515,7 @@ class Exchange:
         try:
             with warnings.catch_warnings():  # sampling and roots are deprecated in 2026-07-28, still the way for 2025 clients
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
-                reply = await self._request(session, question)
+                reply = await self.request(session, question)
         except Exception as exc:  # noqa: BLE001 - a client error or a transport without a back channel
             detail = getattr(getattr(exc, "error", None), "message", None) or str(exc) or type(exc).__name__
             raise PlexorError(f"the client did not answer {key!r} ({question.method}): {detail}",
@@ -523,7 +523,7 @@ class Exchange:
                               "(stateless HTTP on 2025-11-25 has no channel for it).") from None
         return check_answer(key, question, reply.model_dump(by_alias=True, mode="json", exclude_none=True))
 
-    async def _request(self, session: Any, question: Question) -> Any:
+    async def request(self, session: Any, question: Question) -> Any:
         import mcp_types as types
 
         if isinstance(question, Elicit):

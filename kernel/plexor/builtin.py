@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from plexor import Context, NotFound, hookimpl
+from plexor.context import Context
+from plexor.errors import NotFound
+from plexor.hookspecs import hookimpl
 
 PLEXOR_NAMESPACE = "plexor"
 
@@ -46,7 +48,7 @@ def health(ctx: Context, plugin: str | None = None) -> dict[str, Any]:
     :param plugin: report only this plugin (its name, e.g. "folder-search", or its tool prefix, e.g.
         "folders"); leave it out for every plugin.
     """
-    report = ctx._kernel.health()
+    report = ctx.kernel.health()
     if plugin is not None:
         name = _plugin_name(ctx, plugin)
         report["plugins"] = [p for p in report["plugins"] if p["name"] == name]
@@ -61,7 +63,7 @@ def plugins(ctx: Context, plugin: str | None = None, state: PluginState | None =
     :param plugin: only this plugin (its name, e.g. "keyboard", or its tool prefix); leave it out for all.
     :param state: only the plugins in this state, e.g. "failed" to see what is broken and why.
     """
-    records = sorted(ctx._kernel.records.values(), key=lambda r: r.name)
+    records = sorted(ctx.kernel.records.values(), key=lambda r: r.name)
     if plugin is not None:
         name = _plugin_name(ctx, plugin)
         records = [r for r in records if r.name == name]
@@ -72,7 +74,7 @@ def plugins(ctx: Context, plugin: str | None = None, state: PluginState | None =
 
 def _plugin_name(ctx: Context, given: str) -> str:
     """The plugin ``given`` names (its name or namespace, any case), or an error listing them."""
-    records = ctx._kernel.records
+    records = ctx.kernel.records
     wanted = given.strip().lower()
     for rec in records.values():
         if wanted in (rec.name.lower(), (rec.namespace or "").lower()):

@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from plexor import __version__
+from plexor.version import __version__
 
 __all__ = ["build_bundle", "bundle_cmd", "manifest"]
 

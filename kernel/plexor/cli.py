@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from plexor import __version__, plugin_commands
+from plexor import plugin_commands
 from plexor.core.config import LOG_LEVELS
 from plexor.plugin_commands import (
     PluginGroup,
@@ -24,6 +24,7 @@ from plexor.plugin_commands import (
     _report,
     _usage_error,
 )
+from plexor.version import __version__
 
 __all__ = ["main", "run_kernel"]
 
@@ -38,16 +39,6 @@ ENV_HELP = (
     "same request-state key (PLEXOR_STATE_KEY_PREVIOUS during a rotation). Limits per caller and on what the "
     "server keeps (PLEXOR_MAX_*, PLEXOR_EVENT_STORE_*_BYTES, PLEXOR_AUTH_FETCH_*): docs/security.md#limits."
 )
-
-def stdio_hint() -> str:
-    """What ``plexor serve`` says when started on a terminal, where nothing will ever speak MCP to it."""
-    me = f"{sys.executable} -m plexor serve"
-    return (f"plexor {__version__}: serving MCP on stdio, waiting for a client to send JSON-RPC on stdin.\n"
-            "This is the command MCP clients launch; typing here does nothing useful. Stop it with Ctrl+C.\n"
-            f"Try it in the MCP Inspector:  npx @modelcontextprotocol/inspector {me}\n"
-            "Set up a client:  plexor install claude-desktop|claude-code|cursor|vscode|windsurf\n"
-            "Serve over HTTP instead:  plexor serve --transport http")
-
 
 def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
     """Start a kernel (optionally with only ``plugins``), run ``await func(kernel)``, stop it.
@@ -117,17 +108,13 @@ def connect_cmd(log_level: str | None, profile: str | None) -> None:
     from plexor.log import configure
 
     configure(log_level or os.environ.get("PLEXOR_LOG_LEVEL") or "warning", force=True)
-    import anyio
-
-    from plexor.daemon import DaemonError, run_connect
-
-    if profile is not None:  # the daemon refuses it too (a daemon started before the file changed)
+    if profile is not None:  # a usage error whatever stdin is, as for serve; the daemon refuses it too
         from plexor.core.config import load_config_file, paths
-        from plexor.serving.command import _stdio_profile
+        from plexor.serving.command import profile_for_stdio
 
         where = paths().config_file
         try:
-            _stdio_profile(load_config_file(where), profile, where)
+            profile_for_stdio(load_config_file(where), profile, where)
         except Exception as exc:  # noqa: BLE001 - a ConfigError: say what to fix
             click.echo(f"error: {exc.render() if hasattr(exc, 'render') else exc}", err=True)
             sys.exit(2)
@@ -139,6 +126,11 @@ def connect_cmd(log_level: str | None, profile: str | None) -> None:
                    "with a pipe on stdin; to run the shared server as a service, use `plexor serve --transport http`.",
                    err=True)
         return
+    import anyio
+
+    from plexor.daemon import DaemonError
+    from plexor.serving.connect import run_connect
+
     try:
         anyio.run(lambda: run_connect(profile=profile))
     except DaemonError as exc:

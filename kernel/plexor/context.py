@@ -6,9 +6,10 @@ passes one in; it never appears in the input schema.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
+from contextvars import ContextVar
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.base import KernelBase
@@ -17,14 +18,38 @@ if TYPE_CHECKING:  # pragma: no cover
 
 T = TypeVar("T")
 
-__all__ = ["Context"]
+__all__ = ["DETACHER", "Context", "Detacher", "connection_of"]
+
+
+class Detacher(Protocol):
+    """How a call may become a task (:meth:`Context.detach`), as the feature that runs tasks provides it."""
+
+    def __call__(self, ctx: Context, message: str | None, /) -> Awaitable[bool]: ...
+
+    @property
+    def became_task(self) -> bool:
+        """Whether the call has become a task (its request answered with the task)."""
+
+
+#: The current call's :class:`Detacher`, or ``None`` when it cannot become a task: set around a
+#: ``detach="manual"`` call by the feature that runs tasks (``plexor.tasks``), so the kernel needs no
+#: knowledge of tasks.
+DETACHER: ContextVar[Detacher | None] = ContextVar("plexor_detacher", default=None)
 
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
+def connection_of(session: Any) -> Any:
+    """The SDK connection behind a request's ``ServerSession`` (which the SDK makes per request), or ``None``.
+
+    SDK private (``ServerSession._connection``): the SDK has no public accessor in 2.3, and the connection
+    is where its protocol version and per-connection state live. Every such read goes through here."""
+    return getattr(session, "_connection", None)
+
+
 def _below_session_level(session: Any, level: str) -> bool:
     """Whether the session's ``logging/setLevel`` (kept on its SDK connection by the server) mutes ``level``."""
-    state = getattr(getattr(session, "_connection", None), "state", None)
+    state = getattr(connection_of(session), "state", None)
     floor = state.get("plexor/logLevel") if isinstance(state, dict) else None
     if floor not in LEVELS:
         return False
@@ -37,6 +62,8 @@ _NOTHING_CHOSEN: Mapping[str, str] = MappingProxyType({})
 class Context:
     """What a running call may use: its plugin's handle (settings, database, services) and the client channel."""
 
+    #: Marks the class (and subclasses) for :mod:`plexor.schema`, which leaves such parameters out of schemas.
+    __plexor_context__ = True
     __slots__ = ("_kernel", "plugin", "request_id", "name", "_session", "_progress_token", "_close_sse_stream",
                  "_exchange", "chosen")
 
@@ -63,6 +90,12 @@ class Context:
         #: In a completion function: the template's other variables the client has already filled in
         #: (``completion/complete``'s ``context.arguments``), e.g. ``{"folder": "notes"}``; else empty.
         self.chosen: Mapping[str, str] = _NOTHING_CHOSEN
+
+    @property
+    def kernel(self) -> KernelBase:
+        """The kernel serving this call, for the kernel's own built-in tools (``plexor_health``); a plugin uses
+        :attr:`plugin` instead, since what is behind the handle may change between releases."""
+        return self._kernel
 
     @property
     def settings(self) -> Settings:
@@ -197,9 +230,16 @@ class Context:
         False (and does nothing) when the call is not one that may become a task: the client did not
         ask for one, the tool is not registered so, or it already is one.
         """
-        from plexor.tasks.runner import detach
+        detacher = DETACHER.get()
+        return False if detacher is None else await detacher(self, message)
 
-        return await detach(self, message)
+    def continue_in(self, session: Any, exchange: Any) -> None:
+        """Go on with this call on another channel: progress and logs go to ``session``, questions through
+        ``exchange``, and the request's progress token is dropped. The tasks feature calls it when a
+        call becomes a task (:meth:`detach`); a tool never needs it."""
+        self._session = session
+        self._exchange = exchange
+        self._progress_token = None
 
     async def close_stream(self) -> bool:
         """Close this call's SSE stream now, on Streamable HTTP with resumability; the client

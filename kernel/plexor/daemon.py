@@ -46,10 +46,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from plexor import __version__
+from plexor.version import __version__
 
 __all__ = ["DaemonError", "daemon_health", "ensure_daemon", "plugin_selection", "read_registry", "registry_path",
-           "run_connect", "start_daemon", "stop_daemon", "write_registry"]
+           "start_daemon", "stop_daemon", "write_registry"]
 
 REGISTRY = "daemon.json"
 
@@ -339,10 +339,3 @@ def ensure_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0,
                         return info
                 stop_daemon(info, wait=5)
         return start_daemon(env, wait=wait)
-
-
-async def run_connect(environ: dict[str, str] | None = None, *, profile: str | None = None) -> None:
-    """Serve MCP on stdin/stdout, relaying every request to the shared daemon (``plexor.serving.connect``)."""
-    from plexor.serving.connect import run_connect as relay
-
-    await relay(environ, profile=profile)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.core.kernel import Kernel
+    from plexor.core.base import KernelBase
 
 __all__ = ["FEATURES", "ProtocolMethod", "RequestLayer", "ServerSetup", "hookspec"]
 
@@ -72,7 +72,7 @@ class ServerSetup:
     """The server being built, as every server-extension hook sees it.
 
     :ivar kernel: the kernel (loaded over HTTP; under stdio it may load after the handshake).
-    :ivar server: the SDK's low-level server (``plexor.server.PlexorServer``).
+    :ivar server: the SDK's low-level server (``plexor.serving.server.PlexorServer``).
     :ivar transport: ``"stdio"``, ``"http"`` or ``"sse"``.
     :ivar options: the HTTP options (``plexor.serving.http_options.HttpOptions``); ``None`` under stdio.
     :ivar profile: the tool profile of the stdio client (``serve --profile``), else ``None``.
@@ -83,7 +83,7 @@ class ServerSetup:
         that name a tool profile; without one they are refused with 404).
     """
 
-    kernel: Kernel
+    kernel: KernelBase
     server: Any
     transport: str = "stdio"
     options: Any = None
@@ -127,7 +127,7 @@ def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: 
 
 
 @hookspec
-def plexor_drain(kernel: Kernel) -> Awaitable[None] | None:
+def plexor_drain(kernel: KernelBase) -> Awaitable[None] | None:
     """Take part in draining (SIGTERM, stop): runs after the kernel's in-flight calls have
     finished or the grace period ended, before plugins' shutdown hooks; e.g. hand running
     tasks over to other workers. May return an awaitable.
@@ -185,7 +185,7 @@ def plexor_event_store(setup: ServerSetup) -> Any:
 
 
 @hookspec(firstresult=True)
-def plexor_principal(scope: Mapping[str, Any], kernel: Kernel) -> str | None:
+def plexor_principal(scope: Mapping[str, Any], kernel: KernelBase) -> str | None:
     """Who is calling, for per-caller limits and task ownership, from an ASGI ``scope``: the
     first non-``None`` answer wins (the auth plugin answers from the verified token); the kernel
     falls back to the connection.

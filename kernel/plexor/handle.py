@@ -13,19 +13,43 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from plexor.errors import NotReady
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.core.kernel import PluginRecord
+    from enum import StrEnum
+
+    from plexor.core.registry import Registry
     from plexor.notify import Notifier
     from plexor.settings import Settings
-    from plexor.telemetry import PluginGauge, Telemetry
 
 __all__ = ["PluginHandle"]
 
 T = TypeVar("T")
+
+
+
+class Record(Protocol):
+    """What a handle reads of its plugin's record (:class:`plexor.core.records.PluginRecord`, which holds the
+    handle: the record's module names this one, not the other way round)."""
+
+    name: str
+    namespace: str
+    error: str | None
+    progress: float | None
+    progress_message: str | None
+    settings: Settings | None
+    database: Any
+    registry: Registry
+    data_dir: Path
+
+    @property
+    def state(self) -> StrEnum: ...
+
+    def warming(self, fraction: float | None = None, message: str | None = None) -> None: ...
+
+    def warmed(self) -> None: ...
 
 
 class PluginHandle:
@@ -45,17 +69,17 @@ class PluginHandle:
     plugin's state and warm-up progress, so no plugin writes that check itself.
     """
 
-    __slots__ = ("_record", "_services", "_closers", "_log", "_open_database", "_gauges", "_telemetry", "_notifier")
+    __slots__ = ("_record", "_services", "_closers", "_log", "_open_database", "_gauges", "_notifier")
 
-    def __init__(self, record: PluginRecord, open_database: Callable[[], Any] | None = None) -> None:
+    def __init__(self, record: Record, open_database: Callable[[], Any] | None = None, *,
+                 gauges: Gauges | None = None, notifier: Notifier | None = None) -> None:
         self._record = record
         self._services: dict[type, Any] = {}
         self._closers: dict[type, Callable[[], Any]] = {}
         self._log: Any = None
         self._open_database = open_database
-        self._gauges: dict[str, PluginGauge] = {}
-        self._telemetry: Telemetry | None = None  # set by the kernel when PLEXOR_OTEL is on
-        self._notifier: Notifier | None = None  # set by the kernel; None in a handle made outside one
+        self._gauges = gauges if gauges is not None else Gauges()  # the kernel's: telemetry follows them
+        self._notifier = notifier  # the kernel's; None in a handle made outside one
 
     def __repr__(self) -> str:
         return f"<PluginHandle {self._record.name} {self._record.state.value}>"
@@ -142,7 +166,7 @@ class PluginHandle:
         service: T | None = self._services.pop(kind, None)
         return service
 
-    async def _close_services(self) -> None:
+    async def close_services(self) -> None:
         """Run the ``close`` callbacks of what is still provided, newest first (the kernel, at shutdown)."""
         import inspect
 
@@ -240,13 +264,10 @@ class PluginHandle:
             of single files).
         :param unit: the OpenTelemetry unit (``"1"``, ``"{document}"``, ``"By"``).
         """
-        from plexor.telemetry import PluginGauge
-
-        if name in self._gauges:
+        gauge = PluginGauge(self.namespace, name, description, read, tuple(labels), unit)
+        if gauge.otel_name in self._gauges:
             raise ValueError(f"{self.name} declares the gauge {name!r} twice; give each gauge its own name")
-        gauge = self._gauges[name] = PluginGauge(self.namespace, name, description, read, tuple(labels), unit)
-        if self._telemetry is not None:
-            self._telemetry.declare(gauge)
+        self._gauges.add(gauge)
 
     # -- warm-up ------------------------------------------------------------------
     def warming(self, fraction: float | None = None, message: str | None = None) -> None:
@@ -256,3 +277,76 @@ class PluginHandle:
     def warmed(self) -> None:
         """Warm-up finished: the plugin is ``ready``."""
         self._record.warmed()
+
+
+class PluginGauge:
+    """A gauge a plugin declared with :meth:`plexor.PluginHandle.gauge`: what to call it and how to read it.
+
+    ``read()`` returns a number, or (with ``labels``) a mapping from label values (a tuple, or a str
+    for one label) to numbers. It runs only when metrics are collected, never per request.
+    """
+
+    __slots__ = ("otel_name", "prometheus_name", "description", "read", "labels", "unit")
+
+    def __init__(self, namespace: str, name: str, description: str, read: Callable[[], Any],
+                 labels: tuple[str, ...], unit: str) -> None:
+        import re
+
+        if not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", name):
+            raise ValueError(f"gauge name {name!r} is not lower-case words joined by '.' or '_' "
+                             "(e.g. 'index.documents'); the plugin's namespace is prefixed for you")
+        for label in labels:
+            if not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", label) or label.startswith("__"):
+                raise ValueError(f"gauge {name!r}: label {label!r} is not lower-case words joined by '.' or '_'")
+        if not callable(read):
+            raise ValueError(f"gauge {name!r}: read must be a function that returns the value, got {read!r}")
+        self.otel_name = f"plexor.{namespace}.{name}"
+        self.prometheus_name = self.otel_name.replace(".", "_")
+        self.description, self.read, self.labels, self.unit = description, read, labels, unit
+
+    def values(self, log: Any) -> list[tuple[dict[str, str], float]] | None:
+        """``(labels, value)`` pairs from ``read()``; ``None`` (and a log line) when reading fails."""
+        try:
+            found = self.read()
+            if not self.labels:
+                return [({}, float(found))]
+            out = []
+            for key, value in dict(found).items():
+                values = (key,) if isinstance(key, str) else tuple(key)
+                if len(values) != len(self.labels):
+                    raise ValueError(f"{values!r} does not give one value for each label of {self.labels!r}")
+                out.append(({label: str(v) for label, v in zip(self.labels, values, strict=True)}, float(value)))
+            return out
+        except Exception as exc:  # noqa: BLE001 - a plugin's broken gauge must not break the scrape
+            log.warning("gauge_unreadable", gauge=self.otel_name, error=f"{type(exc).__name__}: {exc}")
+            return None
+
+
+class Gauges:
+    r"""The gauges the plugins of one kernel declared (``kernel.gauges``), read only when metrics are collected.
+
+    Whoever exports them (telemetry, when switched on) :meth:`follow`\ s them: it hears of each one,
+    those declared before it was there included.
+    """
+
+    def __init__(self) -> None:
+        self._declared: dict[str, PluginGauge] = {}  # by exported name
+        self._followers: list[Callable[[PluginGauge], None]] = []
+
+    def __contains__(self, otel_name: object) -> bool:
+        return otel_name in self._declared
+
+    def add(self, gauge: PluginGauge) -> None:
+        self._declared[gauge.otel_name] = gauge
+        for follower in list(self._followers):
+            follower(gauge)
+
+    def all(self) -> list[PluginGauge]:
+        """Every gauge, in the order declared."""
+        return list(self._declared.values())
+
+    def follow(self, declared: Callable[[PluginGauge], None]) -> None:
+        """Call ``declared(gauge)`` for every gauge declared so far and each declared from now on."""
+        self._followers.append(declared)
+        for gauge in self.all():
+            declared(gauge)

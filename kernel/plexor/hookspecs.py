@@ -36,6 +36,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.settings import ConfigSpec, Settings
 
 hookspec = pluggy.HookspecMarker("plexor")
+#: Marks a plugin function as the implementation of a ``plexor_*`` hook (the plugin API re-exports it
+#: as ``plexor.hookimpl``; the kernel's built-in plugins import it from here).
+hookimpl = pluggy.HookimplMarker("plexor")
 
 
 @hookspec

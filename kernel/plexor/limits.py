@@ -160,3 +160,21 @@ def principal(scope: Mapping[str, Any] | None) -> str:
         return "token"  # the static --token: every holder is the same caller
     client = scope.get("client")
     return f"address:{client[0]}" if client else "local"
+
+class PerCaller:
+    """How many of one kind of thing each caller holds open, refused past ``limit`` (a caller is a principal)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held: Counter[str] = Counter()
+
+    def take(self, who: str) -> bool:
+        if self.held[who] >= self.limit:
+            return False
+        self.held[who] += 1
+        return True
+
+    def give_back(self, who: str) -> None:
+        self.held[who] -= 1
+        if self.held[who] <= 0:
+            del self.held[who]

@@ -12,12 +12,17 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["configure", "get_logger"]
+__all__ = ["configure", "get_logger", "wanted_level"]
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
 _wanted: dict[str, Any] = {}
+
+
+def wanted_level(default: int) -> int:
+    """The level :func:`configure` set (a stdlib number), or ``default`` before it was called."""
+    return int(_wanted.get("level", default))
 
 
 def configure(level: str | None = None, *, force: bool = False) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from plexor import __version__
+from plexor.version import __version__
 
 __all__ = ["CORE_COMMANDS", "PluginGroup"]
 
@@ -43,14 +43,14 @@ class PluginGroup(click.Group):
         """The root help; a clean rendering is also saved for :mod:`plexor.launcher` to print next time."""
         text = super().get_help(ctx)
         if ctx.parent is None and self.environ is None:
-            from plexor import launcher
+            from plexor import help_cache
 
             # Saved only when the plugin commands listed are the cached ones: nothing warned on loading them.
-            if ctx.info_name == launcher.prog_name() and _load_help_cache(None) is not None:
+            if ctx.info_name == help_cache.prog_name() and _load_help_cache(None) is not None:
                 from plexor.core.config import paths
 
                 where = paths()
-                launcher.save_help(text + "\n", str(where.data_dir), str(where.config_file))
+                help_cache.save_help(text + "\n", str(where.data_dir), str(where.config_file))
         return text
 
     def _load_plugin_commands(self) -> dict[str, tuple[click.Command, str]]:
@@ -84,7 +84,7 @@ class PluginGroup(click.Group):
                     staging.commands = {n: _failed_command(n, rec.name, rec.error or "", 2 if rec.failed_by_config else 1)
                                         for n in staging.commands}
                 else:
-                    kernel._call(rec, "plexor_register_commands", cli=staging, plugin=rec.handle)
+                    kernel.call_hook(rec, "plexor_register_commands", cli=staging, plugin=rec.handle)
             except Exception as exc:  # noqa: BLE001
                 self._clash_errors.append(f"plugin {rec.name} could not add its commands: {exc}")
                 continue

@@ -94,11 +94,10 @@ def schema_hash(*schemas: Any) -> str:
 
 
 def _is_context(annotation: Any) -> bool:
-    from plexor.context import Context
-
+    """:class:`plexor.Context` or a subclass (it carries the marker, so schemas need not import the context)."""
     if isinstance(annotation, str):
         return annotation.split(".")[-1] == "Context"
-    return isinstance(annotation, type) and issubclass(annotation, Context)
+    return isinstance(annotation, type) and getattr(annotation, "__plexor_context__", False) is True
 
 
 def context_params(func: Callable[..., Any]) -> tuple[str, ...]:

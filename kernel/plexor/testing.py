@@ -198,7 +198,7 @@ class Harness:
         """An MCP ``Client`` connected in memory to a started kernel; ``client.kernel`` is the kernel."""
         from mcp import Client
 
-        from plexor.server import build_server
+        from plexor.serving.server import build_server
 
         async with self.kernel(plugins, installed=installed, env=env) as kernel:
             server = build_server(kernel)

@@ -25,7 +25,7 @@ INFO = 20
 def _enabled() -> bool:
     from plexor import log
 
-    return int(log._wanted.get("level", INFO)) <= INFO
+    return log.wanted_level(INFO) <= INFO
 
 
 def audit(decision: str, *, reason: str | None = None, **fields: Any) -> None:

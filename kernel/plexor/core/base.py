@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from plexor.core.config import Paths, paths
 from plexor.core.records import PluginRecord, State, _Machine
 from plexor.core.registry import Registry
 from plexor.errors import ConfigError, PlexorError
+from plexor.handle import Gauges
+
+T = TypeVar("T")
 
 __all__ = ["KernelBase"]
 
@@ -58,6 +62,8 @@ class KernelBase(_Machine):
         self._idle: Any = None
         self._listeners: list[Callable[[str], Any]] = []
         self._drain_listeners: list[Callable[[], Any]] = []
+        self._kept: dict[type, object] = {}  # keep(): the features' per-kernel objects, by type
+        self._keeping = threading.RLock()
         from plexor.notify import Notifier
 
         # Every outbound change notification goes through it (plexor.notify); a server may swap
@@ -65,12 +71,11 @@ class KernelBase(_Machine):
         self.notifier = Notifier()
         self._pm: Any = None
         # plexor.telemetry.Telemetry when PLEXOR_OTEL is on; Pipeline.run's only cost when off is checking it.
+        # Set by the server it serves in when PLEXOR_OTEL is on (plexor.telemetry.for_kernel); the kernel
+        # never imports telemetry.
         self.telemetry: Any = None
-        if (self.environ.get("PLEXOR_OTEL", "").strip().lower() not in ("", "0", "false", "no", "off")
-                and "telemetry" not in [n.strip() for n in self.environ.get("PLEXOR_DISABLE", "").split(",")]):
-            from plexor.telemetry import from_environ
-
-            self.telemetry = from_environ(self)
+        #: Every gauge the plugins declared (PluginHandle.gauge); telemetry follows them.
+        self.gauges = Gauges()
         from plexor.log import configure, get_logger
 
         if "PLEXOR_LOG_LEVEL" in self.environ:
@@ -87,15 +92,18 @@ class KernelBase(_Machine):
         if self._pm is None:
             import pluggy
 
-            from plexor import extending, hookspecs
-
             self._pm = pluggy.PluginManager("plexor")
-            self._pm.add_hookspecs(hookspecs)
-            self._pm.add_hookspecs(extending)
+            for specs in self.hookspecs():
+                self._pm.add_hookspecs(specs)
         return self._pm
 
+    def hookspecs(self) -> tuple[Any, ...]:
+        """The hookspec modules the plugin manager is made with: the loader names them, since the server-extension
+        specs (plexor.extending) name this class and so cannot be imported from here."""
+        raise NotImplementedError
+
     # -- hooks, one plugin at a time ----------------------------------------------------
-    def _call(self, rec: PluginRecord, hook: str, **kwargs: Any) -> Any:
+    def call_hook(self, rec: PluginRecord, hook: str, **kwargs: Any) -> Any:
         """Call one plugin's implementation of ``hook`` (never the combined pluggy call)."""
         for impl in getattr(self.pm.hook, hook).get_hookimpls():
             if impl.plugin_name == rec.name:
@@ -118,9 +126,9 @@ class KernelBase(_Machine):
             return
         with anyio.fail_after(timeout):
             if inspect.iscoroutinefunction(impls[0].function):
-                result = self._call(rec, hook, plugin=rec.handle)
+                result = self.call_hook(rec, hook, plugin=rec.handle)
             else:
-                result = await anyio.to_thread.run_sync(lambda: self._call(rec, hook, plugin=rec.handle),
+                result = await anyio.to_thread.run_sync(lambda: self.call_hook(rec, hook, plugin=rec.handle),
                                                         abandon_on_cancel=True)
             if inspect.isawaitable(result):
                 await result
@@ -130,7 +138,7 @@ class KernelBase(_Machine):
         if not self.has_hook(rec, "plexor_error_guidance"):
             return None
         try:
-            advice = self._call(rec, "plexor_error_guidance", exception=exc, context=dict(context))
+            advice = self.call_hook(rec, "plexor_error_guidance", exception=exc, context=dict(context))
         except Exception as hook_exc:  # noqa: BLE001
             self.log.error("error_guidance_failed", plugin=rec.name, error=str(hook_exc))
             return None
@@ -144,8 +152,8 @@ class KernelBase(_Machine):
         return None
 
     # ----------------------------------------------------------------- listeners
-    def _move(self, new: State) -> None:
-        super()._move(new)
+    def move_to(self, new: State) -> None:
+        super().move_to(new)
         if new == State.DRAINING:  # e.g. the server ends subscriptions/listen streams, so nothing holds the exit
             for cb in list(self._drain_listeners):
                 try:
@@ -187,10 +195,27 @@ class KernelBase(_Machine):
                 if offers:
                     self._notify(kind)
 
+    def keep(self, kind: type[T], make: Callable[[], T]) -> T:
+        """This kernel's one ``kind`` object, made by ``make()`` on first use (thread-safe): where a feature
+        keeps its per-kernel state (the task runner, the kernel's database), not in a table keyed by kernels."""
+        with self._keeping:
+            if kind not in self._kept:
+                self._kept[kind] = make()
+            return cast(T, self._kept[kind])
+
+    def kept(self, kind: type[T]) -> T | None:
+        """This kernel's ``kind`` object if :meth:`keep` made one, else ``None``."""
+        return cast("T | None", self._kept.get(kind))
+
+    @property
+    def inflight(self) -> int:
+        """Requests in the pipeline now."""
+        return self._inflight
+
     # ------------------------------------------------------------------- health
     def health(self) -> dict[str, Any]:
-        from plexor import __version__
         from plexor.schema import schema_hash
+        from plexor.version import __version__
 
         return {
             "kernel": {"state": self.state.value, "version": __version__, "pid": self.pid,

@@ -20,15 +20,21 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from plexor.errors import PluginError
 from plexor.events import Data, Guidance, Log, Progress, Result
 
-if TYPE_CHECKING:  # pragma: no cover
-    from plexor.context import Context
+__all__ = ["Mode", "Reporter", "Target", "dispatch", "target"]
 
-__all__ = ["Mode", "Target", "dispatch", "target"]
+
+class Reporter(Protocol):
+    """What running an async generator needs of its call's context (:class:`plexor.Context` is one)."""
+
+    async def progress(self, current: float, total: float | None = None, message: str | None = None) -> None: ...
+
+    async def log(self, level: str, message: str) -> None: ...
+
 
 Mode = Literal["async", "asyncgen", "thread", "inline"]
 
@@ -60,7 +66,7 @@ def target(func: Callable[..., Any], blocking: bool | None = None) -> Target:
     return Target(func, mode, ctx)
 
 
-async def dispatch(t: Target, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Context) -> Any:
+async def dispatch(t: Target, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Reporter) -> Any:
     """Run ``t`` with the arguments; an async generator's events are acted on and folded into a Result."""
     if t.mode == "async":
         return await t.func(*args, **kwargs)
@@ -73,7 +79,7 @@ async def dispatch(t: Target, args: tuple[Any, ...], kwargs: dict[str, Any], ctx
     return await _drive(t, t.func(*args, **kwargs), ctx)
 
 
-async def _drive(t: Target, agen: Any, ctx: Context) -> Result:
+async def _drive(t: Target, agen: Any, ctx: Reporter) -> Result:
     advice: list[str] = []
     collected: dict[str, Any] = {}
     final: Result | None = None

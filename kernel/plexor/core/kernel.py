@@ -60,16 +60,16 @@ class Kernel(Loader, Pipeline):
 
         if self.state == State.CREATED:
             self.load()
-        self._move(State.STARTING)
+        self.move_to(State.STARTING)
         active = [r for r in self.records.values() if r.state == State.LOADING]
         for rec in active:
-            rec._started = anyio.Event()
-            rec._move(State.STARTING)
+            rec.startup_done = anyio.Event()
+            rec.move_to(State.STARTING)
         async with anyio.create_task_group() as tg:
             for rec in active:
                 tg.start_soon(self._start_one, rec)
         if self.state == State.STARTING:  # a signal may have started draining meanwhile
-            self._move(State.READY)
+            self.move_to(State.READY)
         self.log.info("kernel_ready", plugins={r.name: r.state.value for r in self.records.values()})
         return self
 
@@ -101,11 +101,11 @@ class Kernel(Loader, Pipeline):
                 raise PluginError(f"plexor_startup did not finish within {2 * self.start_wait:g} s (twice "
                                   "PLEXOR_START_WAIT)", "Do long warm-up in the background and report it with "
                                   "plugin.warming()/plugin.warmed(), or raise PLEXOR_START_WAIT.") from None
-            rec._started.set()
-            if rec.state == State.STARTING and not rec._warming:
-                rec._move(State.READY)
+            rec.startup_done.set()
+            if rec.state == State.STARTING and not rec.warming_up:
+                rec.move_to(State.READY)
         except Exception as exc:  # noqa: BLE001 - isolate
-            rec._started.set()
+            rec.startup_done.set()
             self._fail_plugin(rec, exc, "startup")
             await self._close_storage(rec)
 
@@ -114,10 +114,10 @@ class Kernel(Loader, Pipeline):
         import anyio
 
         if self.state in (State.READY, State.STARTING):
-            self._move(State.DRAINING)
+            self.move_to(State.DRAINING)
             for rec in self.records.values():
                 if rec.state in (State.READY, State.STARTING):
-                    rec._move(State.DRAINING)
+                    rec.move_to(State.DRAINING)
         if self._inflight:
             self.log.info("draining", inflight=self._inflight)
             self._idle = anyio.Event()
@@ -146,8 +146,8 @@ class Kernel(Loader, Pipeline):
             for rec in self.records.values():
                 await self._close_storage(rec)
                 if rec.state == State.LOADING:
-                    rec._move(State.STOPPED)
-            self._move(State.STOPPED)
+                    rec.move_to(State.STOPPED)
+            self.move_to(State.STOPPED)
             self.log.info("kernel_stopped")
             return
         await self.drain(timeout)
@@ -156,17 +156,17 @@ class Kernel(Loader, Pipeline):
                 try:
                     await self._run_hook(rec, "plexor_shutdown", self.start_wait)
                     with anyio.fail_after(self.start_wait):
-                        await rec.handle._close_services()
+                        await rec.handle.close_services()
                 except TimeoutError:
                     self.log.error("plugin_shutdown_timeout", plugin=rec.name, hint=f"plexor_shutdown (or a service close) did not "
                                    f"finish within PLEXOR_START_WAIT={self.start_wait:g} s; it was left behind")
                 except Exception as exc:  # noqa: BLE001
                     self.log.error("plugin_shutdown_failed", plugin=rec.name, error=f"{type(exc).__name__}: {exc}")
                 await self._close_storage(rec)
-                rec._move(State.STOPPED)
+                rec.move_to(State.STOPPED)
             elif rec.state == State.FAILED:
                 await self._close_storage(rec)
-        self._move(State.STOPPED)
+        self.move_to(State.STOPPED)
         self.log.info("kernel_stopped")
 
     async def _close_storage(self, rec: PluginRecord) -> None:

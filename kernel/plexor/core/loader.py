@@ -72,7 +72,7 @@ class Loader(KernelBase):
         """Discover, import and register every plugin (state ``loading``); never raises for one plugin."""
         from plexor.core.records import State
 
-        self._move(State.LOADING)
+        self.move_to(State.LOADING)
         self.warnings: list[str] = []  # for people: the CLI prints them as plain lines
         self.unknown_plugins: list[str] = []  # PLEXOR_PLUGINS/PLEXOR_DISABLE names nothing installed has
         self._keys: dict[str, list[str] | None] = {}
@@ -81,7 +81,7 @@ class Loader(KernelBase):
             self._config = load_config_file(self.paths.config_file)
         except ConfigError as exc:
             self.error = exc.render()
-            self._move(State.FAILED)
+            self.move_to(State.FAILED)
             raise
         only = _csv(self.environ.get("PLEXOR_PLUGINS"))
         blocked = set(_csv(self.environ.get("PLEXOR_DISABLE")) or [])
@@ -90,7 +90,7 @@ class Loader(KernelBase):
             rec.data_dir = self.paths.plugin_data_dir(rec.name)
             self._attach_handle(rec)
             if rec.name in seen:
-                rec._move(State.FAILED)
+                rec.move_to(State.FAILED)
                 other = seen[rec.name]
                 rec.error = (
                     f"plugin name {rec.name!r} is claimed by both {other.distribution} and {rec.distribution}; "
@@ -107,7 +107,7 @@ class Loader(KernelBase):
                 self.log.warning("builtin_not_disabled", hint="the built-in plugin 'plexor' (plexor_health) is "
                                  "part of the kernel and cannot be disabled; PLEXOR_DISABLE=plexor is ignored")
             if (rec.name in blocked and rec.name != BUILTIN) or not allowed:
-                rec._move(State.DISABLED)
+                rec.move_to(State.DISABLED)
                 continue
             self._load_bounded(rec)
         self._note_unknown_names(only or [], sorted(blocked))
@@ -121,8 +121,8 @@ class Loader(KernelBase):
 
     def _candidates(self) -> list[PluginRecord]:
         """Every plugin to consider, in loading order: the built-in ones, those given in-process, the installed ones."""
-        from plexor import __version__
         from plexor.core.records import PluginRecord
+        from plexor.version import __version__
 
         candidates: list[PluginRecord] = []
         if self._builtin:
@@ -144,6 +144,12 @@ class Loader(KernelBase):
                     hint = _name_problem(var, name, list(self.records))
                     self.unknown_plugins.append(hint)
                     self.log.warning("plugin_not_installed", plugin=name, variable=var, hint=hint)
+
+    def hookspecs(self) -> tuple[Any, ...]:
+        """The content hooks (:mod:`plexor.hookspecs`) and the server-extension hooks (:mod:`plexor.extending`)."""
+        from plexor import extending, hookspecs
+
+        return (hookspecs, extending)
 
     def register_features(self) -> None:
         """Register the built-in plugin and the server features not disabled with pluggy now.
@@ -173,9 +179,8 @@ class Loader(KernelBase):
             migrate(db, rec.name, rec.registry.models, rec.registry.migrations)
             return db
 
-        rec.handle = PluginHandle(rec, open_database)
-        rec.handle._telemetry = self.telemetry  # plugins' gauges reach the exporters (None when off)
-        rec.handle._notifier = self.notifier  # resource_updated() publishes through the kernel's notifier
+        # gauges: telemetry follows the kernel's; resource_updated() publishes through the kernel's notifier
+        rec.handle = PluginHandle(rec, open_database, gauges=self.gauges, notifier=self.notifier)
         rec.on_move = self._plugin_moved
 
     def _discover(self) -> list[PluginRecord]:
@@ -206,7 +211,7 @@ class Loader(KernelBase):
     def _load_one(self, rec: PluginRecord) -> None:
         from plexor.core.records import State
 
-        rec._move(State.LOADING)
+        rec.move_to(State.LOADING)
         try:
             if rec.module is None:
                 ep = rec.entry_point
@@ -221,9 +226,9 @@ class Loader(KernelBase):
             rec.icons = icons_of(getattr(rec.module, "PLEXOR_ICON", None), f"plugin {rec.name!r}: PLEXOR_ICON")
             staged = Registry()
             spec = ConfigSpec(rec.name)
-            self._call(rec, "plexor_add_config", config=spec)
+            self.call_hook(rec, "plexor_add_config", config=spec)
             self._keys[rec.name] = list(spec.settings) + ["database_url"]
-            self._call(rec, "plexor_register_models", register=ModelRegistrar(staged, rec.name))
+            self.call_hook(rec, "plexor_register_models", register=ModelRegistrar(staged, rec.name))
             if staged.models and "database_url" not in spec.settings:
                 spec.add("database_url", str, None, help="database URL (postgresql://...); default: a SQLite file")
             table = self._config.get(rec.name, {})
@@ -234,10 +239,10 @@ class Loader(KernelBase):
             for warning in rec.settings.warnings:
                 self.log.warning("config_warning", plugin=rec.name, warning=warning)
             s, ns, sep = rec.settings, rec.namespace, self.separator
-            self._call(rec, "plexor_register_tools", register=ToolRegistrar(staged, rec.name, ns, sep), settings=s)
-            self._call(rec, "plexor_register_resources", register=ResourceRegistrar(staged, rec.name), settings=s)
-            self._call(rec, "plexor_register_resource_templates", register=TemplateRegistrar(staged, rec.name), settings=s)
-            self._call(rec, "plexor_register_prompts", register=PromptRegistrar(staged, rec.name, ns, sep), settings=s)
+            self.call_hook(rec, "plexor_register_tools", register=ToolRegistrar(staged, rec.name, ns, sep), settings=s)
+            self.call_hook(rec, "plexor_register_resources", register=ResourceRegistrar(staged, rec.name), settings=s)
+            self.call_hook(rec, "plexor_register_resource_templates", register=TemplateRegistrar(staged, rec.name), settings=s)
+            self.call_hook(rec, "plexor_register_prompts", register=PromptRegistrar(staged, rec.name, ns, sep), settings=s)
             check_links(staged, rec.name, self.registry)
             self._refuse_clashes(rec, staged)
             if rec.state is not State.LOADING:  # given up on (it hung) while this thread was still working

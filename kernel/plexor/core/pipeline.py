@@ -93,9 +93,9 @@ class Pipeline(KernelBase):
             raise NotReady("the server is shutting down", "Reconnect in a moment; a new server process will answer.")
         if _can_serve(rec, ready_required):
             return
-        if rec.state == State.STARTING and rec._started is not None and not rec._started.is_set():
+        if rec.state == State.STARTING and rec.startup_done is not None and not rec.startup_done.is_set():
             with anyio.move_on_after(self.start_wait):
-                await rec._started.wait()
+                await rec.startup_done.wait()
         if _can_serve(rec, ready_required):
             return
         raise rec.handle.not_ready()
@@ -307,7 +307,7 @@ def _can_serve(rec: PluginRecord, ready_required: bool) -> bool:
     """Ready, or started (its startup hook finished) and warming up, for a target that answers while warming."""
     from plexor.core.records import State
 
-    started = rec._started is not None and rec._started.is_set()
+    started = rec.started()
     return rec.state == State.READY or (rec.state == State.STARTING and not ready_required and started)
 
 

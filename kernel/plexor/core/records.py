@@ -57,7 +57,8 @@ class _Machine:
     state: State
     history: list[tuple[str, str]]
 
-    def _move(self, new: State) -> None:
+    def move_to(self, new: State) -> None:
+        """Take the transition to ``new`` (a no-op when already there; refused unless :data:`TRANSITIONS` allows it)."""
         if new == self.state:
             return
         if new not in TRANSITIONS[self.state]:
@@ -88,24 +89,24 @@ class PluginRecord(_Machine):
     progress: float | None = None
     progress_message: str | None = None
     history: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    _started: Any = None  # anyio.Event set when the startup hook has finished
-    _warming: bool = False
+    startup_done: Any = None  # anyio.Event, made when the kernel starts and set when the startup hook has finished
+    warming_up: bool = False  # between warming() and warmed()
     icons: list[dict[str, Any]] | None = None  # from the module's PLEXOR_ICON (plexor.hints)
     on_move: Any = None  # callable(record, old, new) after each transition (the kernel's list-changed notices)
 
     def __repr__(self) -> str:
         return f"<plugin {self.name} {self.state.value}>"
 
-    def _move(self, new: State) -> None:
+    def move_to(self, new: State) -> None:
         old = self.state
-        super()._move(new)
+        super().move_to(new)
         if self.on_move is not None and old != new:
             self.on_move(self, old, new)
 
     # -- readiness, for plugins that warm up in the background -----------------
     def warming(self, fraction: float | None = None, message: str | None = None) -> None:
         """Report background warm-up (0..1); the plugin stays ``starting`` until :meth:`warmed`."""
-        self._warming = True
+        self.warming_up = True
         self.progress = None if fraction is None else max(0.0, min(1.0, float(fraction)))
         self.progress_message = message
         if self.state == State.READY:
@@ -114,16 +115,20 @@ class PluginRecord(_Machine):
 
     def warmed(self) -> None:
         """Warm-up finished: the plugin is ``ready``."""
-        self._warming = False
+        self.warming_up = False
         self.progress = 1.0
         self.progress_message = None
-        if self.state == State.STARTING and self._started is not None and self._started.is_set():
-            self._move(State.READY)
+        if self.state == State.STARTING and self.started():
+            self.move_to(State.READY)
+
+    def started(self) -> bool:
+        """Whether the plugin's startup hook has finished (it may still be warming up)."""
+        return self.startup_done is not None and bool(self.startup_done.is_set())
 
     def fail(self, error: str) -> None:
         self.error = error
         if self.state not in (State.FAILED, State.STOPPED, State.DISABLED):
-            self._move(State.FAILED)
+            self.move_to(State.FAILED)
 
     def describe(self) -> dict[str, Any]:
         reg = self.registry

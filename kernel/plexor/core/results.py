@@ -144,12 +144,12 @@ def _finite(value: Any) -> Any:
 
 def _check_output(spec: ToolSpec, data: Any) -> None:
     """Refuse a result that breaks the tool's declared output schema (clients would reject it)."""
-    validator = spec._output_validator
+    validator = spec.output_validator
     if validator is None:
         from jsonschema import validators
 
         cls = validators.validator_for(spec.signature.output_schema)
-        validator = spec._output_validator = cls(spec.signature.output_schema)
+        validator = spec.output_validator = cls(spec.signature.output_schema)
     error = next(iter(validator.iter_errors(data)), None)
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "the result"

@@ -28,7 +28,7 @@ class ToolSpec:
     declared_output_schema: dict[str, Any] | None = None
     _signature: Signature | None = None
     _schema_hash: str | None = None
-    _output_validator: Any = None
+    output_validator: Any = None
     declared_input_schema: dict[str, Any] | None = None
     scopes: tuple[str, ...] | None = None  # OAuth scopes a caller needs; None: derived (plexor.auth.scopes)
     task: str = "forbidden"  # task execution (plexor.tasks): "forbidden", "optional" or "required"

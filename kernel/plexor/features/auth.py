@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from plexor import hookimpl
+from plexor.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.core.kernel import Kernel
+    from plexor.core.base import KernelBase
     from plexor.extending import ServerSetup
 
 
@@ -45,7 +45,7 @@ def plexor_request_layers(setup: ServerSetup) -> list[Any] | None:
 
 
 @hookimpl
-def plexor_principal(scope: Mapping[str, Any], kernel: Kernel) -> str | None:
+def plexor_principal(scope: Mapping[str, Any], kernel: KernelBase) -> str | None:
     """The OAuth caller (issuer, subject and client, hashed) the guard verified for this request."""
     from plexor.auth.guard import ACCESS_KEY
 

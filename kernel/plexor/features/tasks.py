@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plexor import hookimpl
+from plexor.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.core.kernel import Kernel
+    from plexor.core.base import KernelBase
     from plexor.extending import ProtocolMethod, RequestLayer, ServerSetup
     from plexor.tasks.protocol import TaskProtocol
 
@@ -22,9 +22,13 @@ def _protocol(setup: ServerSetup) -> TaskProtocol:
     """The one task protocol of this server, shared by its layer and its methods."""
     proto = setup.shared.get("tasks")
     if proto is None:
+        from plexor.core.kernel import Kernel
         from plexor.tasks.protocol import TaskProtocol
 
-        proto = setup.shared["tasks"] = TaskProtocol(setup.server, setup.kernel)
+        kernel = setup.kernel
+        if not isinstance(kernel, Kernel):  # a server serves a whole kernel: tasks run its pipeline
+            raise TypeError(f"tasks need a plexor Kernel to run, not {type(kernel).__name__}")
+        proto = setup.shared["tasks"] = TaskProtocol(setup.server, kernel)
     return proto
 
 
@@ -55,7 +59,7 @@ def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: 
 
 
 @hookimpl
-async def plexor_drain(kernel: Kernel) -> None:
+async def plexor_drain(kernel: KernelBase) -> None:
     """Hand the tasks still running here over to the other workers (they are settled in the database)."""
     import sys
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plexor import hookimpl
+from plexor.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.extending import RequestLayer, ServerSetup

@@ -8,18 +8,16 @@
 - :func:`echo_middleware`: a request id or progress token longer than ``PLEXOR_MAX_ECHOED_LENGTH``
   is refused before it runs, since the server sends it back with every answer and progress
   notification (a 3 MiB progress token made a 120 MiB answer).
-- :class:`PerCaller`: counts what each caller holds open (legacy SSE connections, listen streams).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["NestingLimit", "PerCaller", "echo_middleware", "too_deep"]
+__all__ = ["NestingLimit", "echo_middleware", "too_deep"]
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _BRACKET = re.compile(rb"[\[\]{}]")
@@ -112,21 +110,3 @@ def echo_middleware(limit: int) -> Callable[..., Any]:
 
     return middleware
 
-
-class PerCaller:
-    """How many of one kind of thing each caller holds open, refused past ``limit`` (a caller is a principal)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.held: Counter[str] = Counter()
-
-    def take(self, who: str) -> bool:
-        if self.held[who] >= self.limit:
-            return False
-        self.held[who] += 1
-        return True
-
-    def give_back(self, who: str) -> None:
-        self.held[who] -= 1
-        if self.held[who] <= 0:
-            del self.held[who]

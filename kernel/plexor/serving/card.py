@@ -27,7 +27,7 @@ def server_card(kernel: Any, server: Any, base_url: str, *, transport: str = "ht
     ``access`` is the caller's (``plexor.auth.scopes.Access``, from the guard): the card then lists only
     the tools its ``tools/list`` shows, never more.
     """
-    from plexor import __version__
+    from plexor.version import __version__
 
     base = base_url.rstrip("/")
     if transport == "sse":

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from plexor import __version__
 from plexor.core.config import LOG_LEVELS
+from plexor.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.auth.config import Profile
@@ -127,6 +127,9 @@ def _checked_kernel(transport: str, profile: str | None, auth_issuer: str | None
     stdio_profile: Profile | None = None
     try:
         kernel = Kernel()
+        from plexor.telemetry import for_kernel
+
+        kernel.telemetry = for_kernel(kernel)  # PLEXOR_OTEL without the SDK is a usage error now, not later
         from plexor.state.keys import configured_keys
 
         configured_keys(kernel.environ)  # a bad PLEXOR_STATE_KEY* is a usage error now, not a failed request later
@@ -142,7 +145,7 @@ def _checked_kernel(transport: str, profile: str | None, auth_issuer: str | None
             from plexor.core.config import check_log_level, load_config_file
 
             check_log_level(kernel.environ)
-            stdio_profile = _stdio_profile(load_config_file(kernel.paths.config_file), profile, kernel.paths.config_file)
+            stdio_profile = profile_for_stdio(load_config_file(kernel.paths.config_file), profile, kernel.paths.config_file)
         else:
             with _stdout_to_stderr():  # a plugin printing at import must not write on the protocol stream
                 kernel.load()
@@ -168,8 +171,6 @@ def _serve_stdio(kernel: Kernel, grace: float, profile: Profile | None) -> None:
         return
     hint = None
     if sys.stdin.isatty():  # a person, not a client, started it: say what it waits for (never on a pipe)
-        from plexor.cli import stdio_hint
-
         def hint() -> None:  # once Ctrl+C is handled, as the hint promises
             click.echo(stdio_hint(), err=True)
 
@@ -222,7 +223,17 @@ def _serve_http(kernel: Kernel, opts: HttpOptions, registry: str | None) -> None
     serve_http(None if workers > 1 else kernel, opts, sock=sock, on_ready=on_ready, on_stop=on_stop)
 
 
-def _stdio_profile(config: dict[str, Any], name: str | None, where: Any) -> Any:
+def stdio_hint() -> str:
+    """What ``plexor serve`` says when started on a terminal, where nothing will ever speak MCP to it."""
+    me = f"{sys.executable} -m plexor serve"
+    return (f"plexor {__version__}: serving MCP on stdio, waiting for a client to send JSON-RPC on stdin.\n"
+            "This is the command MCP clients launch; typing here does nothing useful. Stop it with Ctrl+C.\n"
+            f"Try it in the MCP Inspector:  npx @modelcontextprotocol/inspector {me}\n"
+            "Set up a client:  plexor install claude-desktop|claude-code|cursor|vscode|windsurf\n"
+            "Serve over HTTP instead:  plexor serve --transport http")
+
+
+def profile_for_stdio(config: dict[str, Any], name: str | None, where: Any) -> Any:
     """The ``Profile`` of ``serve --profile NAME`` over stdio (read from the file: the kernel loads later), or None."""
     if name is None:
         return None

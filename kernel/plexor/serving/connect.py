@@ -13,9 +13,9 @@ import functools
 import os
 from typing import Any
 
-from plexor import __version__
 from plexor.core.eras import stateless_era
 from plexor.daemon import DaemonError, ensure_daemon
+from plexor.version import __version__
 
 __all__ = ["relay_asking", "run_connect"]
 

@@ -39,12 +39,12 @@ def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> Callabl
     """SDK middleware: a request running longer than ``seconds`` (or its tool's own, longer, timeout) is cancelled
     and answered with guidance; a call that became a task (``ctx.detach()``) ends it failed."""
 
-    import sys
 
     import anyio
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
 
+    from plexor.context import DETACHER
     from plexor.limits import overran
     from plexor.tasks.bounds import run_limit
 
@@ -59,9 +59,8 @@ def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> Callabl
         if not scope.cancelled_caught:  # pragma: no cover - the body returned
             return None
         message = overran(ctx.method, shown, seconds)
-        runner = sys.modules.get("plexor.tasks.runner")  # loaded once a task ran (the tasks plugin)
-        detached = runner.DETACHABLE.get() if runner is not None else None
-        if ctx.method == "tools/call" and (detached is None or detached.row is None):
+        detacher = DETACHER.get()  # set around a call that may become a task (the tasks plugin)
+        if ctx.method == "tools/call" and (detacher is None or not detacher.became_task):
             return types.CallToolResult.model_validate({
                 "content": [{"type": "text", "text": message}], "isError": True,
                 "structuredContent": {"error": {"message": message, "kind": "timeout", "limit_seconds": shown}},
@@ -79,7 +78,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     file then); ``on_stop`` when serving ends. Every route is behind the Host/Origin
     guard and, with a token, the bearer check.
     """
-    from plexor.server import build_server
+    from plexor.serving.server import build_server
 
     if kernel.state == State.CREATED:
         kernel.load()

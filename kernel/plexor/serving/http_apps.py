@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from starlette.types import Lifespan as AppLifespan
 
     from plexor.extending import ServerSetup
-    from plexor.server import PlexorServer
     from plexor.serving.http_options import HttpOptions
+    from plexor.serving.server import PlexorServer
 
 __all__ = ["Lifespan", "kernel_routes", "sse_app", "streamable_app"]
 
@@ -126,8 +126,7 @@ def sse_app(server: PlexorServer, opts: HttpOptions, routes: list[Route], lifesp
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Mount, Route
 
-    from plexor.limits import principal, refuse, value
-    from plexor.serving.bounds import PerCaller
+    from plexor.limits import PerCaller, principal, refuse, value
     from plexor.serving.sse import AnsweringSse
 
     sse = SseServerTransport("/messages/", security_settings=_security(), max_request_body_size=opts.max_body_bytes)
@@ -142,6 +141,7 @@ def sse_app(server: PlexorServer, opts: HttpOptions, routes: list[Route], lifesp
             return JSONResponse({"error": "too_many_connections", "message": message}, status_code=429,
                                 headers={"Retry-After": "1"})
         try:
+            # Starlette private (Request._send): a Route endpoint gets no public send for the raw ASGI reply
             async with answering.connect(request.scope, request.receive, request._send) as streams:
                 await server.run(streams[0], streams[1], server.create_initialization_options())
         finally:

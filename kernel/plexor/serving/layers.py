@@ -8,7 +8,7 @@ sits, whatever the order of the calls:
 1. ``trace``: the HTTP ``traceparent`` made the current context (telemetry, HTTP only);
 2. ``sdk``: the SDK's own first middleware (its OpenTelemetry span, from ``params._meta``);
 3. ``session``: session and era checks, the readiness gate, every failure made guidance
-   (``plexor.server``);
+   (``plexor.serving.server``);
 4. ``limits``: a request id or progress token too long to send back is refused before it
    runs (``plexor.serving.bounds``, ``docs/security.md#limits``);
 5. ``request-state``: the SDK's ``RequestStateBoundary`` (SEP-2322 ``requestState``);

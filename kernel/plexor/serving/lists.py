@@ -1,4 +1,5 @@
-"""Which 2025-era sessions to tell that a list changed: only those that saw it before the change.
+"""Lists: their pages (:func:`page`, opaque cursors) and which 2025-era sessions to tell that a list changed:
+only those that saw it before the change.
 
 A session that fetched a list (``tools/list``, ``resources/list`` or ``resources/templates/list``,
 ``prompts/list``) is told once when that list changes, and not again until it fetches it anew; a
@@ -9,9 +10,13 @@ short-lived client (open, list tools, call, close) never asked about the resourc
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
-__all__ = ["LISTING", "LISTS", "saw", "unseen_change"]
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+__all__ = ["LISTING", "LISTS", "offset", "page", "saw", "unseen_change"]
 
 LISTS = "plexor/lists"  # connection.state key: {kind: "seen" | "told"}, per list the session fetched
 LISTING = {"tools/list": "tools", "resources/list": "resources", "resources/templates/list": "resources",
@@ -33,3 +38,29 @@ def unseen_change(state: dict[str, Any], kind: str) -> bool:
         return False
     lists[name] = "told"
     return True
+
+
+def _cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+
+
+def offset(cursor: str | None) -> int:
+    """Where the page ``cursor`` names starts (0 without one); a cursor this server did not give is refused."""
+    if not cursor:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(cursor.encode()).decode()
+        if raw.startswith("o:"):
+            value = int(raw[2:])
+            if value >= 0:
+                return value
+    except (ValueError, UnicodeDecodeError):
+        pass
+    raise MCPError(types.INVALID_PARAMS, f"invalid cursor {cursor!r}: pass back the nextCursor of the previous page, unchanged")
+
+
+def page(items: list[Any], cursor: str | None, size: int) -> tuple[list[Any], str | None]:
+    """The page of ``items`` that ``cursor`` (a previous ``nextCursor``, or none) starts, and the next cursor."""
+    start = offset(cursor)
+    end = start + size
+    return items[start:end], (_cursor(end) if end < len(items) else None)

@@ -15,6 +15,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from plexor.context import connection_of
 from plexor.core.eras import stateless_era
 
 __all__ = ["check_order", "explain_params"]
@@ -26,7 +27,7 @@ def check_order(ctx: Any, known: Any) -> None:
     """Raise the error owed when a request comes before ``initialize``, or ``initialize`` comes twice."""
     if ctx.request_id is None:
         return
-    connection = getattr(ctx.session, "_connection", None)
+    connection = connection_of(ctx.session)
     if connection is None:
         return
     if ctx.method == "initialize":

@@ -28,6 +28,7 @@ class AnsweringSse:
 
     @contextlib.asynccontextmanager
     async def connect(self, scope: Any, receive: Any, send: Any) -> AsyncIterator[Any]:
+        # SDK private (SseServerTransport._read_stream_writers): the SDK names no new session id publicly.
         before = set(self.sse._read_stream_writers)
         async with self.sse.connect_sse(scope, receive, send) as streams:
             new = [sid for sid in set(self.sse._read_stream_writers) - before if sid not in self._outbound]
@@ -81,6 +82,7 @@ class AnsweringSse:
             return None
         user = scope.get("user")
         requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+        # SDK private (_session_owners): the SDK's own owner check, which it offers no public way to ask
         if requestor != self.sse._session_owners.get(sid):  # as the SDK: only the session's own credential
             return None
         return self._outbound.get(sid)

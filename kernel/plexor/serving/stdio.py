@@ -237,7 +237,8 @@ async def serve_stdio(kernel: Kernel, *, grace: float = 30.0, listening: Callabl
     """
     import anyio
 
-    from plexor.server import Boot, build_server
+    from plexor.serving.boot import Boot
+    from plexor.serving.server import build_server
 
     boot = Boot(kernel, on_started=_freeze_heap)
     server = build_server(kernel, boot=boot, profile=profile)  # a profile: the auth plugin's authorization layer

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from plexor.notify import KINDS, Event
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.core.kernel import Kernel
+    from plexor.core.base import KernelBase
     from plexor.notify import Backend, Notifier
     from plexor.state.db import StateDB
 
@@ -336,7 +336,7 @@ class SqliteBus(_Base):
             self._sock = None
 
 
-def shared_backend(kernel: Kernel) -> Backend:
+def shared_backend(kernel: KernelBase) -> Backend:
     """The backend that reaches every process serving this kernel's data: PostgreSQL's when the kernel's
     database is PostgreSQL, else the SQLite one."""
     from plexor.state.db import database_url, kernel_state

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from plexor.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.core.kernel import Kernel
+    from plexor.core.base import KernelBase
 
 __all__ = ["DATABASE_FILE", "StateDB", "database_url", "kernel_state", "open_state"]
 
@@ -130,15 +129,7 @@ def database_url(environ: Mapping[str, str], config: Mapping[str, Any]) -> str |
     return raw.strip()
 
 
-_opened: weakref.WeakKeyDictionary[Any, StateDB] = weakref.WeakKeyDictionary()
-_opening = threading.Lock()
-
-
-def kernel_state(kernel: Kernel) -> StateDB:
+def kernel_state(kernel: KernelBase) -> StateDB:
     """The kernel's :class:`StateDB`, opened on first use and kept for the kernel's lifetime."""
-    with _opening:
-        state = _opened.get(kernel)
-        if state is None:
-            url = database_url(kernel.environ, kernel.config_tables())
-            state = _opened[kernel] = open_state(kernel.paths.data_dir, url)
-        return state
+    return kernel.keep(StateDB, lambda: open_state(kernel.paths.data_dir,
+                                                   database_url(kernel.environ, kernel.config_tables())))

@@ -17,10 +17,8 @@ status changes (:mod:`plexor.tasks.listen`). See ``docs/tasks.md``.
 
 from __future__ import annotations
 
-from plexor.tasks.protocol import TASKS_EXTENSION
-from plexor.tasks.runner import Tasks, tasks_of
-from plexor.tasks.store import TaskRow, TaskStore
-
-__all__ = ["TASKS_EXTENSION", "TaskRow", "TaskStore", "Tasks", "tasks_of"]
+# The package imports none of its modules (and re-exports nothing): importing one of them, the runner say,
+# does not load the protocol module and with it the MCP SDK.
+__all__ = ["TASK_SUPPORT"]
 
 TASK_SUPPORT = ("forbidden", "optional", "required")

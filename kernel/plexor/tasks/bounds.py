@@ -4,33 +4,48 @@ from __future__ import annotations
 
 import json
 import time
-import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.kernel import Kernel
-    from plexor.tasks.runner import Tasks
+    from plexor.tasks.store import TaskRow, TaskStore
 
 __all__ = ["check_new_task", "limit_runs", "over_budget", "oversized", "release", "run_limit", "stored_size"]
 
-# The run-time limit of plain calls, per kernel, set by the transport that has one (--request-timeout over HTTP;
-# stdio has none). A task obeys the same, unless its tool declares longer.
-_RUN_LIMITS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+class RunLimit:
+    """The run-time limit of a kernel's plain calls (``kernel.keep(RunLimit, ...)``), set by the transport that has
+    one (--request-timeout over HTTP; stdio has none). A task obeys the same, unless its tool declares longer."""
+
+    def __init__(self) -> None:
+        self.seconds: float | None = None
 
 
 def limit_runs(kernel: Kernel, seconds: float) -> None:
     """Calls of ``kernel`` may run ``seconds`` (its tools may declare longer); its tasks then obey the same."""
-    _RUN_LIMITS[kernel] = seconds
+    kernel.keep(RunLimit, RunLimit).seconds = seconds
 
 
 def run_limit(kernel: Kernel, tool: Any, server: float | None = None) -> tuple[float | None, float | None]:
     """(how long a call or task of ``tool`` may run, the server's limit): None when the server has no limit."""
     from plexor.limits import run_time
 
-    server = _RUN_LIMITS.get(kernel) if server is None else server
+    if server is None:
+        kept = kernel.kept(RunLimit)
+        server = kept.seconds if kept is not None else None
     spec = kernel.find_tool(tool) if isinstance(tool, str) else None
     return run_time(server, getattr(spec, "timeout", None)), server
+
+
+class Tasks(Protocol):
+    """What admission reads of :class:`plexor.tasks.runner.Tasks` (which imports this module)."""
+
+    kernel: Any
+    store: TaskStore
+    started: dict[str, TaskRow]
+    pending: dict[str, int]
+
+    async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any: ...
 
 
 async def check_new_task(tasks: Tasks, owner: str, arguments: dict[str, Any]) -> None:

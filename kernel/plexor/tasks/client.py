@@ -113,6 +113,7 @@ async def listen_tasks(session: Any, task_ids: list[str], **notifications: Any) 
     data: dict[str, Any] = {"method": "subscriptions/listen",
                             "params": {"notifications": {"taskIds": list(task_ids), **notifications}}}
     opts: Any = {"request_id": request_id}
+    # SDK private (ClientSession._stamp, ._dispatcher): the SDK sends no raw request with the era's stamp publicly
     session._stamp(data, opts)  # the era's _meta, and the tasks extension among the client's capabilities
     failure: list[BaseException] = []
 

@@ -148,17 +148,11 @@ class _Holder:
     """What a listen stream holds its URIs by (weakly referable)."""
 
 
-_BUDGETS: weakref.WeakKeyDictionary[Any, UriBytes] = weakref.WeakKeyDictionary()
-
-
 def uri_budget(kernel: Kernel) -> UriBytes:
-    """The kernel's :class:`UriBytes`, as ``PLEXOR_MAX_SUBSCRIPTION_BYTES_PER_CALLER`` sets it."""
-    budget = _BUDGETS.get(kernel)
-    if budget is None:
-        from plexor.limits import value
+    """The kernel's :class:`UriBytes`, as ``PLEXOR_MAX_SUBSCRIPTION_BYTES_PER_CALLER`` sets it (kept on the kernel)."""
+    from plexor.limits import value
 
-        budget = _BUDGETS[kernel] = UriBytes(int(value("subscription_bytes_per_caller", kernel.environ)))
-    return budget
+    return kernel.keep(UriBytes, lambda: UriBytes(int(value("subscription_bytes_per_caller", kernel.environ))))
 
 
 def hold_uris(kernel: Kernel, ctx: Any, holder: Any, uris: list[str]) -> None:
@@ -183,8 +177,7 @@ class Listen:
     """
 
     def __init__(self, bus: Any, kernel: Kernel, *, max_subscriptions: int | None = None, max_buffered_events: int = 1024) -> None:
-        from plexor.limits import value
-        from plexor.serving.bounds import PerCaller
+        from plexor.limits import PerCaller, value
 
         self._bus = bus
         self._kernel = kernel

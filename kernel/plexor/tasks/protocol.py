@@ -222,7 +222,8 @@ class TaskProtocol:
 
     async def _detachable(self, ctx: Any, call_next: Any, create: Any, modern: bool) -> Any:
         """Run the call as an ordinary request until it finishes (its answer) or calls ``ctx.detach()`` (a task)."""
-        from plexor.tasks.runner import DETACHABLE, Detachable
+        from plexor.context import DETACHER
+        from plexor.tasks.runner import Detachable
 
         tasks = self.tasks
         hook = Detachable(tasks, create)
@@ -239,11 +240,11 @@ class TaskProtocol:
                 if hook.row is not None:
                     await self._settle_detached(hook.row.task_id, outcome)
 
-        token = DETACHABLE.set(hook)
+        token = DETACHER.set(hook)
         try:
             runner = asyncio.get_running_loop().create_task(run())  # the context (and the hook) is copied
         finally:
-            DETACHABLE.reset(token)
+            DETACHER.reset(token)
         waiters = [asyncio.ensure_future(finished.wait()), asyncio.ensure_future(hook.detached.wait())]
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -386,7 +387,7 @@ class TaskProtocol:
                 asker = Exchange(session=ctx.session, request_id=ctx.request_id)
                 for key, request in row.input_requests.items():
                     try:
-                        reply = await asker._request(ctx.session, question_from_wire(request))
+                        reply = await asker.request(ctx.session, question_from_wire(request))
                     except Exception as exc:  # noqa: BLE001 - the client could not answer
                         detail = getattr(getattr(exc, "error", None), "message", None) or str(exc) or type(exc).__name__
                         raise MCPError(types.INTERNAL_ERROR, f"task {row.task_id!r} needs an answer to {key!r} "

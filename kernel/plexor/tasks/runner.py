@@ -9,7 +9,6 @@ running coroutine, a wake-up for answers, the session to notify).
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import json
 import os
@@ -17,7 +16,6 @@ import secrets
 import socket
 import time
 import uuid
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +27,8 @@ from plexor.tasks.bounds import check_new_task, over_budget, oversized, release,
 from plexor.tasks.store import TaskRow, TaskStore
 
 if TYPE_CHECKING:  # pragma: no cover
+    from plexor.context import Context
+    from plexor.core.base import KernelBase
     from plexor.core.kernel import Kernel
 
 __all__ = ["DEFAULT_TTL_MS", "LEASE_SECONDS", "MAX_TTL_MS", "POLL_MS", "Tasks", "tasks_of"]
@@ -506,43 +506,35 @@ class Detachable:
         self.row: TaskRow | None = None
         self.detached = asyncio.Event()
 
+    @property
+    def became_task(self) -> bool:
+        return self.row is not None
 
-DETACHABLE: contextvars.ContextVar[Detachable | None] = contextvars.ContextVar("plexor_detachable", default=None)
-
-
-async def detach(ctx: Any, message: str | None = None) -> bool:
-    """:meth:`plexor.Context.detach`: store the task, switch ``ctx`` to it, and let the request answer."""
-    hook = DETACHABLE.get()
-    if hook is None or hook.row is not None:
-        return False
-    row = await hook.create()
-    if message:
-        await hook.tasks.write(hook.tasks.store.progress, row.task_id, message)
-    exchange = TaskExchange(hook.tasks, row)
-    exchange.answers.update(getattr(ctx._exchange, "answers", None) or {})  # answered before detaching
-    exchange.state = dict(getattr(ctx._exchange, "state", None) or {})
-    ctx._exchange = exchange
-    ctx._session = TaskSession(hook.tasks, row.task_id)
-    ctx._progress_token = None
-    hook.row = row
-    current = asyncio.current_task()
-    if current is not None:
-        hook.tasks.running[row.task_id] = current  # tasks/cancel stops it
-    hook.detached.set()
-    return True
-
-
-_managers: weakref.WeakKeyDictionary[Any, Tasks] = weakref.WeakKeyDictionary()
+    async def __call__(self, ctx: Context, message: str | None = None) -> bool:
+        """:meth:`plexor.Context.detach` (set as ``plexor.context.DETACHER`` around the call): store the
+        task, switch ``ctx`` to it, and let the request answer."""
+        if self.row is not None:
+            return False
+        row = await self.create()
+        if message:
+            await self.tasks.write(self.tasks.store.progress, row.task_id, message)
+        exchange = TaskExchange(self.tasks, row)
+        exchange.answers.update(ctx.exchange.answers)  # answered before detaching
+        exchange.state = dict(ctx.exchange.state)
+        ctx.continue_in(TaskSession(self.tasks, row.task_id), exchange)
+        self.row = row
+        current = asyncio.current_task()
+        if current is not None:
+            self.tasks.running[row.task_id] = current  # tasks/cancel stops it
+        self.detached.set()
+        return True
 
 
 def tasks_of(kernel: Kernel) -> Tasks:
     """The kernel's :class:`Tasks` in this process (made, and its table migrated, on first use)."""
-    manager = _managers.get(kernel)
-    if manager is None:
-        manager = _managers[kernel] = Tasks(kernel)
-    return manager
+    return kernel.keep(Tasks, lambda: Tasks(kernel))
 
 
-def running_tasks(kernel: Kernel) -> Tasks | None:
+def running_tasks(kernel: KernelBase) -> Tasks | None:
     """The kernel's :class:`Tasks` in this process if tasks were used here, else ``None`` (nothing to settle)."""
-    return _managers.get(kernel)
+    return kernel.kept(Tasks)

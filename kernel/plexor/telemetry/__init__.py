@@ -2,7 +2,8 @@
 
 The kernel's pipeline (:meth:`plexor.core.pipeline.Pipeline.run`) checks one attribute,
 ``kernel.telemetry``; it is ``None`` unless ``PLEXOR_OTEL`` is set, and then it is a
-:class:`Telemetry` built by :func:`from_environ`. Nothing here imports OpenTelemetry at
+:class:`Telemetry` that the server sets when it is built (:func:`for_kernel`); the kernel
+never imports this package. Nothing here imports OpenTelemetry at
 module level: ``import plexor.telemetry`` is as cheap as the stdlib, and the SDK (the
 ``plexor[otel]`` extra) is imported only when telemetry is switched on.
 
@@ -35,10 +36,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from plexor.core.base import KernelBase
 
-from plexor.telemetry.metrics import _NOOP, _OFF, RECORD_ARGUMENTS, SWITCH, PluginGauge, _active
-from plexor.telemetry.observer import Telemetry
+from plexor.telemetry.metrics import _NOOP, _OFF, RECORD_ARGUMENTS, SWITCH
+from plexor.telemetry.observer import Telemetry, _active
 
-__all__ = ["SWITCH", "PluginGauge", "Telemetry", "from_environ", "http_trace_context", "metrics_route", "span"]
+__all__ = ["SWITCH", "Telemetry", "for_kernel", "from_environ", "http_trace_context", "metrics_route", "span"]
 
 
 def span(name: str, *, kind: str = "client", **attributes: Any) -> contextlib.AbstractContextManager[Any]:
@@ -60,6 +61,16 @@ def span(name: str, *, kind: str = "client", **attributes: Any) -> contextlib.Ab
     return target.telemetry.child(name, kind, attributes, target)
 
 
+def for_kernel(kernel: KernelBase) -> Telemetry | None:
+    """The telemetry a server of ``kernel`` keeps (``kernel.telemetry``): ``None`` unless ``PLEXOR_OTEL`` is
+    on and ``PLEXOR_DISABLE`` does not name ``telemetry``. The server sets it when it is built."""
+    environ = kernel.environ
+    if environ.get(SWITCH, "").strip().lower() in _OFF or "telemetry" in [
+            name.strip() for name in environ.get("PLEXOR_DISABLE", "").split(",")]:
+        return None
+    return from_environ(kernel)
+
+
 def from_environ(kernel: KernelBase) -> Telemetry:
     """The telemetry ``PLEXOR_OTEL`` asks for, exporting as the standard ``OTEL_*`` variables say.
 
@@ -79,7 +90,7 @@ def from_environ(kernel: KernelBase) -> Telemetry:
     except ImportError as exc:
         raise ConfigError(f"{SWITCH}={environ.get(SWITCH)!r} but the OpenTelemetry SDK is not installed ({exc.name})",
                           f"Install it with: pip install 'plexor[otel]'; or unset {SWITCH}.") from None
-    from plexor import __version__
+    from plexor.version import __version__
 
     resource = Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME") or "plexor",
                                 "service.version": __version__})

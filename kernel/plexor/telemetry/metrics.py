@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import json
-import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # pragma: no cover
-
-    from plexor.telemetry.observer import Telemetry
+from typing import Any
 
 SWITCH = "PLEXOR_OTEL"
 RECORD_ARGUMENTS = "PLEXOR_OTEL_RECORD_ARGUMENTS"
@@ -25,8 +18,6 @@ METHODS = {"tool": "tools/call", "uri": "resources/read", "prompt": "prompts/get
 BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _OFF = ("", "0", "false", "no", "off")
 
-# The request running in this context (set by Telemetry.observe): its telemetry and plugin, for span().
-_active: contextvars.ContextVar[_Target | None] = contextvars.ContextVar("plexor_telemetry", default=None)
 _NOOP = contextlib.nullcontext()
 
 DURATION_HELP = "How long the server took to answer an MCP request, from the pipeline's entry to its result."
@@ -41,147 +32,8 @@ LABELS = ("mcp_method_name", "plexor_plugin_name", "gen_ai_tool_name", "gen_ai_p
 SPAN_LABELS = ("plexor_plugin_name", "plexor_span_name", "server_address", "server_port", "error_type", "plexor_outcome")
 
 
-class _Target:
-    """A tool, prompt or method as its requests are labelled: span name, attributes, Prometheus labels."""
-
-    __slots__ = ("telemetry", "plugin", "name", "metric", "labels", "ok")
-
-    def __init__(self, telemetry: Telemetry, kind: str, name: str, plugin: str | None, version: str | None) -> None:
-        self.telemetry = telemetry
-        self.plugin = plugin or ""
-        method = METHODS.get(kind, kind)
-        self.metric: dict[str, Any] = {"mcp.method.name": method}
-        if plugin:
-            self.metric["plexor.plugin.name"] = plugin
-        self.name = method
-        tool = prompt = ""
-        if kind == "tool":
-            tool = self.metric["gen_ai.tool.name"] = name
-            self.metric["gen_ai.operation.name"] = "execute_tool"
-            self.name = f"{method} {name}"
-        elif kind == "prompt":
-            prompt = self.metric["gen_ai.prompt.name"] = name
-            self.name = f"{method} {name}"
-        if version:
-            self.metric["mcp.protocol.version"] = version
-        self.labels = (method, plugin or "", tool, prompt, version or "")
-        self.ok: Any = None  # the Prometheus histogram's child for successful requests, made on first use
 
 
-class _Child:
-    """A plugin's :func:`span`: the OpenTelemetry span when spans are made, and its duration, always."""
-
-    __slots__ = ("telemetry", "name", "kind", "attributes", "plugin", "started", "inner")
-
-    def __init__(self, telemetry: Telemetry, name: str, kind: str, attributes: dict[str, Any], plugin: str) -> None:
-        self.telemetry, self.name, self.kind, self.attributes, self.plugin = telemetry, name, kind, attributes, plugin
-        self.inner: Any = None
-        self.started = 0.0
-
-    def __enter__(self) -> Any:
-        telemetry = self.telemetry
-        current = None
-        if telemetry.tracer is not None:
-            self.inner = telemetry.tracer.start_as_current_span(self.name, kind=telemetry._kinds[self.kind],
-                                                                attributes=self.attributes)
-            current = self.inner.__enter__()
-        self.started = time.perf_counter()
-        return current
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool | None:
-        seconds = time.perf_counter() - self.started
-        outcome, error = ("ok", None) if exc is None else _outcome(exc)
-        self.telemetry._record_span(self.plugin, self.name, self.attributes, seconds, outcome, error)
-        if self.inner is not None:
-            return self.inner.__exit__(kind, exc, tb)  # type: ignore[no-any-return]
-        return None
-
-
-class PluginGauge:
-    """A gauge a plugin declared with :meth:`plexor.PluginHandle.gauge`: what to call it and how to read it.
-
-    ``read()`` returns a number, or (with ``labels``) a mapping from label values (a tuple, or a str
-    for one label) to numbers. It runs only when metrics are collected, never per request.
-    """
-
-    __slots__ = ("otel_name", "prometheus_name", "description", "read", "labels", "unit")
-
-    def __init__(self, namespace: str, name: str, description: str, read: Callable[[], Any],
-                 labels: tuple[str, ...], unit: str) -> None:
-        import re
-
-        if not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", name):
-            raise ValueError(f"gauge name {name!r} is not lower-case words joined by '.' or '_' "
-                             "(e.g. 'index.documents'); the plugin's namespace is prefixed for you")
-        for label in labels:
-            if not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", label) or label.startswith("__"):
-                raise ValueError(f"gauge {name!r}: label {label!r} is not lower-case words joined by '.' or '_'")
-        if not callable(read):
-            raise ValueError(f"gauge {name!r}: read must be a function that returns the value, got {read!r}")
-        self.otel_name = f"plexor.{namespace}.{name}"
-        self.prometheus_name = self.otel_name.replace(".", "_")
-        self.description, self.read, self.labels, self.unit = description, read, labels, unit
-
-    def values(self, log: Any) -> list[tuple[dict[str, str], float]] | None:
-        """``(labels, value)`` pairs from ``read()``; ``None`` (and a log line) when reading fails."""
-        try:
-            found = self.read()
-            if not self.labels:
-                return [({}, float(found))]
-            out = []
-            for key, value in dict(found).items():
-                values = (key,) if isinstance(key, str) else tuple(key)
-                if len(values) != len(self.labels):
-                    raise ValueError(f"{values!r} does not give one value for each label of {self.labels!r}")
-                out.append(({label: str(v) for label, v in zip(self.labels, values, strict=True)}, float(value)))
-            return out
-        except Exception as exc:  # noqa: BLE001 - a plugin's broken gauge must not break the scrape
-            log.warning("gauge_unreadable", gauge=self.otel_name, error=f"{type(exc).__name__}: {exc}")
-            return None
-
-
-class _Gauges:
-    """A ``prometheus_client`` collector of the gauges, read when ``/metrics`` is scraped."""
-
-    def __init__(self, telemetry: Telemetry) -> None:
-        self.telemetry = telemetry
-        self.kernel = telemetry.kernel
-
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import GaugeMetricFamily
-
-        yield GaugeMetricFamily("plexor_requests_in_flight", IN_FLIGHT_HELP, value=self.kernel._inflight)
-        plugins = GaugeMetricFamily("plexor_plugins", PLUGINS_HELP, labels=["plexor_plugin_name", "plexor_plugin_state"])
-        records = list(self.kernel.records.values())
-        for rec in records:
-            plugins.add_metric([rec.name, rec.state.value], 1)
-        yield plugins
-        if self.telemetry.sessions is not None:
-            sessions = GaugeMetricFamily("plexor_sessions", SESSIONS_HELP, labels=["mcp_protocol_version"])
-            for version, count in self.telemetry.session_counts().items():
-                sessions.add_metric([version], count)
-            yield sessions
-        from prometheus_client.core import CounterMetricFamily
-
-        from plexor.limits import REFUSALS
-
-        refusals = CounterMetricFamily("plexor_limit_refusals", LIMIT_HELP, labels=["plexor_limit"])
-        for limit, count in sorted(REFUSALS.items()):
-            refusals.add_metric([limit], count)
-        yield refusals
-        for rec in records:
-            for gauge in list(rec.handle._gauges.values()) if rec.handle is not None else ():
-                values = gauge.values(self.kernel.log)
-                if values is None:  # logged; the rest of the scrape stands
-                    continue
-                family = GaugeMetricFamily(gauge.prometheus_name, gauge.description,
-                                           labels=[label.replace(".", "_") for label in gauge.labels])
-                for labels, value in values:
-                    family.add_metric(list(labels.values()), value)
-                yield family
-
-    def describe(self) -> list[Any]:
-        return []  # names are known only at collection: auto-describe would call collect() at registration
 
 
 def _outcome(exc: BaseException) -> tuple[str, str | None]:

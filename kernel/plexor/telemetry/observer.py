@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from plexor.context import connection_of
 from plexor.core.eras import is_stateless
 from plexor.telemetry.metrics import (
     BUCKETS,
     DURATION_HELP,
     IN_FLIGHT_HELP,
     LABELS,
+    LIMIT_HELP,
     METHODS,
     PLUGINS_HELP,
     SESSIONS_HELP,
     SPAN_HELP,
     SPAN_LABELS,
-    PluginGauge,
-    _active,
     _arguments,
-    _Child,
-    _Gauges,
     _outcome,
-    _Target,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,8 +30,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from plexor.core.base import KernelBase
     from plexor.core.pipeline import Request
+    from plexor.handle import PluginGauge
 
 __all__ = ["Telemetry"]
+
+# The request running in this context (set by Telemetry.observe): its telemetry and plugin, for span().
+_active: contextvars.ContextVar[_Target | None] = contextvars.ContextVar("plexor_telemetry", default=None)
 
 
 class Telemetry:
@@ -56,7 +58,7 @@ class Telemetry:
         from opentelemetry import context, trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
-        from plexor import __version__
+        from plexor.version import __version__
 
         self.kernel = kernel
         self.registry = registry
@@ -65,13 +67,13 @@ class Telemetry:
         self._get_current_span = trace.get_current_span
         self._in_context = trace.set_span_in_context
         self._attach, self._detach = context.attach, context.detach
-        self._kinds = {"client": SpanKind.CLIENT, "internal": SpanKind.INTERNAL, "server": SpanKind.SERVER}
+        self.kinds = {"client": SpanKind.CLIENT, "internal": SpanKind.INTERNAL, "server": SpanKind.SERVER}
         self._server, self._internal = SpanKind.SERVER, SpanKind.INTERNAL
         self._targets: dict[tuple[str, str, str, str | None], _Target] = {}
         self._error = Status(StatusCode.ERROR)
         self.duration: Any = None
         self.span_duration: Any = None
-        self.sessions: Any = None  # the server's connections (plexor.server._Sessions), set when it is built
+        self.sessions: Any = None  # the server's connections (plexor.serving.handlers._Sessions), set when it is built
         self._meter: Any = None
         if meter_provider is not None:
             self._meter = meter = meter_provider.get_meter("plexor", __version__)
@@ -98,17 +100,13 @@ class Telemetry:
                                              buckets=BUCKETS, registry=registry)
             registry.register(_Gauges(self))
         # Gauges plugins declared before this telemetry existed (a kernel switched on late, as in tests),
-        # and a line to this telemetry for those they declare later (PluginHandle.gauge).
-        for rec in list(kernel.records.values()):
-            if rec.handle is not None:
-                rec.handle._telemetry = self
-                for gauge in rec.handle._gauges.values():
-                    self.declare(gauge)
+        # and those they declare later (PluginHandle.gauge).
+        kernel.gauges.follow(self.declare)
 
     # -- the pipeline's hook --------------------------------------------------------
     async def observe(self, run: Callable[..., Awaitable[Any]], req: Request, plugin: str, *args: Any) -> Any:
         """Run one pipeline request (``run(req, plugin, *args)``) inside its span, and time it."""
-        connection = getattr(req.session, "_connection", None)  # the SDK has no public accessor in 2.3
+        connection = connection_of(req.session)
         version = getattr(connection, "protocol_version", None) if connection is not None else None
         target = self._target(req.kind, req.name, plugin, version)
         if self.tracer is None:  # metrics only: no span to build
@@ -203,11 +201,11 @@ class Telemetry:
 
     def child(self, name: str, kind: str, attributes: dict[str, Any], target: _Target) -> _Child:
         """A span beneath the current one, timed into ``plexor.span.duration`` (see :func:`span`)."""
-        if kind not in self._kinds:
+        if kind not in self.kinds:
             raise ValueError(f"span kind {kind!r} is not one of 'client', 'internal', 'server'")
         return _Child(self, name, kind, attributes, target.plugin)
 
-    def _record_span(self, plugin: str, name: str, attributes: dict[str, Any], seconds: float, outcome: str,
+    def record_span(self, plugin: str, name: str, attributes: dict[str, Any], seconds: float, outcome: str,
                      error: str | None) -> None:
         address = str(attributes.get("server.address", ""))
         port = str(attributes.get("server.port", ""))
@@ -247,7 +245,7 @@ class Telemetry:
     def _observe_in_flight(self, options: CallbackOptions) -> Iterator[Observation]:
         from opentelemetry.metrics import Observation
 
-        yield Observation(self.kernel._inflight)
+        yield Observation(self.kernel.inflight)
 
     def _observe_plugins(self, options: CallbackOptions) -> Iterator[Observation]:
         from opentelemetry.metrics import Observation
@@ -282,3 +280,101 @@ class Telemetry:
 
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
+
+class _Target:
+    """A tool, prompt or method as its requests are labelled: span name, attributes, Prometheus labels."""
+
+    __slots__ = ("telemetry", "plugin", "name", "metric", "labels", "ok")
+
+    def __init__(self, telemetry: Telemetry, kind: str, name: str, plugin: str | None, version: str | None) -> None:
+        self.telemetry = telemetry
+        self.plugin = plugin or ""
+        method = METHODS.get(kind, kind)
+        self.metric: dict[str, Any] = {"mcp.method.name": method}
+        if plugin:
+            self.metric["plexor.plugin.name"] = plugin
+        self.name = method
+        tool = prompt = ""
+        if kind == "tool":
+            tool = self.metric["gen_ai.tool.name"] = name
+            self.metric["gen_ai.operation.name"] = "execute_tool"
+            self.name = f"{method} {name}"
+        elif kind == "prompt":
+            prompt = self.metric["gen_ai.prompt.name"] = name
+            self.name = f"{method} {name}"
+        if version:
+            self.metric["mcp.protocol.version"] = version
+        self.labels = (method, plugin or "", tool, prompt, version or "")
+        self.ok: Any = None  # the Prometheus histogram's child for successful requests, made on first use
+
+
+class _Child:
+    """A plugin's :func:`span`: the OpenTelemetry span when spans are made, and its duration, always."""
+
+    __slots__ = ("telemetry", "name", "kind", "attributes", "plugin", "started", "inner")
+
+    def __init__(self, telemetry: Telemetry, name: str, kind: str, attributes: dict[str, Any], plugin: str) -> None:
+        self.telemetry, self.name, self.kind, self.attributes, self.plugin = telemetry, name, kind, attributes, plugin
+        self.inner: Any = None
+        self.started = 0.0
+
+    def __enter__(self) -> Any:
+        telemetry = self.telemetry
+        current = None
+        if telemetry.tracer is not None:
+            self.inner = telemetry.tracer.start_as_current_span(self.name, kind=telemetry.kinds[self.kind],
+                                                                attributes=self.attributes)
+            current = self.inner.__enter__()
+        self.started = time.perf_counter()
+        return current
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool | None:
+        seconds = time.perf_counter() - self.started
+        outcome, error = ("ok", None) if exc is None else _outcome(exc)
+        self.telemetry.record_span(self.plugin, self.name, self.attributes, seconds, outcome, error)
+        if self.inner is not None:
+            return self.inner.__exit__(kind, exc, tb)  # type: ignore[no-any-return]
+        return None
+
+
+class _Gauges:
+    """A ``prometheus_client`` collector of the gauges, read when ``/metrics`` is scraped."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self.telemetry = telemetry
+        self.kernel = telemetry.kernel
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        yield GaugeMetricFamily("plexor_requests_in_flight", IN_FLIGHT_HELP, value=self.kernel.inflight)
+        plugins = GaugeMetricFamily("plexor_plugins", PLUGINS_HELP, labels=["plexor_plugin_name", "plexor_plugin_state"])
+        records = list(self.kernel.records.values())
+        for rec in records:
+            plugins.add_metric([rec.name, rec.state.value], 1)
+        yield plugins
+        if self.telemetry.sessions is not None:
+            sessions = GaugeMetricFamily("plexor_sessions", SESSIONS_HELP, labels=["mcp_protocol_version"])
+            for version, count in self.telemetry.session_counts().items():
+                sessions.add_metric([version], count)
+            yield sessions
+        from prometheus_client.core import CounterMetricFamily
+
+        from plexor.limits import REFUSALS
+
+        refusals = CounterMetricFamily("plexor_limit_refusals", LIMIT_HELP, labels=["plexor_limit"])
+        for limit, count in sorted(REFUSALS.items()):
+            refusals.add_metric([limit], count)
+        yield refusals
+        for gauge in self.kernel.gauges.all():
+            values = gauge.values(self.kernel.log)
+            if values is None:  # logged; the rest of the scrape stands
+                continue
+            family = GaugeMetricFamily(gauge.prometheus_name, gauge.description,
+                                       labels=[label.replace(".", "_") for label in gauge.labels])
+            for labels, value in values:
+                family.add_metric(list(labels.values()), value)
+            yield family
+
+    def describe(self) -> list[Any]:
+        return []  # names are known only at collection: auto-describe would call collect() at registration

@@ -1,167 +1,36 @@
-"""The kernel, spoken as MCP: the SDK's low-level ``Server`` with handlers built from the registry.
+"""The MCP request handlers of one server, built from the kernel's registry, and its guidance middleware.
 
-The SDK owns the wire: JSON-RPC framing, the 2025-11-25 ``initialize``
-handshake and the 2026-07-28 stateless era with ``server/discover``. This
-module only maps registrations to handlers and adds two middlewares: one
-keeps every failure a guidance message and never a traceback, the other (the
-SDK's ``RequestStateBoundary``) encrypts and verifies the ``requestState`` of
-multi-round requests (SEP-2322, see :mod:`plexor.asking`).
+:func:`plexor.serving.server.build_server` hands them to the SDK's low-level ``Server``. Beside the
+handlers: the connections to tell of list changes (2025-11-25 sessions) and the SDK's event bus
+for ``subscriptions/listen`` (2026-07-28).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mcp_types as types
-from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from plexor import __version__
 from plexor.asking import AskError, InputRequired
+from plexor.context import connection_of
 from plexor.core.eras import stateless_era
 from plexor.core.kernel import Kernel
-from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
-from plexor.serving.asked import (
-    BAD_STATE,
-    asked,
-    check_input_responses,
-    exchange_of,
-    progress_token,
-    state_keys,
-)
+from plexor.errors import PlexorError
+from plexor.serving.asked import BAD_STATE, asked, check_input_responses, exchange_of, progress_token
 from plexor.serving.boot import Boot
-from plexor.serving.lists import saw, unseen_change
+from plexor.serving.errors import SERVER_NOT_READY, protocol_error
+from plexor.serving.lists import offset, page, saw, unseen_change
 from plexor.serving.session import check_order, explain_params
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.extending import ServerSetup
+__all__ = ["ASKING_METHODS", "Handlers"]
 
-__all__ = ["RESOURCE_NOT_FOUND", "Boot", "build_server"]
-
-# The server's own icon (a hexagon with a P), embedded: clients fetch nothing.
-SERVER_ICON = ("data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAy"
-               "NCAyNCI+PHBhdGggZD0iTTEyIDEuNWw5LjUgNS4yNXYxMC41TDEyIDIyLjVsLTkuNS01LjI1VjYuNzV6IiBmaWxsPSIjM2I0Y2NhIi8+"
-               "PHBhdGggZD0iTTkgNi41aDQuMmEzLjMgMy4zIDAgMDEwIDYuNkgxMXY0LjRIOXoiIGZpbGw9IiNmZmYiLz48L3N2Zz4=")
-RESOURCE_NOT_FOUND = -32002
-SERVER_NOT_READY = -32000
 # Methods whose result may be an InputRequiredResult (SEP-2322).
 ASKING_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
-# How long a requestState stays valid: long enough for a person to fill in a form.
-REQUEST_STATE_TTL = 3600.0
-
-
-class PlexorServer(Server[Any]):
-    """The SDK server, advertising list-changed notifications by default; its layers in ``path``."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        from plexor.serving.layers import RequestPath
-
-        self.path = RequestPath(self.middleware)  # every module adds its layer by name (plexor.serving.layers)
-        self.setup: ServerSetup | None = None  # what the server-extension hooks see (build_server sets it)
-        self._extended: set[str] = set()  # the plugins whose server-extension hooks have been applied
-
-    def extend(self) -> None:
-        """Apply the server-extension hooks (:mod:`plexor.extending`) of plugins not applied yet: their
-        request layers and protocol methods. Called when the server is built and again once plugins
-        have loaded (under stdio the server is built first)."""
-        setup = self.setup
-        if setup is None:
-            return
-        hook = setup.kernel.pm.hook
-        fresh = [impl.plugin_name for impl in hook.plexor_request_layers.get_hookimpls()
-                 + hook.plexor_protocol_methods.get_hookimpls() if impl.plugin_name not in self._extended]
-        if not fresh:
-            return
-        only = set(fresh)
-        self._extended |= only
-        # pluggy calls the implementations last-registered (and tryfirst) first: the same order here
-        for impl in reversed(hook.plexor_request_layers.get_hookimpls()):
-            if impl.plugin_name in only:
-                for layer in impl.function(setup) or ():
-                    self.path.add(layer.position, layer.middleware, layer.name or impl.plugin_name)
-        for impl in reversed(hook.plexor_protocol_methods.get_hookimpls()):
-            if impl.plugin_name in only:
-                for method in impl.function(setup) or ():
-                    self.add_request_handler(method.method, method.params_type, method.handler)
-
-    def get_capabilities(self, *args: Any, **kwargs: Any) -> Any:
-        caps = super().get_capabilities(*args, **kwargs)
-        if self.setup is not None:
-            self.setup.kernel.pm.hook.plexor_capabilities(capabilities=caps, protocol_version=kwargs.get("protocol_version"),
-                                                          setup=self.setup)
-        return caps
-
-    @property
-    def server_info_stamp(self) -> dict[str, Any]:
-        # The serverInfo stamped into every 2026-07-28 result's _meta: identity without the icon
-        # (a few hundred bytes on each response); initialize and server/discover carry the icon.
-        return {k: v for k, v in self._server_info_stamp_source.items() if k != "icons"}
-
-    async def _handle_discover(self, ctx: Any, params: Any) -> Any:
-        import copy
-
-        from mcp_types import SERVER_INFO_META_KEY
-
-        result = await super()._handle_discover(ctx, params)  # the stamp leaves a handler's serverInfo alone
-        return result.model_copy(update={"meta": {SERVER_INFO_META_KEY: copy.deepcopy(self._server_info_stamp_source)}})
-
-    def create_initialization_options(self, notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
-        return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True),
-            *args,
-            **kwargs,
-        )
-
-
-def _cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
-
-
-def _offset(cursor: str | None) -> int:
-    if not cursor:
-        return 0
-    try:
-        raw = base64.urlsafe_b64decode(cursor.encode()).decode()
-        if raw.startswith("o:"):
-            value = int(raw[2:])
-            if value >= 0:
-                return value
-    except (ValueError, UnicodeDecodeError):
-        pass
-    raise MCPError(types.INVALID_PARAMS, f"invalid cursor {cursor!r}: pass back the nextCursor of the previous page, unchanged")
-
-
-def _page(items: list[Any], cursor: str | None, size: int) -> tuple[list[Any], str | None]:
-    start = _offset(cursor)
-    end = start + size
-    return items[start:end], (_cursor(end) if end < len(items) else None)
-
-
-def protocol_error(err: PlexorError, method: str = "", *, modern: bool = False, uri: str | None = None) -> MCPError:
-    """The one place a :class:`PlexorError` outside a tool result becomes a JSON-RPC error.
-
-    The code follows the error's class, except where the spec says otherwise for a method: an
-    unknown prompt is invalid params, and so is an unknown resource from 2026-07-28 on (SEP-2164,
-    with ``data.uri``). Tool failures never come here: they are results with ``isError``.
-    """
-    data = err.payload()
-    if isinstance(err, NotFound) and (method == "prompts/get" or (method == "resources/read" and modern)):
-        code = types.INVALID_PARAMS
-        if uri is not None:
-            data = {**data, "uri": uri}
-    elif isinstance(err, NotFound):
-        code = RESOURCE_NOT_FOUND
-    elif isinstance(err, InvalidArgument):
-        code = types.INVALID_PARAMS
-    else:
-        code = SERVER_NOT_READY if isinstance(err, NotReady) else types.INTERNAL_ERROR
-    return MCPError(code, err.render(), data)
 
 
 class _Sessions:
@@ -263,7 +132,7 @@ class Handlers:
         for rec in self.kernel.records.values():
             if rec.state == State.LOADING:
                 return False
-            if rec.state == State.STARTING and (not (rec._started and rec._started.is_set())
+            if rec.state == State.STARTING and (not rec.started()
                                                or (listers and rec.registry.listers)):
                 return False
         return self.boot is None or self.boot.loaded.is_set()
@@ -332,7 +201,7 @@ class Handlers:
         models = self.tool_models()
         if not client_supports_apps(ctx.session):  # a tool only an app view calls is not the model's to see
             models = [t for t in models if not app_only(t.meta or {})]
-        items, nxt = _page(models, params.cursor if params else None, max(self.size, 500))
+        items, nxt = page(models, params.cursor if params else None, max(self.size, 500))
         specs = self.kernel.registry.tools
         return types.ListToolsResult(tools=items, next_cursor=nxt,
                                      **self.hint([specs[t.name].cache if t.name in specs else None for t in items]))
@@ -363,7 +232,7 @@ class Handlers:
         found = await self.kernel.list_resources()
         if not client_supports_apps(ctx.session):  # app pages are listed to hosts that can show them
             found = [r for r in found if r.get("mime_type") != APP_MIME_TYPE]
-        items, nxt = _page(found, params.cursor if params else None, self.size)
+        items, nxt = page(found, params.cursor if params else None, self.size)
         resources = [types.Resource.model_validate({
             "uri": r["uri"], "name": r.get("name") or r["uri"], "description": r.get("description"),
             "mimeType": r.get("mime_type"), "icons": r.get("icons") or self.plugin_icons(r.get("plugin", "")),
@@ -378,8 +247,8 @@ class Handlers:
             "uriTemplate": t.uri_template, "name": t.name, "description": t.description, "mimeType": t.mime_type,
             "icons": t.icons or self.plugin_icons(t.plugin),
         }) for t in specs]
-        items, nxt = _page(all_t, params.cursor if params else None, self.size)
-        start = _offset(params.cursor if params else None)
+        items, nxt = page(all_t, params.cursor if params else None, self.size)
+        start = offset(params.cursor if params else None)
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=nxt,
                                                  **self.hint([t.cache for t in specs[start:start + len(items)]]))
 
@@ -413,7 +282,7 @@ class Handlers:
                 "name": p.name, "description": p.description, "icons": p.icons or self.plugin_icons(p.plugin),
                 "arguments": [{"name": n, "description": props[n].get("description"), "required": n in required} for n in props],
             }))
-        items, nxt = _page(all_p, params.cursor if params else None, self.size)
+        items, nxt = page(all_p, params.cursor if params else None, self.size)
         return types.ListPromptsResult(prompts=items, next_cursor=nxt)
 
     async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> Any:
@@ -451,7 +320,7 @@ class Handlers:
         # (published by plugins with PluginHandle.resource_updated). Any URI may be subscribed.
         from plexor.tasks.listen import check_uris, hold_uris
 
-        connection = getattr(ctx.session, "_connection", None)
+        connection = connection_of(ctx.session)
         held = _state(connection).setdefault(SUBSCRIPTIONS, set())
         uri = str(params.uri)
         if uri not in held:
@@ -463,7 +332,7 @@ class Handlers:
     async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         from plexor.tasks.listen import release_uris
 
-        connection = getattr(ctx.session, "_connection", None)
+        connection = connection_of(ctx.session)
         held = _state(connection).get(SUBSCRIPTIONS, set())
         if str(params.uri) in held:
             held.discard(str(params.uri))
@@ -472,7 +341,7 @@ class Handlers:
 
     async def set_logging_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
         # This session's notifications/message below the level are not sent (see Context.log).
-        _state(getattr(ctx.session, "_connection", None))[LOG_LEVEL] = params.level
+        _state(connection_of(ctx.session))[LOG_LEVEL] = params.level
         return types.EmptyResult()
 
 
@@ -497,9 +366,8 @@ class Handlers:
         self.listen()
         if ctx.session is not None and not stateless_era(ctx):
             # The SDK builds a ServerSession per request; change notifications go to
-            # the connection behind it (no public accessor in 2.3). 2026-07-28 clients
-            # get them on subscriptions/listen streams instead.
-            connection = getattr(ctx.session, "_connection", None)
+            # the connection behind it. 2026-07-28 clients get them on subscriptions/listen streams instead.
+            connection = connection_of(ctx.session)
             if connection is not None:
                 self.sessions.add(connection)
                 saw(_state(connection), ctx.method)  # tools/list, ...: changes from now on are news to it
@@ -528,86 +396,3 @@ def _state(connection: Any) -> dict[str, Any]:
     """The SDK connection's per-connection scratch dict (a throwaway one when there is none)."""
     state = getattr(connection, "state", None)
     return state if isinstance(state, dict) else {}
-
-
-def _instructions(kernel: Kernel) -> str:
-    """The initialize instructions, with each misspelt PLEXOR_PLUGINS/PLEXOR_DISABLE name (under stdio the
-    kernel loads after the handshake, so those are read from the environment and the installed names)."""
-    from plexor.core.loader import plugin_name_problems
-
-    text = ("Tools are named <namespace>_<method>. Call plexor_health to see which plugins are loaded and ready. "
-            "Every error says what went wrong and what to do next.")
-    loaded = kernel.state.value != "created"
-    problems = getattr(kernel, "unknown_plugins", []) if loaded else plugin_name_problems(kernel.environ)
-    if problems:
-        text += (" Warning: " + "; ".join(problems) + ". The server started with the plugins that are installed; "
-                 "fix the variable in this server's configuration to load the one meant.")
-    return text
-
-
-def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None, transport: str = "stdio",
-                 options: Any = None, profile: Any = None) -> PlexorServer:
-    """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``), served over
-    ``transport`` with the HTTP ``options`` (``None`` under stdio), for a stdio client limited to ``profile``."""
-    import warnings
-
-    from plexor.tasks.listen import Listen
-
-    h = Handlers(kernel, page_size or kernel.page_size, boot)
-    listen = Listen(h.bus, kernel)  # the SDK's listen contract, plus the tasks extension's taskIds
-    h.task_events = listen.on_task_event
-    kernel.on_drain(listen.close)  # open listen streams end (gracefully) when the server drains
-    kernel.on_drain(lambda: setattr(h, "closing", True))  # a closing session is told nothing more
-
-    with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28, still served to 2025 clients
-        warnings.simplefilter("ignore")
-        server = PlexorServer(
-            "plexor",
-            version=__version__,
-            title="Plexor",
-            description="An MCP server whose tools come from plugins.",
-            icons=[types.Icon(src=SERVER_ICON, mime_type="image/svg+xml", sizes=["any"])],
-            instructions=_instructions(kernel),
-            on_list_tools=h.list_tools,
-            on_call_tool=h.call_tool,
-            on_list_resources=h.list_resources,
-            on_list_resource_templates=h.list_templates,
-            on_read_resource=h.read_resource,
-            on_list_prompts=h.list_prompts,
-            on_get_prompt=h.get_prompt,
-            on_completion=h.complete,
-            on_subscribe_resource=h.subscribe,
-            on_unsubscribe_resource=h.unsubscribe,
-            on_set_logging_level=h.set_logging_level,
-            on_subscriptions_listen=listen,
-            get_tool_input_schema=lambda name: (
-                kernel.registry.tools[name].signature.input_schema if name in kernel.registry.tools else None
-            ),
-        )
-    h.server = server
-    server.path.add("session", h.guidance_middleware)
-    from plexor.limits import value
-    from plexor.serving.bounds import echo_middleware
-
-    server.path.add("limits", echo_middleware(int(value("echoed_length", kernel.environ))))
-    from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-
-    # Inside the guidance middleware, so a refused requestState gets its advice appended.
-    security = RequestStateSecurity(keys=state_keys(kernel), ttl=REQUEST_STATE_TTL)
-    server.path.add("request-state", RequestStateBoundary(security, default_audience="plexor"))
-    # The built-in features (tasks, auth, telemetry, bus) and every loaded plugin extend the server
-    # through the hooks of plexor.extending: request layers, protocol methods, capabilities.
-    from plexor.extending import ServerSetup
-
-    if profile is not None:
-        from plexor.serving.features import refuse_unguarded
-
-        refuse_unguarded(kernel, getattr(profile, "name", "(stdio)"))  # a profile with auth off: no server
-    kernel.register_features()
-    server.setup = ServerSetup(kernel, server, transport, options, profile)
-    server.extend()
-    if boot is not None:
-        boot.after_load = server.extend  # plugins loaded after the handshake extend it then
-    return server
-
-
