@@ -68,16 +68,17 @@ def both_backends() -> list[Any]:
     return ["sqlite", pytest.param("postgresql", marks=pytest.mark.skipif(not _pg_up(), reason="no PostgreSQL on 5432"))]
 
 
-def homes(tmp_path: Path, backend: str) -> tuple[Path, Path, dict[str, str]]:
-    """Two servers' homes: one shared data directory for SQLite; separate ones (no shared disk) for PostgreSQL."""
+def homes(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> tuple[Path, Path, dict[str, str]]:
+    """Two servers' homes: one shared data directory for SQLite; separate ones (no shared disk) for PostgreSQL,
+    in a schema of the test's own (pg_url, conftest.py), so tests running at once share no table."""
     if backend == "sqlite":
         return tmp_path / "shared", tmp_path / "shared", dict(ENV)
-    return tmp_path / "host-a", tmp_path / "host-b", {**ENV, "PLEXOR_DATABASE_URL": PG}
+    return tmp_path / "host-a", tmp_path / "host-b", {**ENV, "PLEXOR_DATABASE_URL": request.getfixturevalue("pg_url")}
 
 
 @pytest.mark.parametrize("backend", both_backends())
-def test_a_task_started_on_one_server_is_answered_by_another_in_both_eras(tmp_path, backend):
-    home_a, home_b, env = homes(tmp_path, backend)
+def test_a_task_started_on_one_server_is_answered_by_another_in_both_eras(tmp_path, backend, request):
+    home_a, home_b, env = homes(tmp_path, backend, request)
     with serve_http(home_a, env=env) as a, serve_http(home_b, env=env) as b:
         task_id = start(a, "slow_compute", 1.0)
         first = get(b, task_id)  # durably created: the other server knows it at once
@@ -114,8 +115,8 @@ def test_a_restarted_server_answers_for_tasks_of_the_previous_one(tmp_path):
 
 
 @pytest.mark.parametrize("backend", both_backends())
-def test_a_task_whose_worker_is_killed_ends_failed_with_advice(tmp_path, backend):
-    home_a, home_b, env = homes(tmp_path, backend)
+def test_a_task_whose_worker_is_killed_ends_failed_with_advice(tmp_path, backend, request):
+    home_a, home_b, env = homes(tmp_path, backend, request)
     with serve_http(home_b, env=env) as b:
         with serve_http(home_a, env=env) as a:
             task_id = start(a, "slow_compute", 60)
@@ -131,8 +132,8 @@ def test_a_task_whose_worker_is_killed_ends_failed_with_advice(tmp_path, backend
 
 
 @pytest.mark.parametrize("backend", both_backends())
-def test_an_idempotent_task_whose_worker_is_killed_is_run_again_elsewhere(tmp_path, backend):
-    home_a, home_b, env = homes(tmp_path, backend)
+def test_an_idempotent_task_whose_worker_is_killed_is_run_again_elsewhere(tmp_path, backend, request):
+    home_a, home_b, env = homes(tmp_path, backend, request)
     with serve_http(home_b, env=env) as b:
         with serve_http(home_a, env=env) as a:
             task_id = start(a, "slow_rerun", 1.5)
