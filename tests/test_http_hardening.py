@@ -19,7 +19,7 @@ import time
 
 import httpx
 import pytest
-from conformance.serving import INIT, MCP_HEADERS, fixture_env, healthz, modern_post, serve_http
+from conformance.serving import INIT, MCP_HEADERS, Served, fixture_env, healthz, modern_post, serve_http
 
 from plexor.transports import is_loopback
 
@@ -384,7 +384,7 @@ def test_accept_failures_are_logged_once_per_burst(tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
             time.sleep(0.05)
         port = int(err.read_text().split("on http://127.0.0.1:")[1].split()[0])
-        time.sleep(1.0)
+        _wait_health(Served(proc, port, err), lambda kernel: kernel["state"] == "ready")  # plugins loaded
         socks = []
         for _ in range(150):  # more than the server has descriptors for
             try:
