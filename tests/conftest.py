@@ -107,13 +107,30 @@ def _needs_all(item: pytest.Item) -> bool:
         parts[i] == "tests" and parts[i + 1] in ALL_PLUGIN_FOLDERS for i in range(len(parts) - 1))
 
 
+# Tests marked `serial` assert a wall-clock bound of a second or two, which a busy machine can break: tox
+# runs the kernel env in two passes, `--serial=skip` on every core (pytest-xdist), then `--serial=only`
+# in one process, alone. Without the option (a plain `pytest tests`), they run with the rest.
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--serial", choices=("skip", "only"), default=None,
+                     help="skip the tests marked `serial`, or run only them (tox's two passes)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if SUITE not in ("kernel", "all"):
-        return
-    keep = [item for item in items if _needs_all(item) == (SUITE == "all")]
+    keep = items
+    if SUITE in ("kernel", "all"):
+        keep = [item for item in keep if _needs_all(item) == (SUITE == "all")]
+    serial = config.getoption("--serial")
+    if serial is not None:
+        keep = [item for item in keep if (item.get_closest_marker("serial") is not None) == (serial == "only")]
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # The serial pass finding none (a `-k` or path in tox's posargs that selects none of them) is no error.
+    if session.config.getoption("--serial") == "only" and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK
 
 
 @pytest.hookimpl(wrapper=True)

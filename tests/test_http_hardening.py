@@ -336,6 +336,7 @@ def _drained(s, timeout):
         got += chunk
 
 
+@pytest.mark.serial  # a bound of a second or so on wall-clock time: run alone (tests/conftest.py)
 def test_slow_loris_connections_are_timed_out_and_healthz_keeps_answering(tmp_path):
     with serve_http(tmp_path, "--header-timeout", "1", "--body-timeout", "1", "--max-connections", "20") as served:
         loris = [_partial(served.port) for _ in range(60)]  # three times the cap, headers never finished
@@ -425,6 +426,7 @@ def plexor_shutdown(plugin):
 """
 
 
+@pytest.mark.serial  # a bound of a second or so on wall-clock time: run alone (tests/conftest.py)
 def test_a_second_sigterm_exits_at_once_while_a_shutdown_hook_hangs(tmp_path, site_dir):
     from conformance.serving import SITE
     from conftest import install_fake_dist

@@ -339,6 +339,7 @@ def _read_until(proc, wanted_id, timeout=30.0):
     raise AssertionError(f"no reply with id {wanted_id!r} within {timeout} s")
 
 
+@pytest.mark.serial  # a bound of a second or so on wall-clock time: run alone (tests/conftest.py)
 def test_stdio_ping_answers_while_blocking_tools_fill_the_thread_pool(plexor_home, site_dir):
     install_fake_dist(site_dir, "plexor-fakeblock", "fakeblock", "plexor_fakeblock", BLOCKING)
     proc = _raw_stdio(plexor_home, site_dir)
@@ -382,6 +383,7 @@ def test_a_request_before_initialize_and_a_second_initialize_are_refused_clearly
         proc.wait()
 
 
+@pytest.mark.serial  # a bound of a second or so on wall-clock time: run alone (tests/conftest.py)
 def test_a_second_sigterm_exits_at_once_while_a_shutdown_hook_hangs(plexor_home, site_dir):
     install_fake_dist(site_dir, "plexor-fakehang", "fakehang", "plexor_fakehang", HANGING_SHUTDOWN)
     proc = _raw_stdio(plexor_home, site_dir, "--grace", "60", PLEXOR_START_WAIT="300")
