@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conformance.serving import Served, modern_post, serve_http
+from conformance.serving import Served, healthz, modern_post, serve_http
 from mcp.client import Client
 
 from plexor.errors import StorageError
@@ -46,6 +46,14 @@ def get(served: Served, task_id: str) -> dict[str, Any]:
     status, reply = modern_post(served, "tasks/get", {"taskId": task_id}, caps=CAPS, name=task_id)
     assert status == 200 and "result" in reply, reply
     return dict(reply["result"])
+
+
+def running(served: Served, calls: int, timeout: float = 30.0) -> None:
+    """Until ``served``'s /healthz counts ``calls`` calls in flight: its tasks are running, not just accepted."""
+    deadline = time.monotonic() + timeout
+    while (inflight := healthz(served)["kernel"]["inflight"]) < calls:
+        assert time.monotonic() < deadline, f"{inflight} of {calls} calls running after {timeout} s"
+        time.sleep(0.02)
 
 
 def wait_end(served: Served, task_id: str, timeout: float = 30.0) -> dict[str, Any]:
@@ -120,7 +128,7 @@ def test_a_task_whose_worker_is_killed_ends_failed_with_advice(tmp_path, backend
     with serve_http(home_b, env=env) as b:
         with serve_http(home_a, env=env) as a:
             task_id = start(a, "slow_compute", 60)
-            time.sleep(0.3)
+            running(a, 1)
             a.proc.kill()  # kill -9: no drain, no goodbye
             a.proc.wait()
             t0 = time.monotonic()
@@ -137,7 +145,7 @@ def test_an_idempotent_task_whose_worker_is_killed_is_run_again_elsewhere(tmp_pa
     with serve_http(home_b, env=env) as b:
         with serve_http(home_a, env=env) as a:
             task_id = start(a, "slow_rerun", 1.5)
-            time.sleep(0.3)
+            running(a, 1)
             a.proc.kill()
             a.proc.wait()
             done = wait_end(b, task_id, timeout=30)
@@ -171,7 +179,7 @@ def test_a_drained_server_settles_its_running_tasks_for_the_others(tmp_path):
         with serve_http(home, "--grace", "0.5", env=ENV) as a:
             plain = start(a, "slow_compute", 60)
             again = start(a, "slow_rerun", 3)
-            time.sleep(0.3)
+            running(a, 2)
             a.proc.send_signal(signal.SIGTERM)  # a rolling restart: drain, then exit
             assert a.proc.wait(30) in (0, -signal.SIGTERM)  # it ends as the signal says, after its drain
             stopped = get(b, plain)
