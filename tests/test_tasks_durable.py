@@ -156,15 +156,23 @@ def test_an_idempotent_task_whose_worker_is_killed_is_run_again_elsewhere(tmp_pa
 def test_expired_tasks_are_deleted_by_the_sweep(tmp_path):
     from plexor.tasks.store import TaskStore
 
+    async def run_one(url: str) -> str:
+        # One connection for both requests: the result is fetched well within the second the task lives.
+        async with Client(url, mode="legacy") as client:
+            send = client.session._dispatcher.send_raw_request
+            created = await send("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0},
+                                                "task": {"ttl": 1000}}, {})
+            await send("tasks/result", {"taskId": created["task"]["taskId"]}, {})
+        return str(created["task"]["taskId"])
+
     with serve_http(tmp_path / "home", env=ENV) as served:
-        created = anyio.run(legacy, served.url, "tools/call",
-                            {"name": "slow_compute", "arguments": {"seconds": 0}, "task": {"ttl": 1000}})
-        task_id = created["task"]["taskId"]
-        anyio.run(legacy, served.url, "tasks/result", {"taskId": task_id})
-    time.sleep(1.1)
+        task_id = anyio.run(run_one, served.url)
     state = open_state(tmp_path / "home" / "data")
     try:
         store = TaskStore(state)
+        task = store.get(task_id)
+        assert task is not None and task.expires_at is not None
+        time.sleep(max(0.0, task.expires_at - time.time()) + 0.05)  # until its time to live has passed
         assert store.get(task_id) is not None
         assert store.sweep(time.time()) >= 1 and store.get(task_id) is None
     finally:
