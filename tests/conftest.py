@@ -7,6 +7,7 @@ import re
 import sys
 import textwrap
 import types
+import uuid
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,37 @@ def install_fake_dist(site: Path, dist: str, entry_name: str, module: str, sourc
     (info / "entry_points.txt").write_text(f"[plexor]\n{entry_name} = {module}\n", encoding="utf-8")
 
 
+PG_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture
+def pg_url():
+    """A schema of its own in PostgreSQL's ``test`` database on 127.0.0.1:5432 (skips when there is no server).
+
+    Yields the database URL whose ``search_path`` is that schema; the schema is dropped afterwards. Tests
+    running at the same time (pytest-xdist workers, other sessions on the machine) never share a table.
+    """
+    try:
+        import psycopg2
+    except ImportError:
+        pytest.skip("psycopg2 is not installed (it is in plexor[test])")
+    try:
+        conn = psycopg2.connect(PG_DATABASE, connect_timeout=3)
+    except psycopg2.OperationalError as exc:
+        pytest.skip(f"PostgreSQL is not reachable at {PG_DATABASE}: {exc}")
+    conn.autocommit = True
+    schema = f"plexor_test_{uuid.uuid4().hex[:12]}"
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{PG_DATABASE}?options=-csearch_path%3D{schema}"
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("SET lock_timeout = '20s'")
+            cur.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        conn.close()
+
+
 # Each test runs once in `tox`: the kernel env (PLEXOR_SUITE=kernel: the kernel and the template plugin)
 # runs every test not marked `all_plugins`; the `all` env (PLEXOR_SUITE=all: every package installed)
 # runs only the tests marked `all_plugins` and the folders below, which need every plugin. Without
@@ -75,13 +107,30 @@ def _needs_all(item: pytest.Item) -> bool:
         parts[i] == "tests" and parts[i + 1] in ALL_PLUGIN_FOLDERS for i in range(len(parts) - 1))
 
 
+# Tests marked `serial` assert a wall-clock bound of a second or two, which a busy machine can break: tox
+# runs the kernel env in two passes, `--serial=skip` on every core (pytest-xdist), then `--serial=only`
+# in one process, alone. Without the option (a plain `pytest tests`), they run with the rest.
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--serial", choices=("skip", "only"), default=None,
+                     help="skip the tests marked `serial`, or run only them (tox's two passes)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if SUITE not in ("kernel", "all"):
-        return
-    keep = [item for item in items if _needs_all(item) == (SUITE == "all")]
+    keep = items
+    if SUITE in ("kernel", "all"):
+        keep = [item for item in keep if _needs_all(item) == (SUITE == "all")]
+    serial = config.getoption("--serial")
+    if serial is not None:
+        keep = [item for item in keep if (item.get_closest_marker("serial") is not None) == (serial == "only")]
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # The serial pass finding none (a `-k` or path in tox's posargs that selects none of them) is no error.
+    if session.config.getoption("--serial") == "only" and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK
 
 
 @pytest.hookimpl(wrapper=True)

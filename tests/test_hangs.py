@@ -72,6 +72,7 @@ async def test_a_plugin_whose_import_hangs_does_not_hold_plexor_serve(plexor_hom
     assert "did not finish within 1 s" in listing.stdout
 
 
+@pytest.mark.serial  # a bound of a second or so on wall-clock time: run alone (tests/conftest.py)
 async def test_a_sync_startup_that_blocks_leaves_the_event_loop_free_and_fails_after_twice_the_wait(
         plexor_home, forever):
     stuck = make_plugin("stuck", plexor_startup=lambda plugin: forever.wait())

@@ -19,7 +19,7 @@ import time
 
 import httpx
 import pytest
-from conformance.serving import INIT, MCP_HEADERS, fixture_env, healthz, modern_post, serve_http
+from conformance.serving import INIT, MCP_HEADERS, Served, fixture_env, healthz, modern_post, serve_http
 
 from plexor.transports import is_loopback
 
@@ -55,10 +55,17 @@ def test_loopback_detection():
     assert not is_loopback("0.0.0.0") and not is_loopback("192.0.2.1") and not is_loopback("example.com")
 
 
-def test_http_binds_loopback_by_default(tmp_path):
-    with serve_http(tmp_path) as served:
-        assert "on http://127.0.0.1:" in served.stderr()
-        assert healthz(served)["kernel"]["state"] == "ready"
+@pytest.fixture(scope="module")
+def default_server(tmp_path_factory):
+    """One `plexor serve --transport http` with no options, for the tests that only send it requests."""
+    with serve_http(tmp_path_factory.mktemp("default")) as served:
+        yield served
+
+
+def test_http_binds_loopback_by_default(default_server):
+    served = default_server
+    assert "on http://127.0.0.1:" in served.stderr()
+    assert healthz(served)["kernel"]["state"] == "ready"
 
 
 def test_non_loopback_bind_without_token_is_refused(tmp_path):
@@ -83,12 +90,12 @@ def test_workers_need_stateless(tmp_path):
 
 
 # ---------------------------------------------------------------- Origin / Host
-def test_foreign_origin_gets_403_and_foreign_host_gets_421(tmp_path):
-    with serve_http(tmp_path) as served:
-        assert _post(served, INIT).status_code == 200
-        assert _post(served, INIT, {"Origin": f"http://127.0.0.1:{served.port}"}).status_code == 200
-        assert _post(served, INIT, {"Origin": "http://evil.example"}).status_code == 403
-        assert _post(served, INIT, {"Host": "evil.example"}).status_code == 421
+def test_foreign_origin_gets_403_and_foreign_host_gets_421(default_server):
+    served = default_server
+    assert _post(served, INIT).status_code == 200
+    assert _post(served, INIT, {"Origin": f"http://127.0.0.1:{served.port}"}).status_code == 200
+    assert _post(served, INIT, {"Origin": "http://evil.example"}).status_code == 403
+    assert _post(served, INIT, {"Host": "evil.example"}).status_code == 421
 
 
 def test_origin_and_host_allowlists_by_flag_and_environment(tmp_path):
@@ -127,13 +134,13 @@ def test_body_over_the_limit_gets_413(tmp_path):
         assert _post(served, big).status_code == 413
 
 
-def test_mcp_header_values_are_compared_without_surrounding_whitespace(tmp_path):
+def test_mcp_header_values_are_compared_without_surrounding_whitespace(default_server):
     call = {"name": "test_echo", "arguments": {"text": "hi"}}
-    with serve_http(tmp_path) as served:
-        status, reply = modern_post(served, "tools/call", call, headers={"Mcp-Name": "  test_echo \t"})
-        assert status == 200 and reply["result"]["structuredContent"] == {"text": "hi"}, reply
-        status, reply = modern_post(served, "tools/call", call, headers={"Mcp-Name": " test_other "})
-        assert status == 400 and reply["error"]["code"] == -32020  # still compared, after trimming
+    served = default_server
+    status, reply = modern_post(served, "tools/call", call, headers={"Mcp-Name": "  test_echo \t"})
+    assert status == 200 and reply["result"]["structuredContent"] == {"text": "hi"}, reply
+    status, reply = modern_post(served, "tools/call", call, headers={"Mcp-Name": " test_other "})
+    assert status == 400 and reply["error"]["code"] == -32020  # still compared, after trimming
 
 
 async def test_a_call_over_the_request_timeout_is_cancelled_with_guidance(tmp_path):
@@ -242,24 +249,24 @@ def _raw(served, method, path, headers=(), body=None, timeout=10):
         conn.close()
 
 
-def test_host_and_origin_are_matched_exactly_on_every_route(tmp_path):
-    with serve_http(tmp_path) as served:
-        ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
-        mcp = [("Accept", "application/json, text/event-stream"), ("Content-Type", "application/json"),
-               ("MCP-Protocol-Version", "2025-11-25")]
-        port = served.port
-        for host in (f"127.0.0.1:{port}@evil.example", f"127.0.0.1:{port}.evil.example", "evil.example",
-                     f"localhost:{port}/x", f"127.0.0.1:{port} evil"):
-            status, text = _raw(served, "GET", "/healthz", [("Host", host)])
-            assert status == 421 and "--allow-host" in text, (host, status, text)  # DNS rebinding: pid and version stay hidden
-            assert _raw(served, "POST", "/mcp", [("Host", host), *mcp], ping)[0] == 421
-        assert _raw(served, "GET", "/healthz", [("Host", f"127.0.0.1:{port}")])[0] == 200
-        assert _raw(served, "GET", "/healthz", [("Host", f"localhost:{port}")])[0] == 200
-        for origin in (f"http://127.0.0.1:{port}.evil.example", f"http://127.0.0.1:{port}@evil.example",
-                       "http://localhost.evil.example", "null", f"http://127.0.0.1:{port}/path"):
-            assert _raw(served, "POST", "/mcp", [("Origin", origin), *mcp], ping)[0] == 403, origin
-            assert _raw(served, "GET", "/healthz", [("Origin", origin)])[0] == 403, origin
-        assert _raw(served, "POST", "/mcp", [("Origin", f"http://localhost:{port}"), *mcp], json.dumps(INIT))[0] == 200
+def test_host_and_origin_are_matched_exactly_on_every_route(default_server):
+    served = default_server
+    ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    mcp = [("Accept", "application/json, text/event-stream"), ("Content-Type", "application/json"),
+           ("MCP-Protocol-Version", "2025-11-25")]
+    port = served.port
+    for host in (f"127.0.0.1:{port}@evil.example", f"127.0.0.1:{port}.evil.example", "evil.example",
+                 f"localhost:{port}/x", f"127.0.0.1:{port} evil"):
+        status, text = _raw(served, "GET", "/healthz", [("Host", host)])
+        assert status == 421 and "--allow-host" in text, (host, status, text)  # DNS rebinding: pid and version stay hidden
+        assert _raw(served, "POST", "/mcp", [("Host", host), *mcp], ping)[0] == 421
+    assert _raw(served, "GET", "/healthz", [("Host", f"127.0.0.1:{port}")])[0] == 200
+    assert _raw(served, "GET", "/healthz", [("Host", f"localhost:{port}")])[0] == 200
+    for origin in (f"http://127.0.0.1:{port}.evil.example", f"http://127.0.0.1:{port}@evil.example",
+                   "http://localhost.evil.example", "null", f"http://127.0.0.1:{port}/path"):
+        assert _raw(served, "POST", "/mcp", [("Origin", origin), *mcp], ping)[0] == 403, origin
+        assert _raw(served, "GET", "/healthz", [("Origin", origin)])[0] == 403, origin
+    assert _raw(served, "POST", "/mcp", [("Origin", f"http://localhost:{port}"), *mcp], json.dumps(INIT))[0] == 200
 
 
 def test_host_and_origin_verdicts_hold_past_the_values_the_guard_remembers(tmp_path):
@@ -329,6 +336,7 @@ def _drained(s, timeout):
         got += chunk
 
 
+@pytest.mark.serial  # a bound of a second or so on wall-clock time: run alone (tests/conftest.py)
 def test_slow_loris_connections_are_timed_out_and_healthz_keeps_answering(tmp_path):
     with serve_http(tmp_path, "--header-timeout", "1", "--body-timeout", "1", "--max-connections", "20") as served:
         loris = [_partial(served.port) for _ in range(60)]  # three times the cap, headers never finished
@@ -384,7 +392,7 @@ def test_accept_failures_are_logged_once_per_burst(tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
             time.sleep(0.05)
         port = int(err.read_text().split("on http://127.0.0.1:")[1].split()[0])
-        time.sleep(1.0)
+        _wait_health(Served(proc, port, err), lambda kernel: kernel["state"] == "ready")  # plugins loaded
         socks = []
         for _ in range(150):  # more than the server has descriptors for
             try:
@@ -418,6 +426,7 @@ def plexor_shutdown(plugin):
 """
 
 
+@pytest.mark.serial  # a bound of a second or so on wall-clock time: run alone (tests/conftest.py)
 def test_a_second_sigterm_exits_at_once_while_a_shutdown_hook_hangs(tmp_path, site_dir):
     from conformance.serving import SITE
     from conftest import install_fake_dist

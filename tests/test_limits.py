@@ -425,6 +425,7 @@ class Introspector:
         self.httpd.server_close()
 
 
+@pytest.mark.serial  # a bound of a second or so on wall-clock time: run alone (tests/conftest.py)
 async def test_introspection_is_bounded_in_flight_remembers_refusals_and_sees_a_revocation_in_time(tmp_path):
     import asyncio
     import time

@@ -1,7 +1,8 @@
 """Live lists: a client that lists once at connect and honours list_changed ends with the full list.
 
-The ``slowpoke`` plugin (tests/live_site) warms up in the background for a few seconds before its
-lister offers 40 resources, so a list sent right after connecting sees none of them; the switch to
+The ``slowpoke`` plugin (tests/live_site) warms up in the background until the test lets it finish (a
+file appears) before its lister offers 40 resources, so a list sent right after connecting sees none of
+them; the switch to
 ``ready`` must be announced (``notifications/resources/list_changed`` on 2025-11-25 sessions, a
 ``subscriptions/listen`` event from 2026-07-28 on) and the list sent again is complete. Real
 processes, the SDK's client, stdio and Streamable HTTP.
@@ -24,11 +25,14 @@ LIVE_SITE = Path(__file__).resolve().parent / "live_site"
 FULL = 40
 
 
-def live_env(home: Path, delay: float = 4.0) -> dict[str, str]:
+def live_env(home: Path, delay: float = 4.0, go: Path | None = None) -> dict[str, str]:
+    """The slowpoke plugin warming up for ``delay`` s, or until the file ``go`` exists when given."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLEXOR_")}
     env.update(PLEXOR_HOME=str(home), PLEXOR_PLUGINS="slowpoke", PLEXOR_LOG_LEVEL="warning",
                PLEXOR_SLOWPOKE_DELAY=str(delay), PLEXOR_SLOWPOKE_COUNT=str(FULL),
                PYTHONPATH=os.pathsep.join(p for p in (str(LIVE_SITE), str(SITE), env.get("PYTHONPATH", "")) if p))
+    if go is not None:
+        env["PLEXOR_SLOWPOKE_GO"] = str(go)
     return env
 
 
@@ -48,8 +52,9 @@ class Watcher:
                 self.changed.set()
 
 
-async def _list_then_follow(client: Client, watcher: Watcher) -> tuple[int, int]:
+async def _list_then_follow(client: Client, watcher: Watcher, go: Path) -> tuple[int, int]:
     first = len((await client.list_resources()).resources)
+    go.touch()  # the plugin may finish warming up now
     with anyio.fail_after(30):
         await watcher.changed.wait()
     after = len((await client.list_resources()).resources)
@@ -57,10 +62,11 @@ async def _list_then_follow(client: Client, watcher: Watcher) -> tuple[int, int]
 
 
 async def test_stdio_client_listing_at_connect_ends_with_the_full_list(tmp_path):
-    watcher = Watcher()
-    params = StdioServerParameters(command=os.sys.executable, args=["-m", "plexor", "serve"], env=live_env(tmp_path))
+    watcher, go = Watcher(), tmp_path / "go"
+    params = StdioServerParameters(command=os.sys.executable, args=["-m", "plexor", "serve"],
+                                   env=live_env(tmp_path, go=go))
     async with Client(params, mode="legacy", message_handler=watcher) as client:
-        first, after = await _list_then_follow(client, watcher)
+        first, after = await _list_then_follow(client, watcher, go)
         tools = [t.name for t in (await client.list_tools()).tools]
     assert first < FULL, "the plugin was ready before the first list: the test proves nothing"
     assert after == FULL
@@ -70,13 +76,14 @@ async def test_stdio_client_listing_at_connect_ends_with_the_full_list(tmp_path)
 
 
 async def test_a_plugin_that_fails_while_starting_takes_its_tools_away_and_says_so(tmp_path):
-    watcher = Watcher()
-    env = {**live_env(tmp_path, delay=2.0), "PLEXOR_SLOWPOKE_FAIL": "1"}
+    watcher, go = Watcher(), tmp_path / "go"
+    env = {**live_env(tmp_path, go=go), "PLEXOR_SLOWPOKE_FAIL": "1"}
     params = StdioServerParameters(command=os.sys.executable, args=["-m", "plexor", "serve"], env=env)
     async with Client(params, mode="legacy", message_handler=watcher) as client:
         before = [t.name for t in (await client.list_tools()).tools]
         # a session hears that a list changed only when it fetched that list (plexor.serving.lists)
         prompts_before = [p.name for p in (await client.list_prompts()).prompts]
+        go.touch()  # the plugin's startup may fail now
         with anyio.fail_after(30):
             while "notifications/tools/list_changed" not in watcher.seen:
                 await anyio.sleep(0.05)
@@ -89,16 +96,17 @@ async def test_a_plugin_that_fails_while_starting_takes_its_tools_away_and_says_
 
 
 async def test_http_client_listing_at_connect_ends_with_the_full_list(tmp_path):
-    watcher = Watcher()
-    env = live_env(tmp_path)
+    watcher, go = Watcher(), tmp_path / "go"
+    env = live_env(tmp_path, go=go)
     with serve_http(tmp_path, env=env) as served:
         async with Client(served.url, mode="legacy", message_handler=watcher) as client:
-            first, after = await _list_then_follow(client, watcher)
+            first, after = await _list_then_follow(client, watcher, go)
     assert first < FULL and after == FULL
 
 
 async def test_http_modern_client_hears_it_on_subscriptions_listen(tmp_path):
-    env = live_env(tmp_path)
+    go = tmp_path / "go"
+    env = live_env(tmp_path, go=go)
     with serve_http(tmp_path, env=env) as served:
         async with Client(served.url, mode="auto") as client:
             assert client.protocol_version == "2026-07-28"
@@ -107,6 +115,7 @@ async def test_http_modern_client_hears_it_on_subscriptions_listen(tmp_path):
             assert caps.resources.subscribe
             async with client.listen(resources_list_changed=True, tools_list_changed=True) as sub:
                 first = len((await client.list_resources()).resources)
+                go.touch()  # the plugin may finish warming up now
                 with anyio.fail_after(30):
                     async for event in sub:
                         if type(event).__name__ == "ResourcesListChanged":
@@ -116,11 +125,14 @@ async def test_http_modern_client_hears_it_on_subscriptions_listen(tmp_path):
 
 
 async def test_stdio_modern_client_hears_it_on_subscriptions_listen(tmp_path):
-    params = StdioServerParameters(command=os.sys.executable, args=["-m", "plexor", "serve"], env=live_env(tmp_path))
+    go = tmp_path / "go"
+    params = StdioServerParameters(command=os.sys.executable, args=["-m", "plexor", "serve"],
+                                   env=live_env(tmp_path, go=go))
     async with Client(params, mode="auto") as client:
         assert client.protocol_version == "2026-07-28"
         async with client.listen(resources_list_changed=True) as sub:
             first = len((await client.list_resources()).resources)
+            go.touch()  # the plugin may finish warming up now
             with anyio.fail_after(30):
                 async for _event in sub:
                     break
@@ -145,19 +157,24 @@ async def test_an_open_listen_stream_does_not_hold_the_server_at_sigterm(tmp_pat
 
     with serve_http(tmp_path, env=live_env(tmp_path, delay=0)) as served:
         ended: list[str] = []
+        listening = anyio.Event()  # set once the server acknowledged the stream (or the client failed before)
 
         async def hold() -> None:
             try:
                 async with Client(served.url, mode="auto") as client, client.listen(tools_list_changed=True) as sub:
+                    listening.set()
                     async for _event in sub:
                         pass
                     ended.append("graceful")  # the stream's final frame: the server closed it on purpose
             except Exception as exc:  # noqa: BLE001 - the connection going away afterwards
                 ended.append(type(exc).__name__)
+                listening.set()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(hold)
-            await anyio.sleep(1.5)
+            with anyio.fail_after(30):
+                await listening.wait()
+            assert not ended, f"the listen stream ended before SIGTERM: {ended}"
             started = time.monotonic()
             served.proc.send_signal(signal.SIGTERM)
             while served.proc.poll() is None and time.monotonic() - started < 20:

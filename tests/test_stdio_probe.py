@@ -18,12 +18,14 @@ DISCOVER = {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
 
-# A plugin whose import takes a while and then leaves a mark: what was answered before the mark did not
-# wait for the plugins.
+# A plugin whose import lasts until the test lets it finish (the file FAKESLOWLOAD_GO appears; at most a
+# minute) and then leaves a mark: what was answered before the test let it finish did not wait for the plugins.
 SLOW_IMPORT = """
 import os
 import time
-time.sleep(6)
+deadline = time.monotonic() + 60
+while not os.path.exists(os.environ["FAKESLOWLOAD_GO"]) and time.monotonic() < deadline:
+    time.sleep(0.02)
 open(os.environ["FAKESLOWLOAD_MARK"], "w").close()
 from plexor import hookimpl
 
@@ -102,15 +104,17 @@ def test_a_discover_probe_given_up_for_initialize_is_served_in_the_handshake_era
 
 def test_a_discover_probe_alone_opens_the_2026_era_before_plugins_load(plexor_home, site_dir, tmp_path):
     """A modern client's server/discover is answered at once, not after the plugins finished loading."""
-    mark = tmp_path / "loaded"
+    mark, go = tmp_path / "loaded", tmp_path / "go"
     install_fake_dist(site_dir, "plexor-fakeslowload", "fakeslowload", "plexor_fakeslowload", SLOW_IMPORT)
-    proc = _serve(plexor_home, site_dir, PLEXOR_PLUGINS="fakeslowload", FAKESLOWLOAD_MARK=str(mark))
+    proc = _serve(plexor_home, site_dir, PLEXOR_PLUGINS="fakeslowload", FAKESLOWLOAD_MARK=str(mark),
+                  FAKESLOWLOAD_GO=str(go))
     try:
         proc.stdin.write(_line(DISCOVER))
         proc.stdin.flush()
-        (reply,) = _replies(proc, {0})
+        (reply,) = _replies(proc, {0})  # the plugin's import cannot finish before `go` exists
         assert not mark.exists(), "server/discover waited for the plugins to load"
         assert "2026-07-28" in reply["result"]["supportedVersions"]
+        go.touch()
         # The connection is in the 2026-07-28 era: a request with the envelope is served (after loading).
         proc.stdin.write(_line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
             "name": "fakeslowload_hello", "arguments": {}, "_meta": DISCOVER["params"]["_meta"]}}))

@@ -155,28 +155,19 @@ async def test_database_url_that_cannot_connect_fails_with_guidance(plexor):
 
 @pytest.mark.postgres
 @pytest.mark.skipif(not pg_available(), reason="no PostgreSQL server reachable at 127.0.0.1:5432 (database test)")
-async def test_postgresql_by_database_url(plexor):
+async def test_postgresql_by_database_url(plexor, pg_url):
     import psycopg2
 
-    with psycopg2.connect(PG_URL) as conn, conn.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS kt_pg_notes; DELETE FROM plexor_schema WHERE plugin = 'notes'"
-                    if _has_schema_table(cur) else "DROP TABLE IF EXISTS kt_pg_notes")
     plugin, _ = notes_plugin(table="kt_pg_notes")
-    async with plexor.client([("notes", plugin)], env={"PLEXOR_NOTES_DATABASE_URL": PG_URL}) as client:
+    async with plexor.client([("notes", plugin)], env={"PLEXOR_NOTES_DATABASE_URL": pg_url}) as client:
         assert isinstance(client.kernel.plugin("notes").database, peewee.PostgresqlDatabase)
         r = await client.call_tool("notes_add", {"text": "in postgres"})
         assert r.structured_content == {"id": 1, "count": 1}
-    with psycopg2.connect(PG_URL) as conn, conn.cursor() as cur:
+    with psycopg2.connect(pg_url) as conn, conn.cursor() as cur:  # the test's own schema (pg_url, conftest.py)
         cur.execute("SELECT text FROM kt_pg_notes")
         assert cur.fetchall() == [("in postgres",)]
         cur.execute("SELECT version FROM plexor_schema WHERE plugin = 'notes'")
         assert cur.fetchone() == (1,)
-        cur.execute("DROP TABLE kt_pg_notes; DELETE FROM plexor_schema WHERE plugin = 'notes'")
-
-
-def _has_schema_table(cur) -> bool:
-    cur.execute("SELECT to_regclass('public.plexor_schema')")
-    return cur.fetchone()[0] is not None
 
 
 async def test_hook_plexor_register_models(plexor):

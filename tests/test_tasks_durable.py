@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conformance.serving import Served, modern_post, serve_http
+from conformance.serving import Served, healthz, modern_post, serve_http
 from mcp.client import Client
 
 from plexor.errors import StorageError
@@ -48,6 +48,14 @@ def get(served: Served, task_id: str) -> dict[str, Any]:
     return dict(reply["result"])
 
 
+def running(served: Served, calls: int, timeout: float = 30.0) -> None:
+    """Until ``served``'s /healthz counts ``calls`` calls in flight: its tasks are running, not just accepted."""
+    deadline = time.monotonic() + timeout
+    while (inflight := healthz(served)["kernel"]["inflight"]) < calls:
+        assert time.monotonic() < deadline, f"{inflight} of {calls} calls running after {timeout} s"
+        time.sleep(0.02)
+
+
 def wait_end(served: Served, task_id: str, timeout: float = 30.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -68,16 +76,17 @@ def both_backends() -> list[Any]:
     return ["sqlite", pytest.param("postgresql", marks=pytest.mark.skipif(not _pg_up(), reason="no PostgreSQL on 5432"))]
 
 
-def homes(tmp_path: Path, backend: str) -> tuple[Path, Path, dict[str, str]]:
-    """Two servers' homes: one shared data directory for SQLite; separate ones (no shared disk) for PostgreSQL."""
+def homes(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> tuple[Path, Path, dict[str, str]]:
+    """Two servers' homes: one shared data directory for SQLite; separate ones (no shared disk) for PostgreSQL,
+    in a schema of the test's own (pg_url, conftest.py), so tests running at once share no table."""
     if backend == "sqlite":
         return tmp_path / "shared", tmp_path / "shared", dict(ENV)
-    return tmp_path / "host-a", tmp_path / "host-b", {**ENV, "PLEXOR_DATABASE_URL": PG}
+    return tmp_path / "host-a", tmp_path / "host-b", {**ENV, "PLEXOR_DATABASE_URL": request.getfixturevalue("pg_url")}
 
 
 @pytest.mark.parametrize("backend", both_backends())
-def test_a_task_started_on_one_server_is_answered_by_another_in_both_eras(tmp_path, backend):
-    home_a, home_b, env = homes(tmp_path, backend)
+def test_a_task_started_on_one_server_is_answered_by_another_in_both_eras(tmp_path, backend, request):
+    home_a, home_b, env = homes(tmp_path, backend, request)
     with serve_http(home_a, env=env) as a, serve_http(home_b, env=env) as b:
         task_id = start(a, "slow_compute", 1.0)
         first = get(b, task_id)  # durably created: the other server knows it at once
@@ -114,12 +123,12 @@ def test_a_restarted_server_answers_for_tasks_of_the_previous_one(tmp_path):
 
 
 @pytest.mark.parametrize("backend", both_backends())
-def test_a_task_whose_worker_is_killed_ends_failed_with_advice(tmp_path, backend):
-    home_a, home_b, env = homes(tmp_path, backend)
+def test_a_task_whose_worker_is_killed_ends_failed_with_advice(tmp_path, backend, request):
+    home_a, home_b, env = homes(tmp_path, backend, request)
     with serve_http(home_b, env=env) as b:
         with serve_http(home_a, env=env) as a:
             task_id = start(a, "slow_compute", 60)
-            time.sleep(0.3)
+            running(a, 1)
             a.proc.kill()  # kill -9: no drain, no goodbye
             a.proc.wait()
             t0 = time.monotonic()
@@ -131,12 +140,12 @@ def test_a_task_whose_worker_is_killed_ends_failed_with_advice(tmp_path, backend
 
 
 @pytest.mark.parametrize("backend", both_backends())
-def test_an_idempotent_task_whose_worker_is_killed_is_run_again_elsewhere(tmp_path, backend):
-    home_a, home_b, env = homes(tmp_path, backend)
+def test_an_idempotent_task_whose_worker_is_killed_is_run_again_elsewhere(tmp_path, backend, request):
+    home_a, home_b, env = homes(tmp_path, backend, request)
     with serve_http(home_b, env=env) as b:
         with serve_http(home_a, env=env) as a:
             task_id = start(a, "slow_rerun", 1.5)
-            time.sleep(0.3)
+            running(a, 1)
             a.proc.kill()
             a.proc.wait()
             done = wait_end(b, task_id, timeout=30)
@@ -147,15 +156,23 @@ def test_an_idempotent_task_whose_worker_is_killed_is_run_again_elsewhere(tmp_pa
 def test_expired_tasks_are_deleted_by_the_sweep(tmp_path):
     from plexor.tasks.store import TaskStore
 
+    async def run_one(url: str) -> str:
+        # One connection for both requests: the result is fetched well within the second the task lives.
+        async with Client(url, mode="legacy") as client:
+            send = client.session._dispatcher.send_raw_request
+            created = await send("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0},
+                                                "task": {"ttl": 1000}}, {})
+            await send("tasks/result", {"taskId": created["task"]["taskId"]}, {})
+        return str(created["task"]["taskId"])
+
     with serve_http(tmp_path / "home", env=ENV) as served:
-        created = anyio.run(legacy, served.url, "tools/call",
-                            {"name": "slow_compute", "arguments": {"seconds": 0}, "task": {"ttl": 1000}})
-        task_id = created["task"]["taskId"]
-        anyio.run(legacy, served.url, "tasks/result", {"taskId": task_id})
-    time.sleep(1.1)
+        task_id = anyio.run(run_one, served.url)
     state = open_state(tmp_path / "home" / "data")
     try:
         store = TaskStore(state)
+        task = store.get(task_id)
+        assert task is not None and task.expires_at is not None
+        time.sleep(max(0.0, task.expires_at - time.time()) + 0.05)  # until its time to live has passed
         assert store.get(task_id) is not None
         assert store.sweep(time.time()) >= 1 and store.get(task_id) is None
     finally:
@@ -170,7 +187,7 @@ def test_a_drained_server_settles_its_running_tasks_for_the_others(tmp_path):
         with serve_http(home, "--grace", "0.5", env=ENV) as a:
             plain = start(a, "slow_compute", 60)
             again = start(a, "slow_rerun", 3)
-            time.sleep(0.3)
+            running(a, 2)
             a.proc.send_signal(signal.SIGTERM)  # a rolling restart: drain, then exit
             assert a.proc.wait(30) in (0, -signal.SIGTERM)  # it ends as the signal says, after its drain
             stopped = get(b, plain)

@@ -26,7 +26,8 @@ def _pg_up() -> bool:
 def state(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
     if request.param == "postgresql" and not _pg_up():
         pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
-    s = open_state(tmp_path, PG if request.param == "postgresql" else None)
+    # PostgreSQL: a schema of the test's own (pg_url, conftest.py), so tests running at once share no table
+    s = open_state(tmp_path, request.getfixturevalue("pg_url") if request.param == "postgresql" else None)
     yield s
     s.close()
 

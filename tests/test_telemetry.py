@@ -473,9 +473,19 @@ async def test_otlp_export_reaches_a_real_collector(plexor_home, tmp_path):
         f"receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{otlp_port}\n"
         f"exporters:\n  file:\n    path: {out}\n"
         "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [file]\n")
+    import socket
+
     proc = subprocess.Popen([collector, "--config", str(config)], stderr=subprocess.PIPE)
     try:
-        time.sleep(2)
+        deadline = time.monotonic() + 30  # until the collector's receiver accepts connections
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", otlp_port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, f"the collector exited {proc.returncode}: {proc.stderr.read()!r}"
+                assert time.monotonic() < deadline, f"the collector never listened on {otlp_port}"
+                time.sleep(0.05)
         env = _environ(plexor_home, PLEXOR_OTEL="1", OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{otlp_port}",
                        OTEL_BSP_SCHEDULE_DELAY="100")
         with _serve_http(env) as port:

@@ -148,8 +148,12 @@ def test_sigterm_lets_the_in_flight_call_finish(plexor_home, site_dir):
 
 
 SLOW_IMPORT = """
+import os
 import time
-time.sleep(4)  # a plugin whose import takes a while
+# a plugin whose import lasts until the test lets it finish (the file FAKEHEAVY_GO appears; at most a minute)
+deadline = time.monotonic() + 60
+while not os.path.exists(os.environ["FAKEHEAVY_GO"]) and time.monotonic() < deadline:
+    time.sleep(0.02)
 from plexor import hookimpl
 
 @hookimpl
@@ -161,21 +165,27 @@ def plexor_register_tools(register, settings):
 """
 
 
-def test_sigterm_while_plugins_load_answers_the_waiting_call(plexor_home, site_dir):
+def test_sigterm_while_plugins_load_answers_the_waiting_call(plexor_home, site_dir, tmp_path):
+    go = tmp_path / "go"
     install_fake_dist(site_dir, "plexor-fakeheavy", "fakeheavy", "plexor_fakeheavy", SLOW_IMPORT)
     proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=_env(plexor_home, site_dir, PLEXOR_PLUGINS="fakeheavy"))
+                            stderr=subprocess.PIPE,
+                            env=_env(plexor_home, site_dir, PLEXOR_PLUGINS="fakeheavy", FAKEHEAVY_GO=str(go)))
     try:
         _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
         _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         assert json.loads(proc.stdout.readline())["id"] == 1
         _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fakeheavy_hello", "arguments": {}}})
-        time.sleep(1.0)  # the plugin is still importing: the call waits for loading
+        # The ping is read after the call, so its answer says the call was received; the plugin is still
+        # importing (it cannot finish before `go` exists): the call waits for loading.
+        _rpc(proc, {"jsonrpc": "2.0", "id": "after", "method": "ping"})
+        assert _read_until(proc, "after", timeout=30)["result"] == {}
         proc.send_signal(signal.SIGTERM)
         reply = _read_until(proc, 2, timeout=10)
         assert reply["error"]["code"] == -32000
         assert "shutting down" in reply["error"]["message"] and "reconnect" in reply["error"]["message"]
+        go.touch()  # the import may end now, and with it the process
         proc.wait(timeout=15)
     finally:
         if proc.poll() is None:
@@ -329,6 +339,7 @@ def _read_until(proc, wanted_id, timeout=30.0):
     raise AssertionError(f"no reply with id {wanted_id!r} within {timeout} s")
 
 
+@pytest.mark.serial  # a bound of a second or so on wall-clock time: run alone (tests/conftest.py)
 def test_stdio_ping_answers_while_blocking_tools_fill_the_thread_pool(plexor_home, site_dir):
     install_fake_dist(site_dir, "plexor-fakeblock", "fakeblock", "plexor_fakeblock", BLOCKING)
     proc = _raw_stdio(plexor_home, site_dir)
@@ -372,6 +383,7 @@ def test_a_request_before_initialize_and_a_second_initialize_are_refused_clearly
         proc.wait()
 
 
+@pytest.mark.serial  # a bound of a second or so on wall-clock time: run alone (tests/conftest.py)
 def test_a_second_sigterm_exits_at_once_while_a_shutdown_hook_hangs(plexor_home, site_dir):
     install_fake_dist(site_dir, "plexor-fakehang", "fakehang", "plexor_fakehang", HANGING_SHUTDOWN)
     proc = _raw_stdio(plexor_home, site_dir, "--grace", "60", PLEXOR_START_WAIT="300")

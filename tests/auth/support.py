@@ -62,7 +62,11 @@ def install_provider() -> Path:
     if done.returncode == 3:
         pytest.skip(f"oidc-provider cannot be installed here: {done.stderr.strip()}")
     assert done.returncode == 0, done.stderr
-    shutil.copy(HERE / "provider.mjs", CACHE / "provider.mjs")
+    # Copied under another name and renamed: a provider another test (pytest-xdist worker) is starting
+    # meanwhile reads the whole old file or the whole new one, never a half-written one.
+    partial = CACHE / f"provider.mjs.{os.getpid()}"
+    shutil.copy(HERE / "provider.mjs", partial)
+    os.replace(partial, CACHE / "provider.mjs")
     return CACHE
 
 

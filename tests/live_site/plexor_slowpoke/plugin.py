@@ -1,6 +1,9 @@
 """A plugin that warms up in the background for PLEXOR_SLOWPOKE_DELAY seconds (default 2) and then
 lists PLEXOR_SLOWPOKE_COUNT resources (default 40): a client that lists at connect sees none of
-them at first. With PLEXOR_SLOWPOKE_FAIL set, its startup hook fails after the delay instead. ``slowpoke_touch(n)`` announces that ``slow://item/<n>`` changed."""
+them at first. With PLEXOR_SLOWPOKE_GO set to a path, it warms up until that file exists instead (at
+most a minute): the test says when, after it saw what it needed to see first. With PLEXOR_SLOWPOKE_FAIL
+set, its startup hook fails after the delay (or the file) instead. ``slowpoke_touch(n)`` announces that
+``slow://item/<n>`` changed."""
 
 from __future__ import annotations
 
@@ -52,16 +55,26 @@ def plexor_register_prompts(register):
     register(greet)
 
 
+def _wait() -> None:
+    """The warm-up: until the file PLEXOR_SLOWPOKE_GO exists (at most a minute), or PLEXOR_SLOWPOKE_DELAY s."""
+    go = os.environ.get("PLEXOR_SLOWPOKE_GO")
+    if not go:
+        time.sleep(float(os.environ.get("PLEXOR_SLOWPOKE_DELAY", "2")))
+        return
+    deadline = time.monotonic() + 60
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 @hookimpl
 def plexor_startup(plugin: PluginHandle) -> None:
-    delay = float(os.environ.get("PLEXOR_SLOWPOKE_DELAY", "2"))
     if os.environ.get("PLEXOR_SLOWPOKE_FAIL"):
-        time.sleep(delay)
+        _wait()
         raise RuntimeError("slowpoke was told to fail")
     plugin.warming(0.0, "warming up")
 
     def warm() -> None:
-        time.sleep(delay)
+        _wait()
         plugin.warmed()
 
     threading.Thread(target=warm, daemon=True).start()
