@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from plexor.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.core.base import KernelBase
     from plexor.core.kernel import Kernel
 
 __all__ = ["PRINCIPAL_KEY", "CallerPrincipal", "refuse_unguarded"]
@@ -41,7 +42,8 @@ def refuse_unguarded(kernel: Kernel, profile: str | None = None, issuer: str | N
         from plexor.core.config import load_config_file
 
         tables = load_config_file(kernel.paths.config_file)
-    section = tables.get("plexor") if isinstance(tables.get("plexor"), dict) else {}
+    table = tables.get("plexor")
+    section: dict[str, Any] = table if isinstance(table, dict) else {}
     asked = [what for what, present in (
         (f"[plexor.auth] in {kernel.paths.config_file}", bool(section.get("auth"))),
         (f"[plexor.profiles] in {kernel.paths.config_file}", bool(section.get("profiles"))),
@@ -59,7 +61,7 @@ def refuse_unguarded(kernel: Kernel, profile: str | None = None, issuer: str | N
 class CallerPrincipal:
     """ASGI: asks ``plexor_principal`` once per HTTP request and keeps the answer in ``scope``."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], kernel: Kernel) -> None:
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], kernel: KernelBase) -> None:
         self.app = app
         self.hook = kernel.pm.hook.plexor_principal
         self.kernel = kernel

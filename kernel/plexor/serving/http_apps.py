@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from plexor.core.kernel import Kernel, State
 from plexor.serving.stdio import _freeze_heap
@@ -39,7 +39,8 @@ class Lifespan:
     def __init__(self, setup: ServerSetup, grace: float, on_ready: Callable[[], Any] | None = None,
                  on_stop: Callable[[], Any] | None = None) -> None:
         self.setup = setup
-        self.kernel: Kernel = setup.kernel
+        # the hooks see the kernel as KernelBase (plexor.extending); a served one is always the whole Kernel
+        self.kernel = cast("Kernel", setup.kernel)
         self.grace = grace
         self.on_ready = on_ready
         self.on_stop = on_stop
