@@ -99,5 +99,5 @@ async def test_no_gauge_is_read_when_telemetry_is_off(plexor, plexor_config, tmp
     async with plexor.client(installed=INSTALLED) as client:
         await wait_ready(client)
         assert client.kernel.telemetry is None
-        handle = client.kernel.records["folder-search"].handle
-        assert sorted(handle._gauges) == ["chunks", "documents", "queue"]  # declared, kept, never read
+        declared = sorted(g.otel_name for g in client.kernel.gauges.all())  # declared, kept, never read
+        assert declared == ["plexor.folders.chunks", "plexor.folders.documents", "plexor.folders.queue"]
