@@ -7,7 +7,6 @@ import re
 import sys
 import textwrap
 import types
-import uuid
 from pathlib import Path
 
 import pytest
@@ -58,37 +57,6 @@ def install_fake_dist(site: Path, dist: str, entry_name: str, module: str, sourc
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8")
     (info / "entry_points.txt").write_text(f"[plexor]\n{entry_name} = {module}\n", encoding="utf-8")
-
-
-PG_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-@pytest.fixture
-def pg_url():
-    """A schema of its own in PostgreSQL's ``test`` database on 127.0.0.1:5432 (skips when there is no server).
-
-    Yields the database URL whose ``search_path`` is that schema; the schema is dropped afterwards. Tests
-    running at the same time (pytest-xdist workers, other sessions on the machine) never share a table.
-    """
-    try:
-        import psycopg2
-    except ImportError:
-        pytest.skip("psycopg2 is not installed (it is in plexor[test])")
-    try:
-        conn = psycopg2.connect(PG_DATABASE, connect_timeout=3)
-    except psycopg2.OperationalError as exc:
-        pytest.skip(f"PostgreSQL is not reachable at {PG_DATABASE}: {exc}")
-    conn.autocommit = True
-    schema = f"plexor_test_{uuid.uuid4().hex[:12]}"
-    with conn.cursor() as cur:
-        cur.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield f"{PG_DATABASE}?options=-csearch_path%3D{schema}"
-    finally:
-        with conn.cursor() as cur:
-            cur.execute("SET lock_timeout = '20s'")
-            cur.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        conn.close()
 
 
 # Each test runs once in `tox`: the kernel env (PLEXOR_SUITE=kernel: the kernel and the template plugin)

@@ -155,15 +155,15 @@ async def test_database_url_that_cannot_connect_fails_with_guidance(plexor):
 
 @pytest.mark.postgres
 @pytest.mark.skipif(not pg_available(), reason="no PostgreSQL server reachable at 127.0.0.1:5432 (database test)")
-async def test_postgresql_by_database_url(plexor, pg_url):
+async def test_postgresql_by_database_url(plexor, plexor_postgres):
     import psycopg2
 
     plugin, _ = notes_plugin(table="kt_pg_notes")
-    async with plexor.client([("notes", plugin)], env={"PLEXOR_NOTES_DATABASE_URL": pg_url}) as client:
+    async with plexor.client([("notes", plugin)], env={"PLEXOR_NOTES_DATABASE_URL": plexor_postgres}) as client:
         assert isinstance(client.kernel.plugin("notes").database, peewee.PostgresqlDatabase)
         r = await client.call_tool("notes_add", {"text": "in postgres"})
         assert r.structured_content == {"id": 1, "count": 1}
-    with psycopg2.connect(pg_url) as conn, conn.cursor() as cur:  # the test's own schema (pg_url, conftest.py)
+    with psycopg2.connect(plexor_postgres) as conn, conn.cursor() as cur:  # the test's own schema (plexor_postgres, plexor.testing)
         cur.execute("SELECT text FROM kt_pg_notes")
         assert cur.fetchall() == [("in postgres",)]
         cur.execute("SELECT version FROM plexor_schema WHERE plugin = 'notes'")

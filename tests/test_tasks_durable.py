@@ -78,10 +78,10 @@ def both_backends() -> list[Any]:
 
 def homes(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> tuple[Path, Path, dict[str, str]]:
     """Two servers' homes: one shared data directory for SQLite; separate ones (no shared disk) for PostgreSQL,
-    in a schema of the test's own (pg_url, conftest.py), so tests running at once share no table."""
+    in a schema of the test's own (plexor_postgres, plexor.testing), so tests running at once share no table."""
     if backend == "sqlite":
         return tmp_path / "shared", tmp_path / "shared", dict(ENV)
-    return tmp_path / "host-a", tmp_path / "host-b", {**ENV, "PLEXOR_DATABASE_URL": request.getfixturevalue("pg_url")}
+    return tmp_path / "host-a", tmp_path / "host-b", {**ENV, "PLEXOR_DATABASE_URL": request.getfixturevalue("plexor_postgres")}
 
 
 @pytest.mark.parametrize("backend", both_backends())

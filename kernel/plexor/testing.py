@@ -13,6 +13,11 @@ Fixtures
     ``Client`` to it (in memory, with JSON-RPC framing); ``plexor.kernel(...)``
     gives the kernel alone; ``plexor.stdio_client(...)`` launches ``plexor
     serve`` as a subprocess and connects over stdio.
+``plexor_postgres``
+    A database URL of a PostgreSQL schema of the test's own (dropped afterwards),
+    so tests running at once never share a table; the server is
+    ``$PLEXOR_TEST_POSTGRES`` (default ``postgresql://postgres@127.0.0.1:5432/test``);
+    the test is skipped, saying why, where none is reachable.
 
 Plugins are chosen as installed names (``installed=["arbor"]``) or as objects
 defined in the test (``plugins=[("hello", module_or_class)]``); registering
@@ -32,7 +37,11 @@ from typing import Any
 
 import pytest
 
-__all__ = ["Harness", "app_page_problems", "plexor", "plexor_config", "plexor_home", "plugin_cli", "write_config"]
+__all__ = ["Harness", "app_page_problems", "plexor", "plexor_config", "plexor_home", "plexor_postgres", "plugin_cli",
+           "write_config"]
+
+# Read when pytest loads this plugin, before plexor_home clears the PLEXOR_* variables of a test.
+POSTGRES = os.environ.get("PLEXOR_TEST_POSTGRES") or "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def plugin_cli(environ: dict[str, str] | None = None) -> Any:
@@ -253,3 +262,33 @@ def plexor_config(plexor_home: Path) -> Any:
 def plexor(plexor_home: Path) -> Harness:
     """A :class:`Harness` bound to this test's ``PLEXOR_HOME``."""
     return Harness(plexor_home)
+
+
+@pytest.fixture
+def plexor_postgres() -> Any:
+    """A PostgreSQL schema of this test's own: yields the database URL whose ``search_path`` is it.
+
+    The schema is dropped afterwards, so tests running at once (pytest-xdist workers, other sessions on the
+    machine) never share a table. Skips, saying why, without psycopg2 or a reachable server.
+    """
+    import uuid
+
+    try:
+        import psycopg2
+    except ImportError:
+        pytest.skip("PostgreSQL tests need psycopg2 (pip install psycopg2-binary)")
+    try:
+        conn = psycopg2.connect(POSTGRES, connect_timeout=3)
+    except psycopg2.OperationalError as exc:
+        pytest.skip(f"no PostgreSQL reachable at {POSTGRES} (PLEXOR_TEST_POSTGRES): {str(exc).strip()}")
+    conn.autocommit = True
+    schema = f"plexor_test_{uuid.uuid4().hex[:12]}"
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{POSTGRES}{'&' if '?' in POSTGRES else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("SET lock_timeout = '20s'")
+            cur.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        conn.close()
