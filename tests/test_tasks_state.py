@@ -26,8 +26,8 @@ def _pg_up() -> bool:
 def state(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
     if request.param == "postgresql" and not _pg_up():
         pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
-    # PostgreSQL: a schema of the test's own (pg_url, conftest.py), so tests running at once share no table
-    s = open_state(tmp_path, request.getfixturevalue("pg_url") if request.param == "postgresql" else None)
+    # PostgreSQL: a schema of the test's own (plexor_postgres, plexor.testing), so tests running at once share no table
+    s = open_state(tmp_path, request.getfixturevalue("plexor_postgres") if request.param == "postgresql" else None)
     yield s
     s.close()
 
