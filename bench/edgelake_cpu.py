@@ -53,6 +53,8 @@ sys.path.insert(0, str(HERE))
 
 from edgelake import CASES, NOOP, PLUGINS, SHARE_TARGET, _bare_request, paired, start_node  # noqa: E402
 
+from kernel import children  # noqa: E402 - bench/kernel.py: this process's children, from /proc
+
 WHO = ["direct", "plexor", "sdk", "sdk-noop"] + (["plexor-noop"] if NOOP else [])
 PROFILED = """
 import cProfile, runpy, sys, time
@@ -78,17 +80,6 @@ def cpu_seconds(pid: int) -> float:
         with contextlib.suppress(OSError):  # a thread that ended meanwhile
             total += int((task / "schedstat").read_text().split()[0])
     return total / 1e9
-
-
-def children() -> set[int]:
-    """The pids of this process's children."""
-    mine, out = str(os.getpid()), set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == mine:
-                    out.add(int(entry.name))
-    return out
 
 
 async def measure(host: str, port: int, batches: int, calls: int, profile: str | None,
