@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from typing import Any, Literal, overload
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
@@ -64,7 +64,11 @@ def exchange_of(ctx: Any) -> Exchange:
     )
 
 
-def asked(exc: BaseException, exchange: Exchange, *, tool: bool = False) -> Any:
+@overload
+def asked(exc: BaseException, exchange: Exchange, *, tool: Literal[True]) -> types.CallToolResult | types.InputRequiredResult: ...
+@overload
+def asked(exc: BaseException, exchange: Exchange, *, tool: Literal[False] = False) -> types.InputRequiredResult: ...
+def asked(exc: BaseException, exchange: Exchange, *, tool: bool = False) -> types.CallToolResult | types.InputRequiredResult:
     """Answer a call that asked the client something (or could not); re-raise anything else."""
     inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 else exc
     if isinstance(inner, InputRequired):

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["NestingLimit", "echo_middleware", "too_deep"]
 
@@ -44,19 +47,20 @@ def too_deep(body: bytes, limit: int) -> bool:
 class NestingLimit:
     """ASGI: a POST body nested deeper than ``PLEXOR_MAX_NESTING`` (200) gets -32600 (400), naming the limit."""
 
-    def __init__(self, app: Any, max_body: int, limit: int | None = None) -> None:
+    def __init__(self, app: ASGIApp, max_body: int, limit: int | None = None) -> None:
         from plexor.serving.wire import max_depth
 
         self.app = app
         self.max_body = max_body
         self.limit = max_depth() if limit is None else limit  # PLEXOR_MAX_NESTING
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
-        size, more, tail = 0, True, None
+        size, more = 0, True
+        tail: Message | None = None
         while more and size <= self.max_body:  # a larger body is the SDK's to refuse (413)
             message = await receive()
             if message["type"] != "http.request":
@@ -68,16 +72,16 @@ class NestingLimit:
         body = b"".join(chunks)
         if not more and tail is None and await self._refused(body, send):
             return
-        replay = [{"type": "http.request", "body": body, "more_body": more or tail is not None}]
+        replay: list[Message] = [{"type": "http.request", "body": body, "more_body": more or tail is not None}]
         if tail is not None:
             replay.append(tail)
 
-        async def replayed() -> Any:
+        async def replayed() -> Message:
             return replay.pop(0) if replay else await receive()
 
         await self.app(scope, replayed, send)
 
-    async def _refused(self, body: bytes, send: Any) -> bool:
+    async def _refused(self, body: bytes, send: Send) -> bool:
         if not too_deep(body, self.limit):  # the common case: no import, two bytes.count calls
             return False
         from plexor.serving.wire import INVALID_REQUEST, Reply, _lexical_id, _too_deep
@@ -90,14 +94,14 @@ class NestingLimit:
         return True
 
 
-def echo_middleware(limit: int) -> Callable[..., Any]:
+def echo_middleware(limit: int) -> ServerMiddleware[object]:
     """SDK middleware: refuse a request whose id or progress token is longer than ``limit`` characters."""
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
 
     from plexor.limits import refuse
 
-    async def middleware(ctx: Any, call_next: Any) -> Any:
+    async def middleware(ctx: ServerRequestContext[object], call_next: CallNext) -> HandlerResult:
         params = ctx.params if isinstance(ctx.params, dict) else {}
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None

@@ -10,22 +10,20 @@ feature fails closed, and who the caller is.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from plexor.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
     from plexor.core.base import KernelBase
     from plexor.core.kernel import Kernel
 
 __all__ = ["PRINCIPAL_KEY", "CallerPrincipal", "refuse_unguarded"]
 
 PRINCIPAL_KEY = "plexor.principal"  # where CallerPrincipal keeps the plexor_principal answer in the scope
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 def refuse_unguarded(kernel: Kernel, profile: str | None = None, issuer: str | None = None) -> None:
@@ -43,7 +41,7 @@ def refuse_unguarded(kernel: Kernel, profile: str | None = None, issuer: str | N
 
         tables = load_config_file(kernel.paths.config_file)
     table = tables.get("plexor")
-    section: dict[str, Any] = table if isinstance(table, dict) else {}
+    section: Mapping[str, object] = table if isinstance(table, dict) else {}
     asked = [what for what, present in (
         (f"[plexor.auth] in {kernel.paths.config_file}", bool(section.get("auth"))),
         (f"[plexor.profiles] in {kernel.paths.config_file}", bool(section.get("profiles"))),
@@ -61,7 +59,7 @@ def refuse_unguarded(kernel: Kernel, profile: str | None = None, issuer: str | N
 class CallerPrincipal:
     """ASGI: asks ``plexor_principal`` once per HTTP request and keeps the answer in ``scope``."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], kernel: KernelBase) -> None:
+    def __init__(self, app: ASGIApp, kernel: KernelBase) -> None:
         self.app = app
         self.hook = kernel.pm.hook.plexor_principal
         self.kernel = kernel

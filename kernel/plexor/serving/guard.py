@@ -16,8 +16,11 @@ import hmac
 import ipaddress
 import json
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["AnswerIds", "BearerAuth", "HostOriginGuard", "TrimMcpHeaders", "default_allow_lists", "is_loopback",
            "parse_host", "parse_origin"]
@@ -42,7 +45,7 @@ def _port_ok(allowed: str | None, given: str | None) -> bool:
     return allowed == "*" or allowed == given
 
 
-async def _refuse(send: Any, status: int, error: str, message: str, guidance: str,
+async def _refuse(send: Send, status: int, error: str, message: str, guidance: str,
                   headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps({"error": error, "message": message, "guidance": guidance}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
@@ -53,7 +56,7 @@ async def _refuse(send: Any, status: int, error: str, message: str, guidance: st
 class HostOriginGuard:
     """Refuse a Host (421) or Origin (403) that is not on the allow-lists, on every route."""
 
-    def __init__(self, app: Any, hosts: Iterable[str], origins: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, hosts: Iterable[str], origins: Iterable[str]) -> None:
         self.app = app
         self.hosts = [h for h in (parse_host(x) for x in hosts) if h is not None]
         self.origins = [o for o in (parse_origin(x) for x in origins) if o is not None]
@@ -71,7 +74,7 @@ class HostOriginGuard:
         return given is not None and any(
             s == given[0] and h == given[1] and _port_ok(p, given[2]) for s, h, p in self.origins)
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
@@ -100,7 +103,7 @@ class HostOriginGuard:
 _SEEN_MAX = 256  # distinct header values remembered per guard; past that the memory starts over
 
 
-def _verdict(seen: dict[bytes, bool], value: bytes, allowed: Any) -> bool:
+def _verdict(seen: dict[bytes, bool], value: bytes, allowed: Callable[[str], bool]) -> bool:
     """``allowed(value)`` for a raw header value, remembered (the allow-lists never change after start)."""
     verdict = seen.get(value)
     if verdict is None:
@@ -135,11 +138,11 @@ def is_loopback(host: str) -> bool:
 class BearerAuth:
     """Every HTTP request needs exactly one ``Authorization: Bearer <token>`` with the right token."""
 
-    def __init__(self, app: Any, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
         self.token = token.encode()
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -164,10 +167,10 @@ class TrimMcpHeaders:
     it, and the SDK compares ``Mcp-Name`` with the body byte for byte (SEP-2243).
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = scope.get("headers") or []
             if any(v != v.strip(b" \t") for k, v in headers if k.startswith(b"mcp-")):
@@ -182,39 +185,44 @@ class AnswerIds:
     request carried a readable id (or the SDK's text was a raw validation report), rewritten.
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
-        held: dict[str, Any] = {}
+        held: Message | None = None  # a 400 (or a 202 turned 400) response start, until its body is complete
+        held_body = b""
+        replace: bytes | None = None  # the body that replaces the held one, whatever the SDK wrote
 
-        async def keep(message_receive: Any = receive) -> Any:
+        async def keep(message_receive: Receive = receive) -> Message:
             message = await message_receive()
             if message["type"] == "http.request":
                 chunks.append(message.get("body", b""))
             return message
 
-        async def answer(message: Any) -> None:
+        async def answer(message: Message) -> None:
+            nonlocal held, held_body, replace
             if message["type"] == "http.response.start" and message["status"] == 202:
                 stray = _stray(b"".join(chunks))  # the SDK took a request with an unusable id for a notification
                 if stray is not None:
-                    message = {**message, "status": 400, "headers": [(b"content-type", b"application/json")]}
-                    held["start"], held["body"], held["replace"] = message, b"", stray
+                    held = {**message, "status": 400, "headers": [(b"content-type", b"application/json")]}
+                    held_body, replace = b"", stray
                     return
             if message["type"] == "http.response.start" and message["status"] == 400:
-                held["start"] = message
-                held["body"] = b""
+                held = message
+                held_body = b""
                 return
-            if "start" in held and message["type"] == "http.response.body":
-                held["body"] += message.get("body", b"")
+            if held is not None and message["type"] == "http.response.body":
+                held_body += message.get("body", b"")
                 if message.get("more_body"):
                     return
-                start, body = held.pop("start"), _rewritten(held.pop("body"), b"".join(chunks))
-                body = held.pop("replace", body)
+                start, body = held, _rewritten(held_body, b"".join(chunks))
+                held, held_body = None, b""
+                if replace is not None:
+                    body, replace = replace, None
                 headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
                 await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
                 await send({"type": "http.response.body", "body": body})

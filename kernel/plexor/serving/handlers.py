@@ -1,16 +1,15 @@
 """The MCP request handlers of one server, built from the kernel's registry, and its guidance middleware.
 
 :func:`plexor.serving.server.build_server` hands them to the SDK's low-level ``Server``. Beside the
-handlers: the connections to tell of list changes (2025-11-25 sessions) and the SDK's event bus
-for ``subscriptions/listen`` (2026-07-28).
+handlers: the change notifications (:mod:`plexor.serving.changes`) to 2025-11-25 sessions and, through
+the SDK's event bus, to ``subscriptions/listen`` streams (2026-07-28).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-import weakref
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
@@ -23,53 +22,29 @@ from plexor.core.kernel import Kernel
 from plexor.errors import PlexorError
 from plexor.serving.asked import BAD_STATE, asked, check_input_responses, exchange_of, progress_token
 from plexor.serving.boot import Boot
+from plexor.serving.changes import LOG_LEVEL, Changes, state, subscriptions
 from plexor.serving.errors import SERVER_NOT_READY, protocol_error
-from plexor.serving.lists import offset, page, saw, unseen_change
+from plexor.serving.lists import offset, page, saw
 from plexor.serving.session import check_order, explain_params
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+
+    from plexor.hints import Cache
+
+    Ctx = ServerRequestContext[object]  # the SDK's request context of a PlexorServer
 
 __all__ = ["ASKING_METHODS", "Handlers"]
 
+class ListHint(TypedDict):
+    """A list result's cache fields (``ttlMs``, ``cacheScope``): its items' most cautious hint."""
+
+    ttl_ms: int
+    cache_scope: Literal["public", "private"]
+
+
 # Methods whose result may be an InputRequiredResult (SEP-2322).
 ASKING_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
-
-
-class _Sessions:
-    """2025-11-25-era connections seen, to send change notifications to (2026-07-28 clients listen instead)."""
-
-    def __init__(self) -> None:
-        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    def add(self, session: Any) -> None:
-        try:
-            self._sessions.add(session)
-        except TypeError:  # pragma: no cover - a session type that cannot be weakly referenced
-            pass
-
-    def all(self) -> list[Any]:
-        return list(self._sessions)
-
-
-class _Bus:
-    """The SDK's ``SubscriptionBus`` for ``subscriptions/listen`` streams, fed by the kernel's notifier."""
-
-    def __init__(self) -> None:
-        self._listeners: dict[object, Any] = {}
-
-    async def publish(self, event: Any) -> None:  # the SDK's interface; Plexor publishes via plexor.notify
-        self.fan_out(event)
-
-    def fan_out(self, event: Any) -> None:
-        for listener in list(self._listeners.values()):
-            listener(event)  # the SDK's listeners only enqueue, and never raise
-
-    def subscribe(self, listener: Any) -> Any:
-        token = object()
-        self._listeners[token] = listener
-        return lambda: self._listeners.pop(token, None)
-
-
-SUBSCRIPTIONS = "plexor/subscriptions"  # connection.state key: the URIs a 2025-era session subscribed to
-LOG_LEVEL = "plexor/logLevel"  # connection.state key: the level set by logging/setLevel
 
 
 class Handlers:
@@ -79,24 +54,19 @@ class Handlers:
         self.kernel = kernel
         self.size = size
         self.boot = boot
-        self.sessions = _Sessions()
+        self.changes = Changes(kernel, self.forget_lists)
         if kernel.telemetry is not None:  # counted when metrics are collected, never per request
-            kernel.telemetry.sessions = self.sessions
-        self.cache: dict[str, Any] = {}
-        self.server: Any = None  # the PlexorServer, set by build_server (the middleware asks it for handlers)
-        self.bus = _Bus()
-        self._listening: Any = None  # the notifier's unsubscribe, once subscribed from the serving loop
-        self._pending: dict[tuple[str, str], Any] = {}  # events coalesced until the loop's next turn
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self.closing = False  # set when the kernel drains: no more change notifications to anyone
-        self.task_events: Any = lambda event: None  # tasks/status events, to plexor.tasks.listen (build_server)
+            kernel.telemetry.sessions = self.changes.sessions
+        self._tools: list[types.Tool] | None = None  # tools/list's models, until the tools change
+        # The server's handler look-up, set by build_server (the middleware asks it whether a method is known).
+        self.known: Callable[[str], object] = lambda method: None
         kernel.on_change(self.on_change)
 
     def tool_models(self) -> list[types.Tool]:
-        if "tools" not in self.cache:
+        if self._tools is None:
             out = []
             for spec in self.kernel.list_tools():
-                wire: dict[str, Any] = {
+                wire: dict[str, object] = {
                     "name": spec.name,
                     "description": spec.description,
                     "inputSchema": spec.signature.input_schema,
@@ -112,15 +82,17 @@ class Handlers:
                 if icons:
                     wire["icons"] = icons
                 out.append(types.Tool.model_validate(wire))
-            self.cache["tools"] = out
-        tools: list[types.Tool] = self.cache["tools"]
-        return tools
+            self._tools = out
+        return self._tools
 
 
     def on_change(self, kind: str) -> None:
-        self.cache.clear()
+        self.forget_lists()
 
-    def plugin_icons(self, plugin: str) -> list[dict[str, Any]] | None:
+    def forget_lists(self) -> None:
+        self._tools = None
+
+    def plugin_icons(self, plugin: str) -> list[dict[str, object]] | None:
         rec = self.kernel.records.get(plugin)
         return rec.icons if rec is not None else None
 
@@ -137,65 +109,14 @@ class Handlers:
                 return False
         return self.boot is None or self.boot.loaded.is_set()
 
-    def hint(self, items: list[Any], *, listers: bool = False) -> dict[str, Any]:
+    def hint(self, items: Sequence[Cache | None], *, listers: bool = False) -> ListHint:
         """``ttl_ms``/``cache_scope`` for a list page: its items' most cautious hint, none while unsettled."""
         from plexor.hints import NO_CACHE, most_cautious
 
         cache = most_cautious(items) if items and self.settled(listers=listers) else NO_CACHE
         return {"ttl_ms": cache.ttl_ms, "cache_scope": cache.scope}
 
-    def listen(self) -> None:
-        """Subscribe to the kernel's notifier from the serving loop (once, on the first request)."""
-        if self._listening is None:
-            self._listening = self.kernel.notifier.subscribe(self.on_event)
-
-    def on_event(self, event: Any) -> None:
-        """A change published through :mod:`plexor.notify`: delivered on the loop's next turn, deduplicated."""
-        if event.kind == "tasks/status":  # to the listen streams that asked for that task (plexor.tasks.listen)
-            self.task_events(event)
-            return
-        key = (event.kind, str(event.payload.get("uri", "")))
-        if event.kind in ("tools/list_changed", "prompts/list_changed"):
-            self.cache.clear()  # a plugin offered or withdrew one (PluginHandle.offer)
-        if not self._pending:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._pending[key] = event
-
-    def _flush(self) -> None:
-        from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, ToolsListChanged
-
-        pending, self._pending = list(self._pending.values()), {}
-        for event in pending:
-            uri = event.payload.get("uri")
-            sdk_event = {"tools/list_changed": ToolsListChanged(), "prompts/list_changed": PromptsListChanged(),
-                         "resources/list_changed": ResourcesListChanged()}.get(event.kind)
-            self.bus.fan_out(sdk_event if sdk_event is not None else ResourceUpdated(uri=str(uri)))
-            for session in self.sessions.all():
-                if self.closing or not getattr(session, "has_standalone_channel", True):
-                    continue
-                if event.kind == "resources/updated" and uri not in _state(session).get(SUBSCRIPTIONS, ()):
-                    continue
-                if sdk_event is not None and not unseen_change(_state(session), event.kind):
-                    continue
-                task = asyncio.get_running_loop().create_task(self._send(session, event.kind, uri))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, session: Any, kind: str, uri: Any) -> None:
-        try:
-            if kind == "tools/list_changed":
-                await session.send_tool_list_changed()
-            elif kind == "prompts/list_changed":
-                await session.send_prompt_list_changed()
-            elif kind == "resources/list_changed":
-                await session.send_resource_list_changed()
-            else:
-                await session.send_resource_updated(str(uri))
-        except Exception:  # noqa: BLE001 - a gone client
-            self.kernel.log.debug("notification_not_sent", kind=kind)
-
-
-    async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         from plexor.apps import app_only, client_supports_apps
 
         models = self.tool_models()
@@ -206,7 +127,8 @@ class Handlers:
         return types.ListToolsResult(tools=items, next_cursor=nxt,
                                      **self.hint([specs[t.name].cache if t.name in specs else None for t in items]))
 
-    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+    async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams
+                        ) -> types.CallToolResult | types.InputRequiredResult:
         exchange = exchange_of(ctx)
         try:
             outcome = await self.kernel.call_tool(
@@ -226,7 +148,7 @@ class Handlers:
         return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.text)],
                                     structured_content=outcome.data, is_error=outcome.is_error, _meta=outcome.meta)
 
-    async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+    async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         from plexor.apps import APP_MIME_TYPE, client_supports_apps
 
         found = await self.kernel.list_resources()
@@ -241,7 +163,7 @@ class Handlers:
         return types.ListResourcesResult(resources=resources, next_cursor=nxt,
                                          **self.hint([r.get("cache") for r in items], listers=True))
 
-    async def list_templates(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
+    async def list_templates(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
         specs = list(self.kernel.registry.templates.values())
         all_t = [types.ResourceTemplate.model_validate({
             "uriTemplate": t.uri_template, "name": t.name, "description": t.description, "mimeType": t.mime_type,
@@ -252,7 +174,8 @@ class Handlers:
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=nxt,
                                                  **self.hint([t.cache for t in specs[start:start + len(items)]]))
 
-    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+    async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult | types.InputRequiredResult:
         exchange = exchange_of(ctx)
         try:
             contents = await self.kernel.read_resource(str(params.uri), session=ctx.session, request_id=ctx.request_id, exchange=exchange)
@@ -271,7 +194,7 @@ class Handlers:
             for c in contents
         ], "ttlMs": cache.ttl_ms, "cacheScope": cache.scope})
 
-    async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+    async def list_prompts(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         all_p = []
         for p in self.kernel.registry.prompts.values():
             if p.withdrawn:
@@ -285,7 +208,8 @@ class Handlers:
         items, nxt = page(all_p, params.cursor if params else None, self.size)
         return types.ListPromptsResult(prompts=items, next_cursor=nxt)
 
-    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> Any:
+    async def get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams
+                         ) -> types.GetPromptResult | types.InputRequiredResult:
         exchange = exchange_of(ctx)
         try:
             description, messages = await self.kernel.get_prompt(
@@ -301,7 +225,7 @@ class Handlers:
                          for m in messages],
         })
 
-    async def complete(self, ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+    async def complete(self, ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
         ref = params.ref
         uri = getattr(ref, "uri", None)
         values: list[str] = []
@@ -315,13 +239,13 @@ class Handlers:
                 self.kernel.log.debug("completion_failed", error=str(exc))
         return types.CompleteResult(completion=types.Completion(values=values, has_more=more))
 
-    async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+    async def subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         # 2025-11-25 era: notifications/resources/updated for this URI go to this session from now on
-        # (published by plugins with PluginHandle.resource_updated). Any URI may be subscribed.
+        # (published by plugins with PluginHandle.resource_updated). Every URI may be subscribed.
         from plexor.tasks.listen import check_uris, hold_uris
 
         connection = connection_of(ctx.session)
-        held = _state(connection).setdefault(SUBSCRIPTIONS, set())
+        held = subscriptions(connection, keep=True)
         uri = str(params.uri)
         if uri not in held:
             check_uris([uri], self.kernel.environ, "this session", len(held))
@@ -329,26 +253,26 @@ class Handlers:
         held.add(uri)
         return types.EmptyResult()
 
-    async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+    async def unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         from plexor.tasks.listen import release_uris
 
         connection = connection_of(ctx.session)
-        held = _state(connection).get(SUBSCRIPTIONS, set())
+        held = subscriptions(connection)
         if str(params.uri) in held:
             held.discard(str(params.uri))
             release_uris(self.kernel, connection, [str(params.uri)])
         return types.EmptyResult()
 
-    async def set_logging_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+    async def set_logging_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
         # This session's notifications/message below the level are not sent (see Context.log).
-        _state(connection_of(ctx.session))[LOG_LEVEL] = params.level
+        state(connection_of(ctx.session))[LOG_LEVEL] = params.level
         return types.EmptyResult()
 
 
-    async def guidance_middleware(self, ctx: Any, call_next: Any) -> Any:
+    async def guidance_middleware(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         # Cross-cutting: remember sessions (for list-changed), time the request,
         # and make sure no handler's exception reaches the client as a traceback.
-        check_order(ctx, self.server.get_request_handler)
+        check_order(ctx, self.known)
         if self.boot is not None and not self.boot.loaded.is_set():
             # server/discover does not depend on plugins either: a client probing with it waits only ~1 s.
             if ctx.method in ("initialize", "ping", "server/discover") or ctx.request_id is None:
@@ -363,14 +287,14 @@ class Handlers:
             if self.boot.stopping and self.kernel.state.value in ("created", "loading", "stopped"):
                 raise MCPError(SERVER_NOT_READY, "the server is shutting down before its plugins finished loading: "
                                "reconnect in a moment; a new server process will answer.")
-        self.listen()
+        self.changes.listen()
         if ctx.session is not None and not stateless_era(ctx):
             # The SDK builds a ServerSession per request; change notifications go to
             # the connection behind it. 2026-07-28 clients get them on subscriptions/listen streams instead.
             connection = connection_of(ctx.session)
             if connection is not None:
-                self.sessions.add(connection)
-                saw(_state(connection), ctx.method)  # tools/list, ...: changes from now on are news to it
+                self.changes.sessions.add(connection)
+                saw(state(connection), ctx.method)  # tools/list, ...: changes from now on are news to it
         if ctx.method in ASKING_METHODS and ctx.params and "inputResponses" in ctx.params and stateless_era(ctx):
             check_input_responses(ctx.params["inputResponses"])
         started = time.perf_counter()
@@ -391,8 +315,3 @@ class Handlers:
             if ctx.request_id is not None:
                 self.kernel.log.debug("request", method=ctx.method, ms=round((time.perf_counter() - started) * 1000, 2))
 
-
-def _state(connection: Any) -> dict[str, Any]:
-    """The SDK connection's per-connection scratch dict (a throwaway one when there is none)."""
-    state = getattr(connection, "state", None)
-    return state if isinstance(state, dict) else {}

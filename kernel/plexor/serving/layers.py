@@ -28,7 +28,10 @@ order they were added in, outermost first.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp.server.context import ServerMiddleware
 
 __all__ = ["ORDER", "POSITIONS", "RequestPath"]
 
@@ -40,11 +43,11 @@ POSITIONS = tuple(n for n in ORDER if n != "sdk")
 class RequestPath:
     """The named layers of one server; keeps ``server.middleware`` (the SDK's list, changed in place) in :data:`ORDER`."""
 
-    def __init__(self, middleware: list[Any]) -> None:
+    def __init__(self, middleware: list[ServerMiddleware[object]]) -> None:
         self._middleware = middleware
-        self._layers: dict[str, dict[str, Any]] = {"sdk": {"sdk": tuple(middleware)}}
+        self._layers: dict[str, dict[str, tuple[ServerMiddleware[object], ...]]] = {"sdk": {"sdk": tuple(middleware)}}
 
-    def add(self, position: str, layer: Any, name: str | None = None) -> None:
+    def add(self, position: str, layer: ServerMiddleware[object], name: str | None = None) -> None:
         """Put ``layer`` at ``position``, under ``name`` (default: the position's name); adding a
         name again replaces its layer, a new name goes after the others at that position."""
         if position not in POSITIONS:
@@ -52,7 +55,7 @@ class RequestPath:
         self._layers.setdefault(position, {})[name or position] = (layer,)
         self._middleware[:] = [m for n in ORDER for group in self._layers.get(n, {}).values() for m in group]
 
-    def between(self, first: str, last: str) -> list[Any]:
+    def between(self, first: str, last: str) -> list[ServerMiddleware[object]]:
         """The layers after position ``first`` and before ``last``, outermost first: what a task's run
         crosses after the ``tasks`` layer made it a task (the run-time limit is the task runner's own)."""
         order = list(ORDER)

@@ -11,7 +11,8 @@ short-lived client (open, list tools, call, close) never asked about the resourc
 from __future__ import annotations
 
 import base64
-from typing import Any
+from collections.abc import Mapping, MutableMapping
+from typing import TypeVar
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
@@ -19,17 +20,20 @@ from mcp.shared.exceptions import MCPError
 __all__ = ["LISTING", "LISTS", "offset", "page", "saw", "unseen_change"]
 
 LISTS = "plexor/lists"  # connection.state key: {kind: "seen" | "told"}, per list the session fetched
+T = TypeVar("T")
 LISTING = {"tools/list": "tools", "resources/list": "resources", "resources/templates/list": "resources",
            "prompts/list": "prompts"}
 
 
-def saw(state: dict[str, Any], method: str) -> None:
+def saw(state: MutableMapping[str, object], method: str) -> None:
     """The session is fetching a list (``method``): a change from now on is one it has not seen."""
     if method in LISTING:
-        state.setdefault(LISTS, {})[LISTING[method]] = "seen"
+        lists = state.setdefault(LISTS, {})
+        if isinstance(lists, dict):
+            lists[LISTING[method]] = "seen"
 
 
-def unseen_change(state: dict[str, Any], kind: str) -> bool:
+def unseen_change(state: Mapping[str, object], kind: str) -> bool:
     """Whether to tell the session whose ``state`` this is that the ``kind`` list changed
     (``tools/list_changed``, ...); when so, it is noted as told until it fetches that list again."""
     lists = state.get(LISTS)
@@ -59,7 +63,7 @@ def offset(cursor: str | None) -> int:
     raise MCPError(types.INVALID_PARAMS, f"invalid cursor {cursor!r}: pass back the nextCursor of the previous page, unchanged")
 
 
-def page(items: list[Any], cursor: str | None, size: int) -> tuple[list[Any], str | None]:
+def page(items: list[T], cursor: str | None, size: int) -> tuple[list[T], str | None]:
     """The page of ``items`` that ``cursor`` (a previous ``nextCursor``, or none) starts, and the next cursor."""
     start = offset(cursor)
     end = start + size

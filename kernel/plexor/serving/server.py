@@ -11,7 +11,8 @@ multi-round requests (SEP-2322, see :mod:`plexor.asking`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import functools
+from typing import TYPE_CHECKING
 
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -23,7 +24,14 @@ from plexor.serving.handlers import Handlers
 from plexor.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.models import InitializationOptions
+
+    from plexor.auth.config import Profile
     from plexor.extending import ServerSetup
+    from plexor.serving.http_options import HttpOptions
+    from plexor.serving.layers import RequestPath
+    from plexor.tasks.listen import Listen
 
 __all__ = ["PlexorServer", "build_server"]
 
@@ -35,16 +43,19 @@ SERVER_ICON = ("data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcm
 REQUEST_STATE_TTL = 3600.0
 
 
-class PlexorServer(Server[Any]):
+class PlexorServer(Server[object]):
     """The SDK server, advertising list-changed notifications by default; its layers in ``path``."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    setup: ServerSetup | None = None  # what the server-extension hooks see (build_server sets it)
+    _extended: frozenset[str] = frozenset()  # the plugins whose server-extension hooks have been applied
+
+    @functools.cached_property
+    def path(self) -> RequestPath:
+        """The named layers of the request path; every module adds its layer by name (plexor.serving.layers).
+        Made on first use, which build_server's is: ``middleware`` then holds only the SDK's own."""
         from plexor.serving.layers import RequestPath
 
-        self.path = RequestPath(self.middleware)  # every module adds its layer by name (plexor.serving.layers)
-        self.setup: ServerSetup | None = None  # what the server-extension hooks see (build_server sets it)
-        self._extended: set[str] = set()  # the plugins whose server-extension hooks have been applied
+        return RequestPath(self.middleware)
 
     def extend(self) -> None:
         """Apply the server-extension hooks (:mod:`plexor.extending`) of plugins not applied yet: their
@@ -70,20 +81,25 @@ class PlexorServer(Server[Any]):
                 for method in impl.function(setup) or ():
                     self.add_request_handler(method.method, method.params_type, method.handler)
 
-    def get_capabilities(self, *args: Any, **kwargs: Any) -> Any:
-        caps = super().get_capabilities(*args, **kwargs)
+    def get_capabilities(self, notification_options: NotificationOptions | None = None,
+                         experimental_capabilities: dict[str, dict[str, object]] | None = None,
+                         extensions: dict[str, dict[str, object]] | None = None, *,
+                         protocol_version: str | None = None) -> types.ServerCapabilities:
+        caps = super().get_capabilities(notification_options, experimental_capabilities, extensions,
+                                        protocol_version=protocol_version)
         if self.setup is not None:
-            self.setup.kernel.pm.hook.plexor_capabilities(capabilities=caps, protocol_version=kwargs.get("protocol_version"),
+            self.setup.kernel.pm.hook.plexor_capabilities(capabilities=caps, protocol_version=protocol_version,
                                                           setup=self.setup)
         return caps
 
     @property
-    def server_info_stamp(self) -> dict[str, Any]:
+    def server_info_stamp(self) -> dict[str, object]:
         # The serverInfo stamped into every 2026-07-28 result's _meta: identity without the icon
         # (a few hundred bytes on each response); initialize and server/discover carry the icon.
         return {k: v for k, v in self._server_info_stamp_source.items() if k != "icons"}
 
-    async def _handle_discover(self, ctx: Any, params: Any) -> Any:
+    async def _handle_discover(self, ctx: ServerRequestContext[object],
+                               params: types.RequestParams | None) -> types.DiscoverResult:
         import copy
 
         from mcp_types import SERVER_INFO_META_KEY
@@ -91,11 +107,13 @@ class PlexorServer(Server[Any]):
         result = await super()._handle_discover(ctx, params)  # the stamp leaves a handler's serverInfo alone
         return result.model_copy(update={"meta": {SERVER_INFO_META_KEY: copy.deepcopy(self._server_info_stamp_source)}})
 
-    def create_initialization_options(self, notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
+    def create_initialization_options(self, notification_options: NotificationOptions | None = None,
+                                      experimental_capabilities: dict[str, dict[str, object]] | None = None,
+                                      extensions: dict[str, dict[str, object]] | None = None) -> InitializationOptions:
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True),
-            *args,
-            **kwargs,
+            experimental_capabilities,
+            extensions,
         )
 
 
@@ -115,11 +133,9 @@ def _instructions(kernel: Kernel) -> str:
 
 
 def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | None = None, transport: str = "stdio",
-                 options: Any = None, profile: Any = None) -> PlexorServer:
+                 options: HttpOptions | None = None, profile: Profile | None = None) -> PlexorServer:
     """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``), served over
     ``transport`` with the HTTP ``options`` (``None`` under stdio), for a stdio client limited to ``profile``."""
-    import warnings
-
     from plexor.tasks.listen import Listen
 
     if kernel.telemetry is None:  # PLEXOR_OTEL: the kernel's pipeline observes through it from now on
@@ -127,14 +143,36 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
 
         kernel.telemetry = for_kernel(kernel)
     h = Handlers(kernel, page_size or kernel.page_size, boot)
-    listen = Listen(h.bus, kernel)  # the SDK's listen contract, plus the tasks extension's taskIds
-    h.task_events = listen.on_task_event
+    listen = Listen(h.changes.bus, kernel)  # the SDK's listen contract, plus the tasks extension's taskIds
+    h.changes.task_events = listen.on_task_event
     kernel.on_drain(listen.close)  # open listen streams end (gracefully) when the server drains
-    kernel.on_drain(lambda: setattr(h, "closing", True))  # a closing session is told nothing more
+    kernel.on_drain(lambda: setattr(h.changes, "closing", True))  # a closing session is told nothing more
+    server = _sdk_server(kernel, h, listen)
+    h.known = server.get_request_handler
+    _kernel_layers(server, h, kernel)
+    # The built-in features (tasks, auth, telemetry, bus) and every loaded plugin extend the server
+    # through the hooks of plexor.extending: request layers, protocol methods, capabilities.
+    from plexor.extending import ServerSetup
+
+    if profile is not None:
+        from plexor.serving.features import refuse_unguarded
+
+        refuse_unguarded(kernel, profile.name)  # a profile with auth off: no server
+    kernel.register_features()
+    server.setup = ServerSetup(kernel, server, transport, options, profile)
+    server.extend()
+    if boot is not None:
+        boot.after_load = server.extend  # plugins loaded after the handshake extend it then
+    return server
+
+
+def _sdk_server(kernel: Kernel, h: Handlers, listen: Listen) -> PlexorServer:
+    """The SDK server answering with the handlers of ``h``, and ``listen`` for ``subscriptions/listen``."""
+    import warnings
 
     with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28, still served to 2025 clients
         warnings.simplefilter("ignore")
-        server = PlexorServer(
+        return PlexorServer(
             "plexor",
             version=__version__,
             title="Plexor",
@@ -157,7 +195,10 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
                 kernel.registry.tools[name].signature.input_schema if name in kernel.registry.tools else None
             ),
         )
-    h.server = server
+
+
+def _kernel_layers(server: PlexorServer, h: Handlers, kernel: Kernel) -> None:
+    """The kernel's own layers of the request path: sessions and guidance, echoed lengths, ``requestState``."""
     server.path.add("session", h.guidance_middleware)
     from plexor.limits import value
     from plexor.serving.bounds import echo_middleware
@@ -168,19 +209,3 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     # Inside the guidance middleware, so a refused requestState gets its advice appended.
     security = RequestStateSecurity(keys=state_keys(kernel), ttl=REQUEST_STATE_TTL)
     server.path.add("request-state", RequestStateBoundary(security, default_audience="plexor"))
-    # The built-in features (tasks, auth, telemetry, bus) and every loaded plugin extend the server
-    # through the hooks of plexor.extending: request layers, protocol methods, capabilities.
-    from plexor.extending import ServerSetup
-
-    if profile is not None:
-        from plexor.serving.features import refuse_unguarded
-
-        refuse_unguarded(kernel, getattr(profile, "name", "(stdio)"))  # a profile with auth off: no server
-    kernel.register_features()
-    server.setup = ServerSetup(kernel, server, transport, options, profile)
-    server.extend()
-    if boot is not None:
-        boot.after_load = server.extend  # plugins loaded after the handshake extend it then
-    return server
-
-

@@ -13,7 +13,11 @@ import collections
 import json
 import time
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp.server.streamable_http import StreamableHTTPServerTransport
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["SessionLimits", "limit_sessions"]
 
@@ -24,7 +28,7 @@ PEEK_BYTES = 4 * 1024 * 1024  # a POST larger than this is not read to see wheth
 class SessionLimits:
     """ASGI middleware in front of the SDK's session manager (``sessions``: its id -> transport mapping)."""
 
-    def __init__(self, app: Any, sessions: MutableMapping[str, Any], *, per_caller: int, total: int) -> None:
+    def __init__(self, app: ASGIApp, sessions: MutableMapping[str, StreamableHTTPServerTransport], *, per_caller: int, total: int) -> None:
         self.app, self.sessions = app, sessions
         self.per_caller, self.total = per_caller, total
         self.owner: dict[str, str] = {}
@@ -33,7 +37,7 @@ class SessionLimits:
         self.pending: collections.Counter[str] = collections.Counter()  # caller -> initializes not answered yet
         self.closed: collections.OrderedDict[str, str] = collections.OrderedDict()  # session -> why
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
@@ -58,7 +62,7 @@ class SessionLimits:
                     return
                 held = True
 
-        async def learn(message: Any) -> None:
+        async def learn(message: Message) -> None:
             nonlocal held
             if message.get("type") == "http.response.start":
                 new = next((v.decode("latin-1") for k, v in message.get("headers") or () if k == b"mcp-session-id"), None)
@@ -80,7 +84,7 @@ class SessionLimits:
         if self.pending[who] <= 0:
             del self.pending[who]
 
-    async def _serve(self, sid: str, scope: Any, receive: Any, send: Any) -> None:
+    async def _serve(self, sid: str, scope: Scope, receive: Receive, send: Send) -> None:
         self.busy[sid] += 1
         self.seen[sid] = time.monotonic()
         try:
@@ -91,7 +95,7 @@ class SessionLimits:
                 del self.busy[sid]
             self.seen[sid] = time.monotonic()
 
-    async def _make_room(self, who: str, send: Any) -> bool:
+    async def _make_room(self, who: str, send: Send) -> bool:
         """Close the oldest idle session of this caller, or of anyone, when a new one would pass a limit, and hold
         a place for the new one (``pending``: the next initialize counts it) before anything is awaited."""
         from plexor.limits import refuse
@@ -99,7 +103,7 @@ class SessionLimits:
         for sid in [s for s in self.owner if s not in self.sessions]:  # ended by themselves (DELETE, idle timeout)
             self.owner.pop(sid, None)
             self.seen.pop(sid, None)
-        closing: list[Any] = []
+        closing: list[StreamableHTTPServerTransport | None] = []
         for limit, most, among, held in (
                 ("sessions_per_caller", self.per_caller, [s for s, o in self.owner.items() if o == who], self.pending[who]),
                 ("sessions", self.total, list(self.sessions), sum(self.pending.values()))):
@@ -122,14 +126,14 @@ class SessionLimits:
                 await transport.terminate()
         return True
 
-    def _detach(self, sid: str) -> Any:
+    def _detach(self, sid: str) -> StreamableHTTPServerTransport | None:
         """Forget a session now (so the next count is right); its transport, to terminate."""
         self.owner.pop(sid, None)
         self.seen.pop(sid, None)
         return self.sessions.pop(sid, None)
 
 
-def limit_sessions(app: Any, sessions: MutableMapping[str, Any], environ: Mapping[str, str]) -> SessionLimits:
+def limit_sessions(app: ASGIApp, sessions: MutableMapping[str, StreamableHTTPServerTransport], environ: Mapping[str, str]) -> SessionLimits:
     """``app`` behind the session limits as set in ``environ``."""
     from plexor.limits import value
 
@@ -137,13 +141,13 @@ def limit_sessions(app: Any, sessions: MutableMapping[str, Any], environ: Mappin
                          total=int(value("sessions", environ)))
 
 
-async def _peek(receive: Any) -> tuple[Any, bool]:
+async def _peek(receive: Receive) -> tuple[Receive, bool]:
     """Read a POST's body; a receive that replays it, and whether it is an ``initialize`` (which makes a session).
 
     ``NestingLimit`` in front hands over a body that fits ``--max-body`` whole; a larger one (which the SDK
     refuses, making no session) is not judged, nor read past ``PEEK_BYTES``.
     """
-    replay: list[Any] = []
+    replay: list[Message] = []
     size, more = 0, True
     while more and size <= PEEK_BYTES:
         message = await receive()
@@ -161,17 +165,17 @@ async def _peek(receive: Any) -> tuple[Any, bool]:
         messages = parsed if isinstance(parsed, list) else [parsed]
         opening = any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages)
 
-    async def replayed() -> Any:
+    async def replayed() -> Message:
         return replay.pop(0) if replay else await receive()
 
     return replayed, opening
 
 
-async def _ended(send: Any, why: str) -> None:
+async def _ended(send: Send, why: str) -> None:
     await _answer(send, 404, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Session not found: {why}"}})
 
 
-async def _answer(send: Any, status: int, body: dict[str, Any]) -> None:
+async def _answer(send: Send, status: int, body: Mapping[str, object]) -> None:
     payload = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})

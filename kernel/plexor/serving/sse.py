@@ -13,7 +13,14 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp.server.sse import SseServerTransport
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
+    from mcp.shared.message import SessionMessage
+    from starlette.types import Message, Receive, Scope, Send
 
 __all__ = ["AnsweringSse"]
 
@@ -21,13 +28,14 @@ __all__ = ["AnsweringSse"]
 class AnsweringSse:
     """Wraps the SDK's ``SseServerTransport``: ``connect`` (for GET /sse) and ``post`` (for /messages/)."""
 
-    def __init__(self, sse: Any, max_body: int) -> None:
+    def __init__(self, sse: SseServerTransport, max_body: int) -> None:
         self.sse = sse
         self.max_body = max_body
-        self._outbound: dict[Any, Any] = {}  # session UUID -> the stream the server writes answers to
+        self._outbound: dict[UUID, WriteStream[SessionMessage]] = {}  # session UUID -> the stream the server writes answers to
 
     @contextlib.asynccontextmanager
-    async def connect(self, scope: Any, receive: Any, send: Any) -> AsyncIterator[Any]:
+    async def connect(self, scope: Scope, receive: Receive, send: Send
+                      ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
         # SDK private (SseServerTransport._read_stream_writers): the SDK names no new session id publicly.
         before = set(self.sse._read_stream_writers)
         async with self.sse.connect_sse(scope, receive, send) as streams:
@@ -38,9 +46,10 @@ class AnsweringSse:
             try:
                 yield streams
             finally:
-                self._outbound.pop(sid, None)
+                if sid is not None:
+                    self._outbound.pop(sid, None)
 
-    async def post(self, scope: Any, receive: Any, send: Any) -> None:
+    async def post(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("method") != "POST":
             await self.sse.handle_post_message(scope, receive, send)
             return
@@ -61,17 +70,16 @@ class AnsweringSse:
             outbound = self._session_stream(scope)
             if outbound is not None and await self._answered(body, outbound, send):
                 return
-        replay = [{"type": "http.request", "body": body, "more_body": more}]
+        replay: list[Message] = [{"type": "http.request", "body": body, "more_body": more}]
 
-        async def replayed() -> Any:
+        async def replayed() -> Message:
             return replay.pop(0) if replay else await receive()
 
         await self.sse.handle_post_message(scope, replayed, send)
 
-    def _session_stream(self, scope: Any) -> Any:
+    def _session_stream(self, scope: Scope) -> WriteStream[SessionMessage] | None:
         """The answer stream of the session named in the query, if the poster may use that session."""
         from urllib.parse import parse_qs
-        from uuid import UUID
 
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 
@@ -87,7 +95,7 @@ class AnsweringSse:
             return None
         return self._outbound.get(sid)
 
-    async def _answered(self, body: bytes, outbound: Any, send: Any) -> bool:
+    async def _answered(self, body: bytes, outbound: WriteStream[SessionMessage], send: Send) -> bool:
         """Answer ``body`` here if the SDK cannot parse it; False to let the SDK take it."""
         import mcp_types as types
         from mcp.shared.message import SessionMessage

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["Reply", "diagnose", "id_of", "max_depth"]
 
 
-def max_depth(environ: Any = None) -> int:
+def max_depth(environ: Mapping[str, str] | None = None) -> int:
     """The nesting limit in force: ``PLEXOR_MAX_NESTING`` (``docs/security.md#limits``), at most :data:`MAX_DEPTH`."""
     from plexor.limits import value
 
@@ -44,11 +44,11 @@ class Reply:
     code: int
     message: str
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self) -> dict[str, object]:
         return {"jsonrpc": "2.0", "id": self.id, "error": {"code": self.code, "message": self.message}}
 
 
-def id_of(value: Any) -> int | str | None:
+def id_of(value: object) -> int | str | None:
     """A usable request id (a string or an integer, not a boolean), else None."""
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
@@ -89,7 +89,7 @@ def _diagnose(raw: str | bytes) -> Reply | list[Reply] | None:
     return _object(msg, raw)
 
 
-def _object(msg: Any, raw: str) -> Reply | None:
+def _object(msg: object, raw: str) -> Reply | None:
     if not isinstance(msg, dict):
         return Reply(None, INVALID_REQUEST, f"Invalid Request: a message must be a JSON object, not {_kind(msg)}; "
                                             'send {"jsonrpc": "2.0", "id": 1, "method": "...", "params": {...}}.')
@@ -121,7 +121,7 @@ def _object(msg: Any, raw: str) -> Reply | None:
                                        "\"method\": \"...\", \"params\": {...}}.")
 
 
-def params_guidance(method: str, params: Any) -> str:
+def params_guidance(method: str, params: object) -> str:
     """Why ``params`` of ``method`` was refused, and what it should look like."""
     example = _EXAMPLES.get(method, "{...} (or leave params out)")
     return (f"Invalid params: params must be an object (or left out), not {_kind(params)}; "
@@ -137,7 +137,7 @@ _EXAMPLES = {
 }
 
 
-def _batch(items: list[Any]) -> Reply | list[Reply] | None:
+def _batch(items: list[object]) -> Reply | list[Reply] | None:
     ids = dict.fromkeys(rid for item in items if isinstance(item, dict) and "method" in item
                         and (rid := id_of(item.get("id"))) is not None)  # one answer per id, in order
     owed = [Reply(rid, INVALID_REQUEST, "Invalid Request: batches (JSON arrays) are not part of MCP since "
@@ -148,7 +148,7 @@ def _batch(items: list[Any]) -> Reply | list[Reply] | None:
                                         "2025-06-18; send each request as its own message.")
 
 
-def _has_lone_surrogate(value: Any) -> bool:
+def _has_lone_surrogate(value: object) -> bool:
     stack = [value]
     while stack:
         item = stack.pop()
@@ -163,7 +163,7 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def _depth(value: Any) -> int:
+def _depth(value: object) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
@@ -207,7 +207,7 @@ def _too_deep(limit: int | None = None) -> str:
             "(PLEXOR_MAX_NESTING); flatten the arguments.")
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -221,7 +221,7 @@ def _kind(value: Any) -> str:
     return "an object"
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     try:
         text = json.dumps(value)
     except (TypeError, ValueError):
