@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from plexor.core.kernel import Kernel
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from anyio.abc import TaskGroup
 
 __all__ = ["Boot"]
 
@@ -18,18 +22,18 @@ class Boot:
     plugins waits for loading to finish.
     """
 
-    def __init__(self, kernel: Kernel, *, on_started: Any = None) -> None:
+    def __init__(self, kernel: Kernel, *, on_started: Callable[[], object] | None = None) -> None:
         import anyio
 
         self.kernel = kernel
         self.on_started = on_started
         self.loaded = anyio.Event()
         self.stopping = False  # the server is stopping: waiting requests are answered, nothing more starts
-        self._tg: Any = None
+        self._tg: TaskGroup | None = None
         self._begun = False
-        self.after_load: Any = None  # the server's extend(): plugins' layers and methods, before requests go on
+        self.after_load: Callable[[], object] | None = None  # the server's extend(): plugins' layers and methods, before requests go on
 
-    def attach(self, task_group: Any) -> None:
+    def attach(self, task_group: TaskGroup) -> None:
         self._tg = task_group
 
     def begin(self) -> None:

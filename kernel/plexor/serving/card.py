@@ -12,7 +12,12 @@ request's own address, which the Host/Origin guard has already checked.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.auth.scopes import Access
+    from plexor.core.kernel import Kernel
+    from plexor.serving.server import PlexorServer
 
 __all__ = ["SCHEMA", "server_card"]
 
@@ -20,8 +25,8 @@ SCHEMA = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.j
 ERAS = ["2025-11-25", "2026-07-28"]
 
 
-def server_card(kernel: Any, server: Any, base_url: str, *, transport: str = "http", stateless: bool = False,
-                access: Any = None) -> dict[str, Any]:
+def server_card(kernel: Kernel, server: PlexorServer, base_url: str, *, transport: str = "http",
+                stateless: bool = False, access: Access | None = None) -> dict[str, object]:
     """The card of ``server`` (serving ``kernel``) as reached at ``base_url`` (``http://host:port/``).
 
     ``access`` is the caller's (``plexor.auth.scopes.Access``, from the guard): the card then lists only
@@ -30,16 +35,17 @@ def server_card(kernel: Any, server: Any, base_url: str, *, transport: str = "ht
     from plexor.version import __version__
 
     base = base_url.rstrip("/")
+    remotes: list[dict[str, object]]
     if transport == "sse":
         remotes = [{"type": "sse", "url": f"{base}/sse", "supportedProtocolVersions": ERAS[:1]}]
     else:
         remotes = [{"type": "streamable-http", "url": f"{base}/mcp", "supportedProtocolVersions": ERAS}]
-    tools = []
-    restricted = access is not None and access.restricted
+    tools: list[dict[str, object]] = []
+    restricted = access if access is not None and access.restricted else None  # the caller's, when it limits
     for spec in kernel.list_tools():
-        if restricted and not access.tool_visible(spec):
+        if restricted is not None and not restricted.tool_visible(spec):
             continue
-        entry: dict[str, Any] = {"name": spec.name, "description": spec.description}
+        entry: dict[str, object] = {"name": spec.name, "description": spec.description}
         if spec.title:
             entry["title"] = spec.title
         if spec.annotations:
@@ -49,12 +55,12 @@ def server_card(kernel: Any, server: Any, base_url: str, *, transport: str = "ht
         if icons:
             entry["icons"] = icons
         tools.append(entry)
-    if restricted and access.profile is not None and access.profile.search:
+    if restricted is not None and restricted.profile is not None and restricted.profile.search:
         from plexor.auth.search import find_tools_wire
 
         found = find_tools_wire()
         tools.append({k: found[k] for k in ("name", "description", "annotations") if k in found})
-    card: dict[str, Any] = {
+    card: dict[str, object] = {
         "$schema": SCHEMA,
         "name": "io.github.plexor/plexor",
         "title": server.title or "Plexor",
@@ -70,5 +76,5 @@ def server_card(kernel: Any, server: Any, base_url: str, *, transport: str = "ht
         "tools": tools,
     }
     if stateless:
-        card["remotes"][0]["stateless"] = True
+        remotes[0]["stateless"] = True
     return card

@@ -16,7 +16,7 @@ import os
 import signal
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from plexor.core.kernel import Kernel, State
 from plexor.serving.features import CallerPrincipal, refuse_unguarded
@@ -26,6 +26,11 @@ from plexor.serving.http_options import HttpOptions
 from plexor.serving.watchdog import Watchdog
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    import asyncio
+    from types import FrameType
+
+    import uvicorn
+    from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
     from starlette.types import ASGIApp
 
     from plexor.extending import ServerSetup
@@ -35,7 +40,7 @@ __all__ = ["bind_socket", "build_http_app", "serve_http", "worker_app"]
 OPTIONS_ENV = "PLEXOR_HTTP_OPTIONS"  # how `--workers` hands the options to each worker process
 
 
-def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> Callable[..., Any]:
+def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> ServerMiddleware[object]:
     """SDK middleware: a request running longer than ``seconds`` (or its tool's own, longer, timeout) is cancelled
     and answered with guidance; a call that became a task (``ctx.detach()``) ends it failed."""
 
@@ -48,7 +53,7 @@ def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> Callabl
     from plexor.limits import overran
     from plexor.tasks.bounds import run_limit
 
-    async def middleware(ctx: Any, call_next: Any) -> Any:
+    async def middleware(ctx: ServerRequestContext[object], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None:  # notifications are not timed
             return await call_next(ctx)
         shown = seconds
@@ -70,8 +75,8 @@ def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> Callabl
     return middleware
 
 
-def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], Any] | None = None,
-                   on_stop: Callable[[], Any] | None = None) -> Any:
+def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], object] | None = None,
+                   on_stop: Callable[[], object] | None = None) -> ASGIApp:
     """The ASGI app for Streamable HTTP (``/mcp``) or legacy SSE (``/sse`` + ``/messages/``), plus ``/healthz``.
 
     ``on_ready`` runs once the kernel has started (the daemon writes its registry
@@ -90,7 +95,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
 
     limit_runs(kernel, opts.request_timeout)  # tasks obey the same run-time limit (plexor.tasks.bounds)
     server.path.add("timeout", _timeout_middleware(opts.request_timeout, kernel))
-    routes = kernel_routes(setup, opts)
+    routes = kernel_routes(setup, opts, kernel)
     lifespan = Lifespan(setup, opts.grace, on_ready, on_stop)
     if opts.transport == "sse":
         app = sse_app(server, opts, routes, lifespan)
@@ -139,7 +144,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _uvicorn_config(app: Any, opts: HttpOptions, **extra: Any) -> Any:
+def _uvicorn_config(app: ASGIApp | str, opts: HttpOptions, *, factory: bool = False, workers: int | None = None
+                    ) -> uvicorn.Config:
     import uvicorn
 
     from plexor.serving.protocol import Limits
@@ -158,13 +164,14 @@ def _uvicorn_config(app: Any, opts: HttpOptions, **extra: Any) -> Any:
         # uvicorn stops accepting on SIGTERM, waits this long for open requests, then the lifespan stops the kernel.
         timeout_graceful_shutdown=max(1, int(opts.grace)),
         log_config=None,
-        **extra,
+        factory=factory,
+        workers=workers,
     )
     config.plexor_limits = Limits(opts.header_timeout, opts.body_timeout, opts.max_connections)  # type: ignore[attr-defined]
     return config
 
 
-def worker_app() -> Any:
+def worker_app() -> ASGIApp:
     """App factory for ``--workers`` (uvicorn imports ``plexor.serving.http:worker_app`` in each worker)."""
     from plexor.log import configure
 
@@ -176,7 +183,7 @@ def worker_app() -> Any:
 
 
 def serve_http(kernel: Kernel | None, opts: HttpOptions, *, sock: socket.socket | None = None,
-               on_ready: Callable[[], Any] | None = None, on_stop: Callable[[], Any] | None = None) -> None:
+               on_ready: Callable[[], object] | None = None, on_stop: Callable[[], object] | None = None) -> None:
     """Run uvicorn until SIGTERM/SIGINT: it stops accepting, lets open requests finish, then the kernel drains and stops.
 
     With ``opts.workers > 1`` (stateless Streamable HTTP only) uvicorn starts that
@@ -201,11 +208,11 @@ def serve_http(kernel: Kernel | None, opts: HttpOptions, *, sock: socket.socket 
         return
     assert kernel is not None
     app = build_http_app(kernel, opts, on_ready=on_ready, on_stop=on_stop)
-    server = _draining_server_class()(_uvicorn_config(app, opts), kernel, opts.grace)
+    server = _draining_server(_uvicorn_config(app, opts), kernel, opts.grace)
     server.run(sockets=[sock] if sock is not None else None)
 
 
-def _draining_server_class() -> Any:
+def _draining_server(config: uvicorn.Config, kernel: Kernel, grace: float) -> uvicorn.Server:
     import asyncio
 
     import uvicorn
@@ -221,22 +228,23 @@ def _draining_server_class() -> Any:
         hook) is ended by a watchdog after twice the grace period plus a margin.
         """
 
-        def __init__(self, config: Any, kernel: Kernel, grace: float) -> None:
+        def __init__(self, config: uvicorn.Config, kernel: Kernel, grace: float) -> None:
             super().__init__(config)
             self._kernel = kernel
             self._grace = grace
             self._draining = False
-            self._loop: Any = None
+            self._loop: asyncio.AbstractEventLoop | None = None
             from plexor.serving.watchdog import EXIT_MARGIN
 
             self._watchdog = Watchdog(kernel, 2 * grace + EXIT_MARGIN + max(1, int(grace)))
 
-        async def serve(self, sockets: Any = None) -> None:
+        async def serve(self, sockets: list[socket.socket] | None = None) -> None:
             self._loop = asyncio.get_running_loop()
             await super().serve(sockets=sockets)
 
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            if self._draining or self._loop is None:
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            loop = self._loop
+            if self._draining or loop is None:
                 super().handle_exit(sig, frame)
                 return
             self._draining = True
@@ -250,6 +258,6 @@ def _draining_server_class() -> Any:
                 finally:
                     super(DrainingServer, self).handle_exit(sig, frame)
 
-            self._loop.call_soon_threadsafe(lambda: self._loop.create_task(drain_then_exit()))
+            loop.call_soon_threadsafe(lambda: loop.create_task(drain_then_exit()))
 
-    return DrainingServer
+    return DrainingServer(config, kernel, grace)

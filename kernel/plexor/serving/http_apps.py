@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from plexor.core.kernel import Kernel, State
 from plexor.serving.stdio import _freeze_heap
@@ -36,8 +36,8 @@ class Lifespan:
     ``on_stop`` when serving ends.
     """
 
-    def __init__(self, setup: ServerSetup, grace: float, on_ready: Callable[[], Any] | None = None,
-                 on_stop: Callable[[], Any] | None = None) -> None:
+    def __init__(self, setup: ServerSetup, grace: float, on_ready: Callable[[], object] | None = None,
+                 on_stop: Callable[[], object] | None = None) -> None:
         self.setup = setup
         # the hooks see the kernel as KernelBase (plexor.extending); a served one is always the whole Kernel
         self.kernel = cast("Kernel", setup.kernel)
@@ -89,13 +89,14 @@ class Lifespan:
         return lifespan
 
 
-def kernel_routes(setup: ServerSetup, opts: HttpOptions) -> list[Route]:
-    """``/healthz``, the plugins' routes (the telemetry plugin's ``/metrics``, ...) and the server card, in that order."""
+def kernel_routes(setup: ServerSetup, opts: HttpOptions, kernel: Kernel) -> list[Route]:
+    """``/healthz``, the plugins' routes (the telemetry plugin's ``/metrics``, ...) and the server card, in that order
+    (``kernel``: the served one, ``setup.kernel`` seen as the whole :class:`Kernel`)."""
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    server, kernel = setup.server, setup.kernel
+    server = setup.server
     observing = [route for routes in kernel.pm.hook.plexor_routes(setup=setup) for route in routes or ()]
 
     async def healthz(request: Request) -> Response:

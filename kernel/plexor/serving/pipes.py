@@ -10,9 +10,22 @@ from __future__ import annotations
 import collections
 import os
 import sys
-from typing import Any
+from typing import IO, TYPE_CHECKING, Protocol
 
-__all__ = ["StdinLines", "StdoutPipe"]
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import asyncio
+
+    import anyio
+
+__all__ = ["Log", "StdinLines", "StdoutPipe"]
+
+
+class Log(Protocol):
+    """What serving logs through: the kernel's ``log`` (:func:`plexor.log.get_logger`), one event and its fields."""
+
+    def debug(self, event: str, **fields: object) -> object: ...
+    def info(self, event: str, **fields: object) -> object: ...
+    def error(self, event: str, **fields: object) -> object: ...
 
 
 class StdinLines:
@@ -27,9 +40,9 @@ class StdinLines:
     def __init__(self, limit: int = 64 * 1024 * 1024) -> None:
         self._fd = os.dup(sys.stdin.fileno())
         self._limit = limit
-        self._reader: Any = None
-        self._file: Any = None
-        self._limiter: Any = None
+        self._reader: asyncio.StreamReader | None = None
+        self._file: IO[str] | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
         self.given: collections.deque[str] = collections.deque()
         self.read = 0  # lines read so far: none at EOF means no client ever spoke
 
@@ -59,14 +72,13 @@ class StdinLines:
         if self._reader is None and self._file is None:
             await self._open()
         line: str
-        if self._file is not None:
-            line = await anyio.to_thread.run_sync(self._file.readline, abandon_on_cancel=True,
-                                                  limiter=self._limiter)
+        if self._file is not None or self._reader is None:
+            line = await anyio.to_thread.run_sync(self._readline, abandon_on_cancel=True, limiter=self._limiter)
         else:
             try:
                 raw = await self._reader.readline()
             except (asyncio.LimitOverrunError, ValueError):
-                await self._skip_rest()
+                await _skip_rest(self._reader)
                 raw = b"{oversized line skipped}\n"
             line = raw.decode("utf-8", "replace")
         if not line:
@@ -75,20 +87,24 @@ class StdinLines:
         self.given.append(line)
         return line
 
-    async def _skip_rest(self) -> None:
-        import asyncio
-
-        while True:
-            try:
-                await self._reader.readuntil(b"\n")
-                return
-            except asyncio.LimitOverrunError as exc:
-                await self._reader.readexactly(exc.consumed)
-            except asyncio.IncompleteReadError:
-                return
+    def _readline(self) -> str:
+        return self._file.readline() if self._file is not None else ""
 
 
-def _own_limiter() -> Any:
+async def _skip_rest(reader: asyncio.StreamReader) -> None:
+    import asyncio
+
+    while True:
+        try:
+            await reader.readuntil(b"\n")
+            return
+        except asyncio.LimitOverrunError as exc:
+            await reader.readexactly(exc.consumed)
+        except asyncio.IncompleteReadError:
+            return
+
+
+def _own_limiter() -> anyio.CapacityLimiter:
     import anyio
 
     return anyio.CapacityLimiter(1)
@@ -102,14 +118,14 @@ class StdoutPipe:
     written through the event loop; anything else from a dedicated thread.
     """
 
-    def __init__(self, log: Any = None) -> None:
+    def __init__(self, log: Log | None = None) -> None:
         sys.stdout.flush()
         self._fd = os.dup(1)  # not inheritable (PEP 446), and above 2 since 0-2 are open
         os.dup2(2, 1)
-        self._writer: Any = None
-        self._limiter: Any = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
         self._pending: list[str] = []
-        self._file: Any = None
+        self._file: IO[bytes] | None = None
         self._log = log
         self.closed = False  # the client closed its end: what is written from now on is dropped
 
@@ -159,7 +175,7 @@ class StdoutPipe:
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
-        while view:
+        while view and self._file is not None:
             view = view[self._file.write(view) or 0:]
 
     async def settle(self, timeout: float = 5.0) -> None:

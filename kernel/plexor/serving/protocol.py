@@ -23,12 +23,17 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _Base
 except ImportError:  # pragma: no cover - httptools not installed
     from uvicorn.protocols.http.h11_impl import H11Protocol as _Base  # type: ignore[assignment]
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import asyncio
+
+    from plexor.serving.pipes import Log
 
 __all__ = ["Limits", "LimitedHttp", "default_max_connections", "install_accept_log"]
 
@@ -68,7 +73,7 @@ def _response(template: bytes, text: str) -> bytes:
 class _Sweeper:
     """One per event loop: closes connections whose header or body deadline has passed."""
 
-    def __init__(self, loop: Any) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.connections: set[LimitedHttp] = set()
         loop.call_later(SWEEP_EVERY, self.sweep)
@@ -86,7 +91,7 @@ _sweepers: dict[int, _Sweeper] = {}
 class LimitedHttp(_Base):  # type: ignore[misc,valid-type]
     """uvicorn's HTTP protocol with the limits above (see the module docstring)."""
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's own
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -168,7 +173,7 @@ class LimitedHttp(_Base):  # type: ignore[misc,valid-type]
 class _AcceptLog:
     """An event loop exception handler that logs accept() failures once per burst."""
 
-    def __init__(self, loop: Any, log: Any, window: float = 10.0) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, log: Log, window: float = 10.0) -> None:
         self.loop = loop
         self.log = log
         # Resolved now: when accept() fails the process is out of file descriptors, and a logger
@@ -179,7 +184,7 @@ class _AcceptLog:
         self.count = 0
         self.previous = loop.get_exception_handler()
 
-    def __call__(self, loop: Any, context: dict[str, Any]) -> None:
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
         if not str(context.get("message", "")).startswith("socket.accept() out of system resource"):
             if self.previous is not None:
                 self.previous(loop, context)
@@ -198,6 +203,6 @@ class _AcceptLog:
                             "further failures in the next 10 s are only counted")
 
 
-def install_accept_log(loop: Any, log: Any) -> None:
+def install_accept_log(loop: asyncio.AbstractEventLoop, log: Log) -> None:
     if not isinstance(loop.get_exception_handler(), _AcceptLog):
         loop.set_exception_handler(_AcceptLog(loop, log))

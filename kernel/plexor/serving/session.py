@@ -10,7 +10,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
@@ -18,12 +19,16 @@ from mcp.shared.exceptions import MCPError
 from plexor.context import connection_of
 from plexor.core.eras import stateless_era
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp.server.context import ServerRequestContext
+    from pydantic import ValidationError
+
 __all__ = ["check_order", "explain_params"]
 
 _EXEMPT = frozenset({"initialize", "ping"})
 
 
-def check_order(ctx: Any, known: Any) -> None:
+def check_order(ctx: ServerRequestContext[object], known: Callable[[str], object]) -> None:
     """Raise the error owed when a request comes before ``initialize``, or ``initialize`` comes twice."""
     if ctx.request_id is None:
         return
@@ -46,7 +51,7 @@ def check_order(ctx: Any, known: Any) -> None:
             "2026-07-28 protocol, carry the protocol version and capabilities in each request's _meta."))
 
 
-def explain_params(exc: Any, method: str) -> MCPError | None:
+def explain_params(exc: ValidationError, method: str) -> MCPError | None:
     """-32602 with what was wrong for a pydantic ``ValidationError`` of a request's params, else None."""
     title = getattr(exc, "title", "") or ""
     if not (title.endswith("Request") or title.endswith("Params")):

@@ -21,11 +21,21 @@ import collections
 import contextlib
 import signal
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from plexor.core.kernel import Kernel
-from plexor.serving.pipes import StdinLines, StdoutPipe
+from plexor.serving.pipes import Log, StdinLines, StdoutPipe
 from plexor.serving.watchdog import EXIT_MARGIN, Watchdog, _next_signal_by_handler
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import contextvars
+
+    import anyio
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
+    from mcp.shared.message import SessionMessage
+
+    from plexor.auth.config import Profile
+    from plexor.serving.boot import Boot
 
 __all__ = ["serve_stdio", "stdio_streams"]
 
@@ -34,7 +44,7 @@ __all__ = ["serve_stdio", "stdio_streams"]
 PROBE_LOOKAHEAD = 0.02
 
 
-def _modern(params: Any) -> bool:
+def _modern(params: object) -> bool:
     """Whether a request's params carry the 2026-07-28 envelope (the protocol version in ``_meta``)."""
     from mcp_types import PROTOCOL_VERSION_META_KEY
 
@@ -49,23 +59,25 @@ class AnsweringStream:
     exception, so the lines handed out and the items taken here pair off in order.
     """
 
-    def __init__(self, inner: Any, write: Any, lines: collections.deque[str], log: Any) -> None:
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage],
+                 lines: collections.deque[str], log: Log) -> None:
         self._inner = inner
         self._write = write
         self._lines = lines
         self._log = log
         self._opened = False  # the first request (which decides the connection's era) has been seen
-        self._held: collections.deque[tuple[Any, str, Any]] = collections.deque()  # (item, line, context)
-        self._context: Any = None
+        # (item, line, context)
+        self._held: collections.deque[tuple[SessionMessage | Exception, str, contextvars.Context | None]] = collections.deque()
+        self._context: contextvars.Context | None = None
         from plexor.serving.wire import max_depth
 
         self._depth = max_depth()  # PLEXOR_MAX_NESTING: both eras, as over HTTP (plexor.serving.bounds)
 
     @property
-    def last_context(self) -> Any:
+    def last_context(self) -> contextvars.Context | None:
         return self._context if self._context is not None else getattr(self._inner, "last_context", None)
 
-    async def _next(self) -> tuple[Any, str]:
+    async def _next(self) -> tuple[SessionMessage | Exception, str]:
         if self._held:
             item, line, self._context = self._held.popleft()
             return item, line
@@ -73,7 +85,7 @@ class AnsweringStream:
         item = await self._inner.receive()
         return item, (self._lines.popleft() if self._lines else "")
 
-    async def receive(self) -> Any:
+    async def receive(self) -> SessionMessage | Exception:
         import mcp_types as types
         from mcp.shared.message import SessionMessage
 
@@ -106,7 +118,7 @@ class AnsweringStream:
                 error = types.JSONRPCError.model_validate(reply.wire())
                 await self._write.send(SessionMessage(error))
 
-    async def _probe_given_up(self, discover: Any) -> Any:
+    async def _probe_given_up(self, discover: SessionMessage) -> SessionMessage | Exception:
         """The message to serve first when the client opened with ``server/discover``.
 
         A client that probes with ``server/discover`` and hears nothing within its own timeout
@@ -121,18 +133,19 @@ class AnsweringStream:
 
         from plexor.serving.wire import INVALID_REQUEST, Reply, id_of
 
-        following: Any = None
+        following: SessionMessage | Exception | None = None
         with anyio.move_on_after(PROBE_LOOKAHEAD):
             following = await self._inner.receive()  # cancel-safe: nothing is lost on timeout
         if following is None:
             return discover
-        context = getattr(self._inner, "last_context", None)
+        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
         line = self._lines.popleft() if self._lines else ""
         if not (isinstance(following, SessionMessage) and isinstance(following.message, types.JSONRPCRequest)
                 and following.message.method == "initialize"):
             self._held.append((following, line, context))
             return discover
-        reply = Reply(id_of(discover.message.id), INVALID_REQUEST, (
+        asked_id = discover.message.id if isinstance(discover.message, types.JSONRPCRequest) else None
+        reply = Reply(id_of(asked_id), INVALID_REQUEST, (
             "server/discover was not answered before this client sent initialize on the same connection, so the "
             "client has fallen back to the initialize handshake: this connection serves the handshake era "
             "(2025-11-25 and earlier). To use the 2026-07-28 protocol, start a new server process and wait for "
@@ -153,7 +166,7 @@ class AnsweringStream:
     def __aiter__(self) -> AnsweringStream:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> SessionMessage | Exception:
         import anyio
 
         try:
@@ -164,12 +177,12 @@ class AnsweringStream:
     async def __aenter__(self) -> AnsweringStream:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
 
-async def _run_until_signal(kernel: Kernel, scope: Any, grace: float, watchdog: Watchdog,
-                            listening: Callable[[], None] | None = None, boot: Any = None) -> None:
+async def _run_until_signal(kernel: Kernel, scope: anyio.CancelScope, grace: float, watchdog: Watchdog,
+                            listening: Callable[[], None] | None = None, boot: Boot | None = None) -> None:
     """On SIGTERM/SIGINT: stop taking calls, let in-flight ones finish, then end serving.
 
     ``listening`` runs once the signals are caught (the terminal hint says Ctrl+C works: it must).
@@ -211,7 +224,8 @@ def _freeze_heap() -> None:
 
 
 @contextlib.asynccontextmanager
-async def stdio_streams(log: Any, stdin: StdinLines | None = None) -> AsyncIterator[tuple[Any, Any]]:
+async def stdio_streams(log: Log, stdin: StdinLines | None = None
+                        ) -> AsyncIterator[tuple[AnsweringStream, WriteStream[SessionMessage]]]:
     """The SDK's ``stdio_server`` with Plexor's ends: stdin and stdout through the event loop, refused lines answered."""
     from mcp.server.stdio import stdio_server
 
@@ -228,7 +242,7 @@ async def stdio_streams(log: Any, stdin: StdinLines | None = None) -> AsyncItera
 
 
 async def serve_stdio(kernel: Kernel, *, grace: float = 30.0, listening: Callable[[], None] | None = None,
-                      profile: Any = None, silent: Callable[[], None] | None = None) -> None:
+                      profile: Profile | None = None, silent: Callable[[], None] | None = None) -> None:
     """Serve one client over stdin/stdout until EOF or a signal; then drain and stop the kernel.
 
     :param listening: called once SIGTERM/SIGINT are handled (for the hint on a terminal).

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
+    from types import FrameType
+
     from plexor.core.kernel import Kernel
 
 __all__ = ["EXIT_MARGIN", "Watchdog"]
@@ -37,7 +39,7 @@ class Watchdog:
         timer.daemon = True
         timer.start()
 
-    def _second_signal(self, signum: int, frame: Any) -> None:
+    def _second_signal(self, signum: int, frame: FrameType | None) -> None:
         _hard_exit(f"second {signal.Signals(signum).name}: exiting at once", 128 + signum)
 
     def _expired(self, reason: str) -> None:
