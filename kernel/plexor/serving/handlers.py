@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     Ctx = ServerRequestContext[object]  # the SDK's request context of a PlexorServer
 
-__all__ = ["ASKING_METHODS", "Handlers"]
+__all__ = ["ASKING_METHODS", "Handlers", "ListHint"]
+
 
 class ListHint(TypedDict):
     """A list result's cache fields (``ttlMs``, ``cacheScope``): its items' most cautious hint."""
