@@ -2,8 +2,8 @@
 
     python bench/kernel_size.py [--json]
 
-Reports: lines of the kernel proper (``kernel/plexor`` without the feature packages that are to become
-built-in plugins), modules over 400 lines and functions over 60 lines (kernel and shipped plugins),
+Reports: lines of the kernel proper (``kernel/plexor`` without ``plexor/features``, the built-in feature
+plugins and their machinery), modules over 400 lines and functions over 60 lines (kernel and shipped plugins),
 ``Any`` in the kernel (every ``Any`` name in annotations and code), and the kernel's import cycles
 counting every import (module level, inside functions and under ``TYPE_CHECKING``), as strongly
 connected components of the import graph. ``tests/test_layout.py`` uses the same graph (it imports
@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "kernel" / "plexor"
-FEATURES = ("tasks", "auth", "telemetry", "state")  # issue 24: built-in plugins, not the kernel proper
+FEATURES = ("features",)  # issue 24: the built-in feature plugins (plexor/features/*), not the kernel proper
 MODULE_LINES, FUNCTION_LINES = 400, 60
 
 

@@ -62,7 +62,7 @@ async def client(url: str, bearer: str, era: str, **headers: str) -> Any:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    from plexor.tasks.client import TasksClient
+    from plexor.features.tasks.client import TasksClient
 
     mode = "legacy" if era == "2025-11-25" else era
     extensions = [TasksClient()] if era != "2025-11-25" else []
@@ -74,7 +74,7 @@ async def client(url: str, bearer: str, era: str, **headers: str) -> Any:
 async def raw(c: Any, method: str, params: dict[str, Any], *, era: str) -> dict[str, Any]:
     """A request as sent on the wire (the typed API has no task-augmented call); in 2026-07-28 with the
     tasks extension declared in the request's ``_meta``, as a tasks-aware client sends it."""
-    from plexor.tasks.client import task_request
+    from plexor.features.tasks.client import task_request
 
     if era == "2025-11-25":  # the SDK's 2025-11-25 session checks results by method: it refuses a task's
         answer: dict[str, Any] = await c.session._dispatcher.send_raw_request(method, params, {})
@@ -273,7 +273,7 @@ async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
     from mcp.shared.exceptions import MCPError
 
     from plexor.daemon import read_registry, registry_path, stop_daemon
-    from plexor.tasks.client import TasksClient
+    from plexor.features.tasks.client import TasksClient
 
     home = tmp_path / "home"
     (home / "config").mkdir(parents=True)
@@ -352,7 +352,7 @@ async def test_a_stdio_server_with_a_profile_makes_the_same_decision(tmp_path):
     from mcp import Client, StdioServerParameters
     from mcp.shared.exceptions import MCPError
 
-    from plexor.tasks.client import TasksClient
+    from plexor.features.tasks.client import TasksClient
 
     home = tmp_path / "home"
     (home / "config").mkdir(parents=True)
@@ -419,10 +419,10 @@ async def test_the_request_layers_sit_in_their_declared_order_whatever_order_the
         async def authorization(ctx, call_next):
             return await call_next(ctx)
 
-        server.path.add("authorization", authorization)  # added last, as plexor.auth does
+        server.path.add("authorization", authorization)  # added last, as plexor.features.auth does
         assert server.path.names() == ["sdk", "session", "limits", "request-state", "authorization", "tasks"]
         assert server.middleware == [*before[:-1], authorization, before[-1]]  # the SDK's list, in place
-        from plexor.tasks.protocol import TaskProtocol
+        from plexor.features.tasks.protocol import TaskProtocol
 
         assert isinstance(getattr(server.middleware[-1], "__self__", None), TaskProtocol)  # the tasks layer, still last
         assert list(ORDER).index("authorization") < list(ORDER).index("tasks")

@@ -36,9 +36,9 @@ hookspec = pluggy.HookspecMarker("plexor")
 
 #: The server features shipped as built-in plugins: plugin name -> module.
 FEATURES: Mapping[str, str] = {
-    "tasks": "plexor.features.tasks",
-    "auth": "plexor.features.auth",
-    "telemetry": "plexor.features.telemetry",
+    "tasks": "plexor.features.tasks.plugin",
+    "auth": "plexor.features.auth.plugin",
+    "telemetry": "plexor.features.telemetry.plugin",
     "bus": "plexor.features.bus",
 }
 

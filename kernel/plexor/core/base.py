@@ -70,8 +70,8 @@ class KernelBase(_Machine):
         # its backend (one shared by several processes) before serving.
         self.notifier = Notifier()
         self._pm: Any = None
-        # plexor.telemetry.Telemetry when PLEXOR_OTEL is on; Pipeline.run's only cost when off is checking it.
-        # Set by the server it serves in when PLEXOR_OTEL is on (plexor.telemetry.for_kernel); the kernel
+        # plexor.features.telemetry.Telemetry when PLEXOR_OTEL is on; Pipeline.run's only cost when off is checking it.
+        # Set by the server it serves in when PLEXOR_OTEL is on (plexor.features.telemetry.for_kernel); the kernel
         # never imports telemetry.
         self.telemetry: Any = None
         #: Every gauge the plugins declared (PluginHandle.gauge); telemetry follows them.

@@ -30,8 +30,8 @@ class ToolSpec:
     _schema_hash: str | None = None
     output_validator: Any = None
     declared_input_schema: dict[str, Any] | None = None
-    scopes: tuple[str, ...] | None = None  # OAuth scopes a caller needs; None: derived (plexor.auth.scopes)
-    task: str = "forbidden"  # task execution (plexor.tasks): "forbidden", "optional" or "required"
+    scopes: tuple[str, ...] | None = None  # OAuth scopes a caller needs; None: derived (plexor.features.auth.scopes)
+    task: str = "forbidden"  # task execution (plexor.features.tasks): "forbidden", "optional" or "required"
     detach: str = "start"  # when a task call becomes a task: "start", or "manual" (at ctx.detach())
     icons: list[dict[str, Any]] | None = None  # MCP Icon dicts (plexor.hints); None: the plugin's PLEXOR_ICON
     cache: Any = None  # plexor.hints.Cache for its tools/list entry; None: no hint

@@ -120,10 +120,10 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     ``transport`` with the HTTP ``options`` (``None`` under stdio), for a stdio client limited to ``profile``."""
     import warnings
 
-    from plexor.tasks.listen import Listen
+    from plexor.features.tasks.listen import Listen
 
     if kernel.telemetry is None:  # PLEXOR_OTEL: the kernel's pipeline observes through it from now on
-        from plexor.telemetry import for_kernel
+        from plexor.features.telemetry import for_kernel
 
         kernel.telemetry = for_kernel(kernel)
     h = Handlers(kernel, page_size or kernel.page_size, boot)

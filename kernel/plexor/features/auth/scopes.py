@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from plexor.auth.config import Profile
 from plexor.core.kernel import Kernel
 from plexor.core.specs import ToolSpec
+from plexor.features.auth.config import Profile
 
 __all__ = ["Access", "ScopePolicy", "granted_scopes"]
 
@@ -83,7 +83,7 @@ class Access:
     scopes: frozenset[str] | None = None
     profile: Profile | None = None
     subject: str | None = None
-    principal: str = ""  # who owns what this caller makes (tasks): "" is the local user (see plexor.auth.guard)
+    principal: str = ""  # who owns what this caller makes (tasks): "" is the local user (see plexor.features.auth.guard)
     client: str | None = None
     issuer: str | None = None
     token_id: str | None = None

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from plexor.auth.scopes import Access, ScopePolicy
 from plexor.core.specs import ToolSpec
+from plexor.features.auth.scopes import Access, ScopePolicy
 
 __all__ = ["DECIDED", "Decision", "Target", "decide", "targets"]
 
