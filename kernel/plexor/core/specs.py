@@ -9,7 +9,19 @@ from typing import Any
 from plexor.core.dispatch import Target
 from plexor.schema import Signature, analyse, schema_hash
 
-__all__ = ["PromptSpec", "ResourceSpec", "TemplateSpec", "ToolSpec"]
+__all__ = ["MethodSpec", "PromptSpec", "ResourceSpec", "TemplateSpec", "ToolSpec"]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A JSON-RPC method a plugin added to the server (``plexor_protocol_methods``): who answers it and
+    what a caller needs. ``scopes`` ``None``: the plugin's ``<plugin>:write`` (a method may do anything,
+    so it is treated as a tool that writes); ``()``: none, the method checks its caller itself (as the
+    ``tasks`` feature's ``tasks/*`` do, by owner)."""
+
+    method: str
+    plugin: str
+    scopes: tuple[str, ...] | None = None
 
 
 @dataclass

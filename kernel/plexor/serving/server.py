@@ -17,6 +17,7 @@ import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 
 from plexor.core.kernel import Kernel
+from plexor.core.specs import MethodSpec
 from plexor.serving.asked import state_keys
 from plexor.serving.boot import Boot
 from plexor.serving.handlers import Handlers
@@ -69,6 +70,8 @@ class PlexorServer(Server[Any]):
             if impl.plugin_name in only:
                 for method in impl.function(setup) or ():
                     self.add_request_handler(method.method, method.params_type, method.handler)
+                    setup.kernel.protocol_methods[method.method] = MethodSpec(method.method, impl.plugin_name,
+                                                                              method.scopes)
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> Any:
         caps = super().get_capabilities(*args, **kwargs)
