@@ -53,7 +53,7 @@ class Pipeline(KernelBase):
     async def run(self, req: Request, plugin: str, t: Target, args: tuple[Any, ...] = (),
                   kwargs: dict[str, Any] | None = None, *, ready_required: bool = True, arguments: Any = None) -> Any:
         """Gate, count, build the context, dispatch and explain: the steps every request shares."""
-        if self.telemetry is not None:  # off by default; on, plexor.telemetry spans and times the request
+        if self.telemetry is not None:  # off by default; on, plexor.features.telemetry spans and times the request
             return await self.telemetry.observe(self._run, req, plugin, t, args, kwargs, ready_required, arguments)
         return await self._run(req, plugin, t, args, kwargs, ready_required, arguments)
 

@@ -9,7 +9,19 @@ from typing import Any
 from plexor.core.dispatch import Target
 from plexor.schema import Signature, analyse, schema_hash
 
-__all__ = ["PromptSpec", "ResourceSpec", "TemplateSpec", "ToolSpec"]
+__all__ = ["MethodSpec", "PromptSpec", "ResourceSpec", "TemplateSpec", "ToolSpec"]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A JSON-RPC method a plugin added to the server (``plexor_protocol_methods``): who answers it and
+    what a caller needs. ``scopes`` ``None``: the plugin's ``<plugin>:write`` (a method may do anything,
+    so it is treated as a tool that writes); ``()``: none, the method checks its caller itself (as the
+    ``tasks`` feature's ``tasks/*`` do, by owner)."""
+
+    method: str
+    plugin: str
+    scopes: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -30,8 +42,8 @@ class ToolSpec:
     _schema_hash: str | None = None
     output_validator: Any = None
     declared_input_schema: dict[str, Any] | None = None
-    scopes: tuple[str, ...] | None = None  # OAuth scopes a caller needs; None: derived (plexor.auth.scopes)
-    task: str = "forbidden"  # task execution (plexor.tasks): "forbidden", "optional" or "required"
+    scopes: tuple[str, ...] | None = None  # OAuth scopes a caller needs; None: derived (plexor.features.auth.scopes)
+    task: str = "forbidden"  # task execution (plexor.features.tasks): "forbidden", "optional" or "required"
     detach: str = "start"  # when a task call becomes a task: "start", or "manual" (at ctx.detach())
     icons: list[dict[str, Any]] | None = None  # MCP Icon dicts (plexor.hints); None: the plugin's PLEXOR_ICON
     cache: Any = None  # plexor.hints.Cache for its tools/list entry; None: no hint

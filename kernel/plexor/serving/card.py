@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.auth.scopes import Access
     from plexor.core.kernel import Kernel
+    from plexor.features.auth.scopes import Access
     from plexor.serving.server import PlexorServer
 
 __all__ = ["SCHEMA", "server_card"]
@@ -29,7 +29,7 @@ def server_card(kernel: Kernel, server: PlexorServer, base_url: str, *, transpor
                 stateless: bool = False, access: Access | None = None) -> dict[str, object]:
     """The card of ``server`` (serving ``kernel``) as reached at ``base_url`` (``http://host:port/``).
 
-    ``access`` is the caller's (``plexor.auth.scopes.Access``, from the guard): the card then lists only
+    ``access`` is the caller's (``plexor.features.auth.scopes.Access``, from the guard): the card then lists only
     the tools its ``tools/list`` shows, never more.
     """
     from plexor.version import __version__
@@ -56,7 +56,7 @@ def server_card(kernel: Kernel, server: PlexorServer, base_url: str, *, transpor
             entry["icons"] = icons
         tools.append(entry)
     if restricted is not None and restricted.profile is not None and restricted.profile.search:
-        from plexor.auth.search import find_tools_wire
+        from plexor.features.auth.search import find_tools_wire
 
         found = find_tools_wire()
         tools.append({k: found[k] for k in ("name", "description", "annotations") if k in found})

@@ -79,7 +79,7 @@ class Changes:
         self._pending: dict[tuple[str, str], Event] = {}  # events coalesced until the loop's next turn
         self._tasks: set[asyncio.Task[None]] = set()
         self.closing = False  # set when the kernel drains: no more change notifications to anyone
-        self.task_events: Callable[[Event], None] = lambda event: None  # tasks/status, to plexor.tasks.listen
+        self.task_events: Callable[[Event], None] = lambda event: None  # tasks/status, to features.tasks.listen
 
     def listen(self) -> None:
         """Subscribe to the kernel's notifier from the serving loop (once, on the first request)."""
@@ -88,7 +88,7 @@ class Changes:
 
     def on_event(self, event: Event) -> None:
         """A change published through :mod:`plexor.notify`: delivered on the loop's next turn, deduplicated."""
-        if event.kind == "tasks/status":  # to the listen streams that asked for that task (plexor.tasks.listen)
+        if event.kind == "tasks/status":  # to the listen streams that asked for that task (plexor.features.tasks.listen)
             self.task_events(event)
             return
         key = (event.kind, str(event.payload.get("uri", "")))

@@ -243,7 +243,7 @@ class Handlers:
     async def subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         # 2025-11-25 era: notifications/resources/updated for this URI go to this session from now on
         # (published by plugins with PluginHandle.resource_updated). Every URI may be subscribed.
-        from plexor.tasks.listen import check_uris, hold_uris
+        from plexor.features.tasks.listen import check_uris, hold_uris
 
         connection = connection_of(ctx.session)
         held = subscriptions(connection, keep=True)
@@ -255,7 +255,7 @@ class Handlers:
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        from plexor.tasks.listen import release_uris
+        from plexor.features.tasks.listen import release_uris
 
         connection = connection_of(ctx.session)
         held = subscriptions(connection)

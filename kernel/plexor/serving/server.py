@@ -18,6 +18,7 @@ import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 
 from plexor.core.kernel import Kernel
+from plexor.core.specs import MethodSpec
 from plexor.serving.asked import state_keys
 from plexor.serving.boot import Boot
 from plexor.serving.handlers import Handlers
@@ -27,11 +28,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcp.server.context import ServerRequestContext
     from mcp.server.models import InitializationOptions
 
-    from plexor.auth.config import Profile
     from plexor.extending import ServerSetup
+    from plexor.features.auth.config import Profile
+    from plexor.features.tasks.listen import Listen
     from plexor.serving.http_options import HttpOptions
     from plexor.serving.layers import RequestPath
-    from plexor.tasks.listen import Listen
 
 __all__ = ["PlexorServer", "build_server"]
 
@@ -80,6 +81,8 @@ class PlexorServer(Server[object]):
             if impl.plugin_name in only:
                 for method in impl.function(setup) or ():
                     self.add_request_handler(method.method, method.params_type, method.handler)
+                    setup.kernel.protocol_methods[method.method] = MethodSpec(method.method, impl.plugin_name,
+                                                                              method.scopes)
 
     def get_capabilities(self, notification_options: NotificationOptions | None = None,
                          experimental_capabilities: dict[str, dict[str, object]] | None = None,
@@ -136,10 +139,10 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
                  options: HttpOptions | None = None, profile: Profile | None = None) -> PlexorServer:
     """Create the SDK server for ``kernel`` (started, starting, or booted lazily by ``boot``), served over
     ``transport`` with the HTTP ``options`` (``None`` under stdio), for a stdio client limited to ``profile``."""
-    from plexor.tasks.listen import Listen
+    from plexor.features.tasks.listen import Listen
 
     if kernel.telemetry is None:  # PLEXOR_OTEL: the kernel's pipeline observes through it from now on
-        from plexor.telemetry import for_kernel
+        from plexor.features.telemetry import for_kernel
 
         kernel.telemetry = for_kernel(kernel)
     h = Handlers(kernel, page_size or kernel.page_size, boot)

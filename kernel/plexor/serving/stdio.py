@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcp.shared._stream_protocols import ReadStream, WriteStream
     from mcp.shared.message import SessionMessage
 
-    from plexor.auth.config import Profile
+    from plexor.features.auth.config import Profile
     from plexor.serving.boot import Boot
 
 __all__ = ["serve_stdio", "stdio_streams"]
