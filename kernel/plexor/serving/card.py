@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp.server.lowlevel import Server
+
     from plexor.core.kernel import Kernel
     from plexor.features.auth.scopes import Access
-    from plexor.serving.server import PlexorServer
 
 __all__ = ["SCHEMA", "server_card"]
 
@@ -25,7 +26,7 @@ SCHEMA = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.j
 ERAS = ["2025-11-25", "2026-07-28"]
 
 
-def server_card(kernel: Kernel, server: PlexorServer, base_url: str, *, transport: str = "http",
+def server_card(kernel: Kernel, server: Server[object], base_url: str, *, transport: str = "http",
                 stateless: bool = False, access: Access | None = None) -> dict[str, object]:
     """The card of ``server`` (serving ``kernel``) as reached at ``base_url`` (``http://host:port/``).
 

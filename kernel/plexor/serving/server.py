@@ -45,7 +45,9 @@ REQUEST_STATE_TTL = 3600.0
 
 
 class PlexorServer(Server[object]):
-    """The SDK server, advertising list-changed notifications by default; its layers in ``path``."""
+    """The SDK server, advertising list-changed notifications by default; its layers in ``path``.
+
+    Its lifespan state is the SDK's default one, which nothing reads: ``object``."""
 
     setup: ServerSetup | None = None  # what the server-extension hooks see (build_server sets it)
     _extended: frozenset[str] = frozenset()  # the plugins whose server-extension hooks have been applied
