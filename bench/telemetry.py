@@ -112,7 +112,7 @@ async def in_process(calls: int, rounds: int, sink_url: str) -> None:
     from prometheus_client import CollectorRegistry
 
     from plexor.core.base import Request
-    from plexor.telemetry import BUCKETS, Telemetry
+    from plexor.features.telemetry import BUCKETS, Telemetry
 
     kernel = SimpleNamespace(records={}, _inflight=0, log=None)
     request = Request("tool", "bench_echo", None, 7)

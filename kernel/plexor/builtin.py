@@ -13,10 +13,10 @@ PLEXOR_NAMESPACE = "plexor"
 
 @hookimpl
 def plexor_add_config(config: Any) -> None:
-    # [plexor] database_url: the kernel's own database (tasks...); PLEXOR_DATABASE_URL overrides it (plexor.state).
+    # [plexor] database_url: the kernel's own database (tasks...); PLEXOR_DATABASE_URL overrides it (plexor.features.state).
     config.add("database_url", str, None, help="the kernel's database URL (postgresql://...); default: "
                "plexor.sqlite3 in the data directory")
-    # [plexor.auth] and [plexor.profiles.NAME]: read by plexor.auth when serving HTTP (docs/security.md).
+    # [plexor.auth] and [plexor.profiles.NAME]: read by plexor.features.auth when serving HTTP (docs/security.md).
     config.add("auth", dict, None, help="OAuth 2.1 resource server: issuer, resource, scopes... (docs/security.md)")
     config.add("profiles", dict, None, help="named tool profiles: [plexor.profiles.NAME] tools = [...] (docs/security.md)")
 

@@ -155,7 +155,7 @@ def principal(scope: Mapping[str, Any] | None) -> str:
     named = scope.get("plexor.principal")  # the plexor_principal hook's answer (plexor.serving.features)
     if named:
         return str(named)
-    access = scope.get("plexor.access")  # plexor.auth.guard.ACCESS_KEY, set when OAuth is on
+    access = scope.get("plexor.access")  # plexor.features.auth.guard.ACCESS_KEY, set when OAuth is on
     if getattr(access, "subject", None) or any(k == b"authorization" for k, _ in scope.get("headers") or ()):
         return "token"  # the static --token: every holder is the same caller
     client = scope.get("client")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 from plexor.core.config import Paths, paths
 from plexor.core.records import PluginRecord, State, _Machine
 from plexor.core.registry import Registry
+from plexor.core.specs import MethodSpec
 from plexor.errors import ConfigError, PlexorError
 from plexor.handle import Gauges
 
@@ -53,7 +54,7 @@ class Request:
 
 
 class Observer(Protocol):
-    """What the pipeline asks of ``kernel.telemetry`` (``plexor.telemetry.Telemetry``, above this layer)."""
+    """What the pipeline asks of ``kernel.telemetry`` (``plexor.features.telemetry.Telemetry``, above this layer)."""
 
     async def observe(self, run: Callable[..., Awaitable[object]], req: Request, plugin: str, *args: object) -> object: ...
 
@@ -96,6 +97,9 @@ class KernelBase(_Machine):
         self._idle: anyio.Event | None = None
         self._listeners: list[Callable[[str], object]] = []
         self._drain_listeners: list[Callable[[], object]] = []
+        #: The protocol methods plugins added (``plexor_protocol_methods``), by method: the authorization
+        #: layer decides them as it decides tools (``plexor.features.auth.decide``).
+        self.protocol_methods: dict[str, MethodSpec] = {}
         self._kept: dict[type, object] = {}  # keep(): the features' per-kernel objects, by type
         self._keeping = threading.RLock()
         from plexor.notify import Notifier
@@ -104,8 +108,8 @@ class KernelBase(_Machine):
         # its backend (one shared by several processes) before serving.
         self.notifier = Notifier()
         self._pm: pluggy.PluginManager | None = None
-        # plexor.telemetry.Telemetry when PLEXOR_OTEL is on; Pipeline.run's only cost when off is checking it.
-        # Set by the server it serves in when PLEXOR_OTEL is on (plexor.telemetry.for_kernel); the kernel
+        # plexor.features.telemetry.Telemetry when PLEXOR_OTEL is on; Pipeline.run's only cost when off is checking it.
+        # Set by the server it serves in when PLEXOR_OTEL is on (plexor.features.telemetry.for_kernel); the kernel
         # never imports telemetry.
         self.telemetry: Observer | None = None
         #: Every gauge the plugins declared (PluginHandle.gauge); telemetry follows them.

@@ -46,7 +46,7 @@ class Pipeline(KernelBase):
                   kwargs: dict[str, object] | None = None, *, ready_required: bool = True,
                   arguments: object = None) -> object:
         """Gate, count, build the context, dispatch and explain: the steps every request shares."""
-        if self.telemetry is not None:  # off by default; on, plexor.telemetry spans and times the request
+        if self.telemetry is not None:  # off by default; on, plexor.features.telemetry spans and times the request
             return await self.telemetry.observe(self._run, req, plugin, t, args, kwargs, ready_required, arguments)
         return await self._run(req, plugin, t, args, kwargs, ready_required, arguments)
 

@@ -16,7 +16,19 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from plexor.hints import Cache
 
-__all__ = ["PromptSpec", "ResourceSpec", "TemplateMatcher", "TemplateSpec", "ToolSpec", "parse_template"]
+__all__ = ["MethodSpec", "PromptSpec", "ResourceSpec", "TemplateMatcher", "TemplateSpec", "ToolSpec", "parse_template"]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A JSON-RPC method a plugin added to the server (``plexor_protocol_methods``): who answers it and
+    what a caller needs. ``scopes`` ``None``: the plugin's ``<plugin>:write`` (a method may do anything,
+    so it is treated as a tool that writes); ``()``: none, the method checks its caller itself (as the
+    ``tasks`` feature's ``tasks/*`` do, by owner)."""
+
+    method: str
+    plugin: str
+    scopes: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -37,8 +49,8 @@ class ToolSpec:
     _schema_hash: str | None = None
     output_validator: Validator | None = None
     declared_input_schema: dict[str, object] | None = None
-    scopes: tuple[str, ...] | None = None  # OAuth scopes a caller needs; None: derived (plexor.auth.scopes)
-    task: str = "forbidden"  # task execution (plexor.tasks): "forbidden", "optional" or "required"
+    scopes: tuple[str, ...] | None = None  # OAuth scopes a caller needs; None: derived (plexor.features.auth.scopes)
+    task: str = "forbidden"  # task execution (plexor.features.tasks): "forbidden", "optional" or "required"
     detach: str = "start"  # when a task call becomes a task: "start", or "manual" (at ctx.detach())
     icons: list[dict[str, object]] | None = None  # MCP Icon dicts (plexor.hints); None: the plugin's PLEXOR_ICON
     cache: Cache | None = None  # for its tools/list entry; None: no hint

@@ -17,6 +17,7 @@ import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 
 from plexor.core.kernel import Kernel
+from plexor.core.specs import MethodSpec
 from plexor.serving.asked import state_keys
 from plexor.serving.boot import Boot
 from plexor.serving.handlers import Handlers
@@ -69,6 +70,8 @@ class PlexorServer(Server[Any]):
             if impl.plugin_name in only:
                 for method in cast("list[ProtocolMethod] | None", impl.function(setup)) or ():
                     self.add_request_handler(method.method, method.params_type, method.handler)
+                    setup.kernel.protocol_methods[method.method] = MethodSpec(method.method, impl.plugin_name,
+                                                                              method.scopes)
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> Any:
         caps = super().get_capabilities(*args, **kwargs)
@@ -120,10 +123,10 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     ``transport`` with the HTTP ``options`` (``None`` under stdio), for a stdio client limited to ``profile``."""
     import warnings
 
-    from plexor.tasks.listen import Listen
+    from plexor.features.tasks.listen import Listen
 
     if kernel.telemetry is None:  # PLEXOR_OTEL: the kernel's pipeline observes through it from now on
-        from plexor.telemetry import for_kernel
+        from plexor.features.telemetry import for_kernel
 
         kernel.telemetry = for_kernel(kernel)
     h = Handlers(kernel, page_size or kernel.page_size, boot)

@@ -1,4 +1,4 @@
-"""Opening the kernel's database; see :mod:`plexor.state` for the API."""
+"""Opening the kernel's database; see :mod:`plexor.features.state` for the API."""
 
 from __future__ import annotations
 

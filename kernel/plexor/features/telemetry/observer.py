@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from plexor.context import connection_of
 from plexor.core.eras import is_stateless
-from plexor.telemetry.metrics import (
+from plexor.features.telemetry.metrics import (
     BUCKETS,
     DURATION_HELP,
     IN_FLIGHT_HELP,
