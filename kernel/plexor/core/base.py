@@ -258,8 +258,7 @@ class KernelBase(_Machine):
         return {
             "kernel": {"state": self.state.value, "version": __version__, "pid": self.pid,
                        "uptime_seconds": round(time.time() - self.started_at, 3), "inflight": self._inflight},
-            "pid": self.pid,
-            "version": __version__,
+            "pid": self.pid, "version": __version__,
             "schema_hash": schema_hash(sorted((t.name, t.schema_hash) for t in self.registry.tools.values())),
             "plugins": [r.describe() for r in sorted(self.records.values(), key=lambda r: r.name)],
         } | ({"unknown_plugins": unknown} if (unknown := getattr(self, "unknown_plugins", [])) else {})

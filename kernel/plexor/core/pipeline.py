@@ -148,8 +148,7 @@ class Pipeline(KernelBase):
 
     async def call_tool(self, name: str, arguments: Mapping[str, object] | None = None, *,
                         session: ServerSession | None = None, request_id: RequestId | None = None,
-                        progress_token: ProgressToken | None = None,
-                        close_sse_stream: CloseSSEStreamCallback | None = None,
+                        progress_token: ProgressToken | None = None, close_sse_stream: CloseSSEStreamCallback | None = None,
                         exchange: Exchange | None = None) -> Outcome:
         """Run a tool and return its :class:`Outcome`; failures become error outcomes, never exceptions.
 
@@ -241,8 +240,8 @@ class Pipeline(KernelBase):
             if self.records[plugin].state != State.READY:
                 continue
             try:
-                items = cast("list[Mapping[str, object]]",  # a lister returns dicts
-                             await _materialise(await self.run(Request("listing", "resources/list"), plugin, lister)))
+                listed = await _materialise(await self.run(Request("listing", "resources/list"), plugin, lister))
+                items = cast("list[Mapping[str, object]]", listed)  # a lister returns dicts
                 cache = _lister_cache(self.registry.lister_cache.get(plugin, [None]))
                 out.extend({"mime_type": "application/json", **item, "plugin": plugin, "cache": cache} for item in items)
             except PlexorError as exc:

@@ -139,19 +139,10 @@ class PluginRecord(_Machine):
     def describe(self) -> dict[str, object]:
         reg = self.registry
         return {
-            "name": self.name,
-            "distribution": self.distribution,
-            "version": self.version,
-            "namespace": self.namespace,
-            "icons": self.icons or [],
-            "state": self.state.value,
-            "ready": self.state == State.READY,
-            "progress": self.progress,
-            "progress_message": self.progress_message,
-            "error": self.error,
+            "name": self.name, "distribution": self.distribution, "version": self.version, "namespace": self.namespace,
+            "icons": self.icons or [], "state": self.state.value, "ready": self.state == State.READY,
+            "progress": self.progress, "progress_message": self.progress_message, "error": self.error,
             "warnings": list(self.warnings) + list(self.settings.warnings if self.settings else []),
-            "tools": sorted(reg.tools),
-            "resources": sorted(reg.resources),
-            "resource_templates": sorted(reg.templates),
+            "tools": sorted(reg.tools), "resources": sorted(reg.resources), "resource_templates": sorted(reg.templates),
             "prompts": sorted(reg.prompts),
         }

@@ -25,18 +25,7 @@ from plexor.schema import analyse, parse_docstring
 if TYPE_CHECKING:  # pragma: no cover
     from peewee import Database, Model
 
-__all__ = [
-    "ModelRegistrar",
-    "PromptRegistrar",
-    "PromptSpec",
-    "Registry",
-    "ResourceRegistrar",
-    "ResourceSpec",
-    "TemplateRegistrar",
-    "TemplateSpec",
-    "ToolRegistrar",
-    "ToolSpec",
-]
+__all__ = ["ModelRegistrar", "PromptRegistrar", "Registry", "ResourceRegistrar", "TemplateRegistrar", "ToolRegistrar"]
 
 _METHOD = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
