@@ -99,7 +99,9 @@ def open_state(data_dir: Path, url: str | None = None) -> StateDB:
                                "[plexor] database_url in plexor.toml); for PostgreSQL the driver is installed with "
                                "`pip install psycopg2-binary`.") from exc
         if db.__class__.__name__.startswith("Postgres"):
-            db.autorollback = True  # type: ignore[attr-defined]  # an __init__ option only, in peewee's stubs; a failed statement must not leave the thread's connection aborted
+            # a failed statement must not leave the thread's connection aborted (peewee's stubs know
+            # autorollback only as an __init__ option)
+            db.autorollback = True  # type: ignore[attr-defined]
         return StateDB(db, _redact(url))
     import peewee
 
