@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp.server.context import ServerMiddleware
+
     from plexor.core.base import KernelBase
 
 __all__ = ["FEATURES", "ProtocolMethod", "RequestLayer", "ServerSetup", "hookspec"]
@@ -42,8 +44,8 @@ FEATURES: Mapping[str, str] = {
     "bus": "plexor.features.bus",
 }
 
-#: SDK middleware: ``async (ctx, call_next) -> result``.
-Middleware = Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+#: SDK middleware: ``async (ctx, call_next) -> result``, as the SDK's ``Server.middleware`` holds it.
+Middleware: TypeAlias = "ServerMiddleware[object]"
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,9 @@ class Handlers:
         self.size = size
         self.boot = boot
         self.changes = Changes(kernel, self.forget_lists)
-        if kernel.telemetry is not None:  # counted when metrics are collected, never per request
+        from plexor.features.telemetry import Telemetry
+
+        if isinstance(kernel.telemetry, Telemetry):  # counted when metrics are collected, never per request
             kernel.telemetry.sessions = self.changes.sessions
         self._tools: list[types.Tool] | None = None  # tools/list's models, until the tools change
         # The server's handler look-up, set by build_server (the middleware asks it whether a method is known).
@@ -151,6 +153,7 @@ class Handlers:
 
     async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         from plexor.apps import APP_MIME_TYPE, client_supports_apps
+        from plexor.hints import Cache
 
         found = await self.kernel.list_resources()
         if not client_supports_apps(ctx.session):  # app pages are listed to hosts that can show them
@@ -158,11 +161,12 @@ class Handlers:
         items, nxt = page(found, params.cursor if params else None, self.size)
         resources = [types.Resource.model_validate({
             "uri": r["uri"], "name": r.get("name") or r["uri"], "description": r.get("description"),
-            "mimeType": r.get("mime_type"), "icons": r.get("icons") or self.plugin_icons(r.get("plugin", "")),
+            "mimeType": r.get("mime_type"), "icons": r.get("icons") or self.plugin_icons(str(r.get("plugin", ""))),
             **({"_meta": r["meta"]} if r.get("meta") else {}),
         }) for r in items]
         return types.ListResourcesResult(resources=resources, next_cursor=nxt,
-                                         **self.hint([r.get("cache") for r in items], listers=True))
+                                         **self.hint([c if isinstance(c := r.get("cache"), Cache) else None
+                                                      for r in items], listers=True))
 
     async def list_templates(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
         specs = list(self.kernel.registry.templates.values())

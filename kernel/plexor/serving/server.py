@@ -12,7 +12,7 @@ multi-round requests (SEP-2322, see :mod:`plexor.asking`).
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcp.server.context import ServerRequestContext
     from mcp.server.models import InitializationOptions
 
-    from plexor.extending import ServerSetup
+    from plexor.extending import ProtocolMethod, RequestLayer, ServerSetup
     from plexor.features.auth.config import Profile
     from plexor.features.tasks.listen import Listen
     from plexor.serving.http_options import HttpOptions
@@ -77,11 +77,11 @@ class PlexorServer(Server[object]):
         # pluggy calls the implementations last-registered (and tryfirst) first: the same order here
         for impl in reversed(hook.plexor_request_layers.get_hookimpls()):
             if impl.plugin_name in only:
-                for layer in impl.function(setup) or ():
+                for layer in cast("list[RequestLayer] | None", impl.function(setup)) or ():
                     self.path.add(layer.position, layer.middleware, layer.name or impl.plugin_name)
         for impl in reversed(hook.plexor_protocol_methods.get_hookimpls()):
             if impl.plugin_name in only:
-                for method in impl.function(setup) or ():
+                for method in cast("list[ProtocolMethod] | None", impl.function(setup)) or ():
                     self.add_request_handler(method.method, method.params_type, method.handler)
                     setup.kernel.protocol_methods[method.method] = MethodSpec(method.method, impl.plugin_name,
                                                                               method.scopes)
