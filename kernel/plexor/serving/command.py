@@ -106,7 +106,12 @@ def _report_daemon(transport: str) -> None:
     """``serve --daemon``: start the shared daemon (or find the one running) and print its registry, without the token."""
     if transport != "http":
         raise click.UsageError("--daemon serves Streamable HTTP: use --transport http --daemon")
-    from plexor.daemon import DaemonError, ensure_daemon
+    from plexor.plugin_commands import disabled_features
+
+    if "daemon" in disabled_features(None):
+        raise click.UsageError("--daemon starts the shared daemon of the built-in plugin 'daemon', which PLEXOR_DISABLE "
+                               "turns off; remove daemon from PLEXOR_DISABLE to use it")
+    from plexor.features.daemon.process import DaemonError, ensure_daemon
 
     try:
         info = ensure_daemon()
@@ -286,7 +291,7 @@ def _stdout_to_stderr() -> Any:
 
 
 def _registry_path() -> Any:
-    from plexor.daemon import registry_path
+    from plexor.features.daemon.process import registry_path
 
     return registry_path()
 
@@ -295,7 +300,7 @@ def _daemon_hooks(registry: str, opts: Any) -> tuple[Any, Any]:
     import time
     from pathlib import Path
 
-    from plexor.daemon import plugin_selection, remove_registry, write_registry
+    from plexor.features.daemon.process import plugin_selection, remove_registry, write_registry
 
     path = Path(registry)
     pid = os.getpid()
