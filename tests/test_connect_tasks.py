@@ -21,7 +21,7 @@ pytestmark = pytest.mark.anyio
 
 JOBS = """
 import anyio
-from plexor import Context, Result, hookimpl
+from plexor import Context, Elicit, Result, hookimpl
 
 
 @hookimpl
@@ -38,7 +38,13 @@ def plexor_register_tools(register, settings):
         await anyio.sleep(seconds)
         return "the secret"
 
+    async def confirm(ctx: Context, what: str) -> Result:
+        '''Ask before doing it.'''
+        got = await ctx.ask(ok=Elicit(f"Really {what}?", {"ok": bool}))
+        return Result({"ok": (got["ok"].get("content") or {}).get("ok")}, text=f"{what}: {got['ok']['action']}")
+
     register(work, task="optional")
+    register(confirm, task="optional")
     register(secret, task="optional")
 """
 
@@ -164,3 +170,20 @@ async def test_a_task_outside_the_profile_is_refused_through_connect_as_directly
         assert relayed["isError"] is direct["isError"] is True and relayed["content"] == direct["content"]
     else:
         assert relayed == direct
+
+
+async def test_a_legacy_task_s_question_reaches_the_client_through_tasks_result(env):
+    import mcp_types as types
+
+    asked: list[str] = []
+
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    async with _connect(env, mode="legacy", elicitation_callback=on_elicit) as client:
+        task = (await raw(client, "tools/call", {"name": "fakejobs_confirm", "arguments": {"what": "drop"},
+                                                 "task": {}}))["task"]
+        result = await raw(client, "tasks/result", {"taskId": task["taskId"]})
+    assert asked == ["Really drop?"]
+    assert result["structuredContent"] == {"ok": True} and result["content"][0]["text"] == "drop: accept"

@@ -9,10 +9,12 @@ tool refuses, ``InvalidArgument``; a bad ``plexor.toml`` or ``PLEXOR_*`` variabl
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 
@@ -25,7 +27,13 @@ from plexor.plugin_commands import (
 )
 from plexor.version import __version__
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.core.kernel import Kernel
+    from plexor.core.results import Outcome
+
 __all__ = ["main", "run_kernel"]
+
+T = TypeVar("T")
 
 ENV_HELP = (
     "Environment: PLEXOR_HOME=DIR keeps config, data and logs under DIR; PLEXOR_PLUGINS=a,b loads only "
@@ -39,7 +47,11 @@ ENV_HELP = (
     "server keeps (PLEXOR_MAX_*, PLEXOR_EVENT_STORE_*_BYTES, PLEXOR_AUTH_FETCH_*): docs/security.md#limits."
 )
 
-def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
+@overload
+def run_kernel(func: Callable[[Kernel], Awaitable[T]], *, plugins: list[str] | None = None) -> T: ...
+@overload
+def run_kernel(func: Callable[[Kernel], T], *, plugins: list[str] | None = None) -> T: ...
+def run_kernel(func: Callable[[Kernel], object], *, plugins: list[str] | None = None) -> object:
     """Start a kernel (optionally with only ``plugins``), run ``await func(kernel)``, stop it.
 
     For plugin commands: ``run_kernel(lambda k: do_sweep(k), plugins=["arbor"])``.
@@ -53,7 +65,7 @@ def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
     if plugins is not None:
         environ["PLEXOR_PLUGINS"] = ",".join(plugins)
 
-    async def go() -> Any:
+    async def go() -> object:
         try:
             kernel = Kernel(environ=environ)
             kernel.load()
@@ -63,7 +75,7 @@ def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
         await kernel.start()
         try:
             result = func(kernel)
-            if hasattr(result, "__await__"):
+            if inspect.isawaitable(result):
                 result = await result
             return result
         finally:
@@ -96,10 +108,6 @@ def main() -> None:
 # connect (the daemon feature), install, uninstall and bundle (the install feature): plexor.extending.plexor_cli_commands.
 
 
-def _started(func: Any) -> Any:
-    return run_kernel(func)
-
-
 @main.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def plugins_cmd(as_json: bool) -> None:
@@ -110,7 +118,7 @@ def plugins_cmd(as_json: bool) -> None:
     """
     _quiet_logs()
 
-    async def listing(kernel: Any) -> list[dict[str, Any]]:
+    async def listing(kernel: Kernel) -> list[dict[str, Any]]:
         import time
 
         import anyio
@@ -120,7 +128,7 @@ def plugins_cmd(as_json: bool) -> None:
             await anyio.sleep(0.05)
         return [r.describe() for r in sorted(kernel.records.values(), key=lambda r: r.name)]
 
-    rows = _started(listing)
+    rows = run_kernel(listing)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -158,43 +166,45 @@ def tools_cmd(as_json: bool) -> None:
             good.append(t)
         except Exception as exc:  # noqa: BLE001 - one bad signature must not hide the other tools
             click.echo(f"warning: {exc}", err=True)
-    tools: list[dict[str, Any]] = [
-        {"name": t.name, "plugin": t.plugin, "description": t.description, "input_schema": t.signature.input_schema,
-         **({"output_schema": t.signature.output_schema} if t.signature.output_schema else {}),
-         **({"annotations": t.annotations} if t.annotations else {})}
-        for t in sorted(good, key=lambda t: t.name)
-    ]
+    good.sort(key=lambda t: t.name)
     if as_json:
-        click.echo(json.dumps(tools, indent=2))
+        click.echo(json.dumps([
+            {"name": t.name, "plugin": t.plugin, "description": t.description, "input_schema": t.signature.input_schema,
+             **({"output_schema": t.signature.output_schema} if t.signature.output_schema else {}),
+             **({"annotations": t.annotations} if t.annotations else {})}
+            for t in good], indent=2))
         return
-    accepts = {t.name: t.signature.accepts or t.signature.input_schema for t in good}  # unions whole, for people
     import textwrap
 
     from plexor.schema import _type_text  # the wording of the kernel's argument errors
 
-    for entry in tools:
-        first = (entry["description"] or "").strip().split("\n\n")[0]
-        click.echo(f"{entry['name']}  [{entry['plugin']}]")
+    for t in good:
+        first = (t.description or "").strip().split("\n\n")[0]
+        click.echo(f"{t.name}  [{t.plugin}]")
         click.echo(textwrap.fill(" ".join(first.split()), 100, initial_indent="    ", subsequent_indent="    "))
-        props = accepts[entry["name"]].get("properties", {})
-        required = set(entry["input_schema"].get("required", []))
+        props = (t.signature.accepts or t.signature.input_schema).get("properties", {})  # unions whole, for people
+        required = set(t.signature.input_schema.get("required", []))
         for name, prop in props.items():
             click.echo(f"    - {name}: {_type_text(prop)}{' (required)' if name in required else ''}")
 
 
-def _takes(prop: dict[str, Any], kinds: tuple[str, ...]) -> bool:
+def _takes(prop: Mapping[str, object], kinds: tuple[str, ...]) -> bool:
     typ = prop.get("type")
     if typ in kinds or (isinstance(typ, list) and any(k in typ for k in kinds)) or ("object" in kinds and "$ref" in prop):
         return True
-    return any(_takes(option, kinds) for option in prop.get("anyOf", []) + prop.get("oneOf", []))
+    options: list[object] = []
+    for key in ("anyOf", "oneOf"):
+        found = prop.get(key)
+        options.extend(found if isinstance(found, list) else [])
+    return any(isinstance(option, Mapping) and _takes(option, kinds) for option in options)
 
 
-def _takes_string(prop: dict[str, Any]) -> bool:
+def _takes_string(prop: Mapping[str, object]) -> bool:
     return _takes(prop, ("string",))
 
 
-def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: dict[str, Any]) -> dict[str, Any]:
-    args: dict[str, Any] = {}
+def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: Mapping[str, object]) -> dict[str, object]:
+    args: dict[str, object] = {}
     if raw_json:
         try:
             loaded = json.loads(raw_json)
@@ -203,12 +213,14 @@ def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: dict[str, 
         if not isinstance(loaded, dict):
             raise click.UsageError("--json must be a JSON object, e.g. '{\"key\": \"value\"}'")
         args.update(loaded)
-    props = schema.get("properties", {})
+    found = schema.get("properties")
+    props = found if isinstance(found, Mapping) else {}
     for pair in pairs:
         if "=" not in pair:
             raise click.UsageError(f"--arg {pair!r} must look like key=value")
         key, value = pair.split("=", 1)
-        prop = props.get(key, {})
+        prop = props.get(key)
+        prop = prop if isinstance(prop, Mapping) else {}
         if value.lstrip()[:1] in ("[", "{") and _takes(prop, ("array", "object")):
             try:  # "--arg select=[...]" is a list when a list is accepted
                 args[key] = json.loads(value)
@@ -234,7 +246,7 @@ def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
     _quiet_logs()
     from plexor.errors import NotFound
 
-    async def go(kernel: Any) -> Any:
+    async def go(kernel: Kernel) -> tuple[str, str] | Outcome:
         try:
             spec = kernel.resolve_tool(tool)
         except NotFound as exc:  # a name that is not there is usage (2); a failed plugin's tool fails (1) unless
@@ -245,11 +257,12 @@ def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
             args = _parse_args(pairs, raw_json, spec.signature.accepts or spec.signature.input_schema)
         except click.UsageError as exc:
             return ("usage", exc.format_message())
-        return ("ok", await kernel.call_tool(spec.name, args))
+        return await kernel.call_tool(spec.name, args)
 
-    kind, outcome = _started(go)
-    if kind in ("usage", "failed"):
-        click.echo(outcome, err=kind == "usage")
+    outcome = run_kernel(go)
+    if isinstance(outcome, tuple):  # ("usage" | "failed", what to say)
+        kind, said = outcome
+        click.echo(said, err=kind == "usage")
         sys.exit(2 if kind == "usage" else 1)
     click.echo(outcome.text)
     if outcome.is_error:  # InvalidArgument and ConfigError: 2 (change the input); any other failure: 1

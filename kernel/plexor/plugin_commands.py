@@ -12,11 +12,14 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from plexor.version import __version__
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.core.kernel import Kernel
 
 __all__ = ["CORE_COMMANDS", "PluginGroup"]
 
@@ -204,7 +207,7 @@ def _disabled_command(name: str, feature: str) -> click.Command:
                                            "help_option_names": []})
 
 
-def _help_cache(environ: dict[str, str] | None) -> tuple[Any, str]:
+def _help_cache(environ: dict[str, str] | None) -> tuple[Path, str]:
     import hashlib
 
     from plexor.core.config import paths
@@ -235,7 +238,7 @@ def _load_help_cache(environ: dict[str, str] | None) -> dict[str, Any] | None:
     return data.get("commands") if isinstance(data, dict) and data.get("key") == key else None
 
 
-def _save_help_cache(environ: dict[str, str] | None, commands: dict[str, Any]) -> None:
+def _save_help_cache(environ: dict[str, str] | None, commands: Mapping[str, object]) -> None:
     try:
         path, key = _help_cache(environ)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -246,7 +249,7 @@ def _save_help_cache(environ: dict[str, str] | None, commands: dict[str, Any]) -
         pass
 
 
-def _close_databases(kernel: Any) -> None:
+def _close_databases(kernel: Kernel) -> None:
     for rec in kernel.records.values():
         db, rec.database = rec.database, None
         if db is not None and not db.is_closed():
@@ -281,7 +284,7 @@ LOG_JSON = False  # `plexor --log-json`: JSON log lines on stderr as well as the
 _shown: set[str] = set()
 
 
-def _report(kernel: Any, *, strict: bool = True) -> None:
+def _report(kernel: Kernel, *, strict: bool = True) -> None:
     """Print the kernel's configuration warnings as plain lines; unknown plugin names are a usage error."""
     unknown = getattr(kernel, "unknown_plugins", [])
     for text in [*getattr(kernel, "warnings", []), *([] if strict else unknown)]:

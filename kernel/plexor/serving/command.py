@@ -6,7 +6,9 @@ import contextlib
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -238,7 +240,7 @@ def stdio_hint() -> str:
             "Serve over HTTP instead:  plexor serve --transport http")
 
 
-def profile_for_stdio(config: dict[str, Any], name: str | None, where: Any) -> Any:
+def profile_for_stdio(config: Mapping[str, object], name: str | None, where: Path | str) -> Profile | None:
     """The ``Profile`` of ``serve --profile NAME`` over stdio (read from the file: the kernel loads later), or None."""
     if name is None:
         return None
@@ -276,7 +278,7 @@ def _read_token_file(path: str, token: str | None) -> str:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr() -> Any:
+def _stdout_to_stderr() -> Iterator[None]:
     """Send fd 1 and ``sys.stdout`` to stderr for the duration (both restored afterwards)."""
     sys.stdout.flush()
     saved = os.dup(1)
@@ -290,15 +292,14 @@ def _stdout_to_stderr() -> Any:
         os.close(saved)
 
 
-def _registry_path() -> Any:
+def _registry_path() -> Path:
     from plexor.features.daemon.process import registry_path
 
     return registry_path()
 
 
-def _daemon_hooks(registry: str, opts: Any) -> tuple[Any, Any]:
+def _daemon_hooks(registry: str, opts: HttpOptions) -> tuple[Callable[[], None], Callable[[], None]]:
     import time
-    from pathlib import Path
 
     from plexor.features.daemon.process import plugin_selection, remove_registry, write_registry
 
@@ -307,7 +308,7 @@ def _daemon_hooks(registry: str, opts: Any) -> tuple[Any, Any]:
 
     def ready() -> None:
         write_registry(path, {"pid": pid, "host": opts.host, "port": opts.port,
-                              "url": f"http://{opts.host}:{opts.port}/mcp", "token": opts.token,
+                              "url": f"http://{opts.host}:{opts.port}/mcp", "token": opts.token or "",  # the daemon always has one
                               "version": __version__, "started_at": time.time(), "plugins": plugin_selection()})
 
     return ready, lambda: remove_registry(path, pid)

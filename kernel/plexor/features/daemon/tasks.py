@@ -60,11 +60,21 @@ async def _send(up: Upstream, caps: Caps, method: str, params: Mapping[str, obje
     """``method`` sent upstream as is; its answer as the daemon gave it."""
     from plexor.features.tasks.client import task_request
 
-    if caps != LEGACY:  # stamped with the era's _meta: the tasks extension among the client's capabilities
+    if "legacy" not in caps:  # stamped with the era's _meta: the tasks extension among the client's capabilities
         return dict(await up.request(lambda c: task_request(c.session, method, dict(params)), caps))
     # SDK private (ClientSession._dispatcher): the typed 2025-11-25 session takes a tools/call answer for a
     # CallToolResult, never a CreateTaskResult, and offers no public raw request
     return dict(await up.request(lambda c: c.session._dispatcher.send_raw_request(method, dict(params), {}), caps))
+
+
+def _legacy_asking(up: Upstream, ctx: ServerRequestContext) -> Caps:
+    """A 2025-11-25 connection declaring what the end client can be asked: a task keeps the capabilities of the
+    call that made it, and the daemon asks its questions on the connection of ``tasks/result``, which the relay
+    passes on to the end client (:class:`plexor.features.daemon.upstream.EndClient`)."""
+    from plexor.features.daemon.asking import asking_caps
+
+    up.end.session = ctx.session
+    return LEGACY | asking_caps(ctx)
 
 
 def legacy_tasks(up: Upstream) -> ServerMiddleware[dict[str, object]]:
@@ -75,7 +85,7 @@ def legacy_tasks(up: Upstream) -> ServerMiddleware[dict[str, object]]:
         params = ctx.params
         if ctx.method != "tools/call" or stateless_era(ctx) or params is None or not isinstance(params.get("task"), Mapping):
             return await call_next(ctx)
-        return await _send(up, LEGACY, "tools/call", {k: v for k, v in params.items() if k != "_meta"})
+        return await _send(up, _legacy_asking(up, ctx), "tools/call", {k: v for k, v in params.items() if k != "_meta"})
 
     return middleware
 
@@ -86,7 +96,10 @@ def task_methods(up: Upstream) -> list[tuple[str, type[TaskRequestParams], Handl
     def relay(method: str) -> Handler:
         async def handler(ctx: ServerRequestContext, params: TaskRequestParams) -> dict[str, object]:
             body = params.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"meta"})
-            return await _send(up, task_caps(ctx), method, body)
+            caps = task_caps(ctx)
+            if caps == LEGACY and method == "tasks/result":  # the daemon asks the task's questions meanwhile
+                caps = _legacy_asking(up, ctx)
+            return await _send(up, caps, method, body)
 
         return handler
 

@@ -23,6 +23,7 @@ from plexor.features.daemon.process import DaemonError, Log, Registry, ensure_da
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import httpx2
     from anyio.abc import TaskGroup
+    from mcp.server.session import ServerSession
 
 __all__ = ["Caps", "Upstream"]
 
@@ -31,6 +32,7 @@ __all__ = ["Caps", "Upstream"]
 #: ``legacy`` (a 2025-11-25 connection, for that era's tasks and tool list).
 Caps = frozenset[str]
 T = TypeVar("T")
+A = TypeVar("A", bound=types.Result)
 
 
 class Upstream:
@@ -45,6 +47,7 @@ class Upstream:
         self._lock = anyio.Lock()
         self._tg = tg
         self.generation = 0
+        self.end = EndClient()
 
     async def _own(self, url: str, token: str, caps: Caps, ready: anyio.Event, failure: list[Exception]) -> None:
         from mcp.shared._httpx_utils import create_mcp_http_client
@@ -55,7 +58,7 @@ class Upstream:
             if self.profile:  # the daemon shows this client only the profile's tools (plexor.features.auth.guard)
                 headers["Plexor-Profile"] = self.profile
             http = create_mcp_http_client(headers=headers)
-            async with http, _client(url, http, caps) as client:
+            async with http, _client(url, http, caps, self.end) as client:
                 self.clients[caps] = (client, close)
                 ready.set()
                 await close.wait()
@@ -117,23 +120,24 @@ class Upstream:
             close.set()
 
 
-def _client(url: str, http: httpx2.AsyncClient, caps: Caps) -> RelayClient:
+def _client(url: str, http: httpx2.AsyncClient, caps: Caps, end: EndClient) -> RelayClient:
     """A client declaring ``caps`` upstream. On 2026-07-28 a tool that asks answers with ``InputRequiredResult``,
     which the relay passes on or resolves (:mod:`plexor.features.daemon.asking`): the callbacks only declare the
     capabilities, the daemon never sends requests mid-call on that protocol. A 2025-11-25 connection (``legacy``)
-    serves the end client's tasks; a task's questions reach it through ``tasks/result``, which declares nothing."""
+    serves the end client's tasks: the daemon asks a task's questions on it during ``tasks/result``, and ``end``
+    passes them on to the end client."""
     from mcp.client.streamable_http import streamable_http_client
 
     from plexor.features.tasks.client import TasksClient
 
-    asks_forms = bool(caps & {"elicitation", "elicitation.url"})
+    asks_forms, legacy = bool(caps & {"elicitation", "elicitation.url"}), "legacy" in caps
     return RelayClient(
-        streamable_http_client(url, http_client=http), mode="legacy" if "legacy" in caps else "2026-07-28", cache=None,
-        elicitation_callback=_never_elicit if asks_forms else None,
-        sampling_callback=_never_sample if "sampling" in caps else None,
+        streamable_http_client(url, http_client=http), mode="legacy" if legacy else "2026-07-28", cache=None,
+        elicitation_callback=(end.elicit if legacy else _never_elicit) if asks_forms else None,
+        sampling_callback=(end.sample if legacy else _never_sample) if "sampling" in caps else None,
         sampling_capabilities=types.SamplingCapability(tools=types.SamplingToolsCapability())
         if "sampling.tools" in caps else None,
-        list_roots_callback=_never_roots if "roots" in caps else None,
+        list_roots_callback=(end.roots if legacy else _never_roots) if "roots" in caps else None,
         extensions=[TasksClient()] if "tasks" in caps else None,
     ).declaring(caps)
 
@@ -165,6 +169,37 @@ class RelayClient(Client):
 
         setattr(session, "_build_capabilities", exact)  # noqa: B010 - SDK private: no public way to narrow the ad
         return session
+
+
+class EndClient:
+    """The end client, as the daemon's 2025-11-25 task questions reach it: each passed on over the relay's own
+    session (the one end client a relay serves), its answer or refusal passed back."""
+
+    def __init__(self) -> None:
+        self.session: ServerSession | None = None
+
+    async def _ask(self, request: types.ServerRequest, result: type[A]) -> A | types.ErrorData:
+        from mcp.shared.exceptions import MCPError
+
+        if self.session is None:
+            return types.ErrorData(code=types.INTERNAL_ERROR, message="plexor connect has no client to ask yet")
+        try:
+            return await self.session.send_request(request, result)
+        except MCPError as exc:
+            return exc.error
+
+    async def elicit(self, context: ClientRequestContext,
+                     params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+        return await self._ask(types.ElicitRequest(params=params), types.ElicitResult)
+
+    async def sample(self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+                     ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        if params.tools:
+            return await self._ask(types.CreateMessageRequest(params=params), types.CreateMessageResultWithTools)
+        return await self._ask(types.CreateMessageRequest(params=params), types.CreateMessageResult)
+
+    async def roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        return await self._ask(types.ListRootsRequest(), types.ListRootsResult)
 
 
 def _refusal() -> types.ErrorData:
