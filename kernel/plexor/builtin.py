@@ -51,7 +51,7 @@ def health(ctx: Context, plugin: str | None = None) -> dict[str, Any]:
     report = ctx.kernel.health()
     if plugin is not None:
         name = _plugin_name(ctx, plugin)
-        report["plugins"] = [p for p in report["plugins"] if p["name"] == name]
+        report["plugins"] = [r.describe() for r in ctx.kernel.records.values() if r.name == name]
     return report
 
 

@@ -63,11 +63,21 @@ class RequestLayer:
 @dataclass(frozen=True)
 class ProtocolMethod:
     """A JSON-RPC request method the server answers: ``handler(ctx, params)`` with ``params``
-    validated as ``params_type`` (a pydantic model, e.g. a subclass of ``mcp_types.RequestParams``)."""
+    validated as ``params_type`` (a pydantic model, e.g. a subclass of ``mcp_types.RequestParams``).
+
+    ``scopes`` are the OAuth scopes a caller needs, decided by the same authorization layer as a tool
+    call (scopes, then the connection's profile: a profile must admit one of the plugin's tools).
+    ``None`` (the default) means the plugin's ``<plugin>:write``, as for a tool that may write: an
+    undeclared method is never open to a weaker token. ``()`` means none: the method checks its caller
+    itself (the ``tasks`` feature's ``tasks/*`` answer only the task's owner).
+
+    .. versionchanged:: 0.3 ``scopes``
+    """
 
     method: str
     params_type: type[Any]
     handler: Callable[[Any, Any], Awaitable[Any]]
+    scopes: tuple[str, ...] | None = None
 
 
 @dataclass

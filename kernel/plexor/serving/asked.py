@@ -116,9 +116,12 @@ def _response_adapter() -> TypeAdapter[types.InputResponse]:
     return TypeAdapter(types.InputResponse)
 
 
-def progress_token(meta: object) -> object:
+def progress_token(meta: object) -> str | int | None:
+    """The request's progress token (a string or an integer, as MCP defines it), if it has one."""
     if meta is None:
         return None
     if isinstance(meta, dict):
-        return meta.get("progressToken", meta.get("progress_token"))
-    return getattr(meta, "progress_token", None)
+        token = meta.get("progressToken", meta.get("progress_token"))
+    else:
+        token = getattr(meta, "progress_token", None)
+    return token if isinstance(token, (str, int)) else None

@@ -80,7 +80,9 @@ class Handlers:
         self.size = size
         self.boot = boot
         self.sessions = _Sessions()
-        if kernel.telemetry is not None:  # counted when metrics are collected, never per request
+        from plexor.features.telemetry import Telemetry
+
+        if isinstance(kernel.telemetry, Telemetry):  # counted when metrics are collected, never per request
             kernel.telemetry.sessions = self.sessions
         self.cache: dict[str, Any] = {}
         self.server: Any = None  # the PlexorServer, set by build_server (the middleware asks it for handlers)

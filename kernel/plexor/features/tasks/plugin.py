@@ -45,7 +45,8 @@ def plexor_protocol_methods(setup: ServerSetup) -> list[ProtocolMethod]:
     from plexor.features.tasks.protocol import TaskParams
 
     proto = _protocol(setup)
-    return [ProtocolMethod(method, TaskParams, handler) for method, handler in (
+    # no scope: each answers only the task's owner (the caller's principal), so no token reaches another's task
+    return [ProtocolMethod(method, TaskParams, handler, scopes=()) for method, handler in (
         ("tasks/get", proto.get), ("tasks/cancel", proto.cancel), ("tasks/update", proto.update),
         ("tasks/result", proto.result), ("tasks/list", proto.list))]
 

@@ -28,8 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
     from opentelemetry.trace import TracerProvider
 
-    from plexor.core.base import KernelBase
-    from plexor.core.pipeline import Request
+    from plexor.core.base import KernelBase, Request
     from plexor.handle import PluginGauge
 
 __all__ = ["Telemetry"]
