@@ -39,7 +39,7 @@ LAYERS = {
     "plexor": FACADE,
     # api: what a plugin sees and every layer uses; imports nothing above it
     **dict.fromkeys(("plexor.errors", "plexor.events", "plexor.hints", "plexor.params", "plexor.protocols",
-                     "plexor.settings", "plexor.portable", "plexor.asking", "plexor.apps", "plexor.limits",
+                     "plexor.settings", "plexor.portable", "plexor.asking", "plexor.exchange", "plexor.apps", "plexor.limits",
                      "plexor.log", "plexor.notify", "plexor.version"), API),
     # core: the kernel proper
     **dict.fromkeys(("plexor.core", "plexor.schema", "plexor.context", "plexor.handle", "plexor.hookspecs",

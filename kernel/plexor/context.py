@@ -118,7 +118,7 @@ class Context:
     @property
     def exchange(self) -> Any:
         if self._exchange is None:
-            from plexor.asking import Exchange
+            from plexor.exchange import Exchange
 
             self._exchange = Exchange(session=self._session, request_id=self.request_id)
         return self._exchange
