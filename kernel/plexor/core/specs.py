@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plexor.core.dispatch import Target
-from plexor.schema import Signature, analyse, schema_hash
+from plexor.schema import analyse, schema_hash
+from plexor.signature import Signature
 
 __all__ = ["PromptSpec", "ResourceSpec", "TemplateSpec", "ToolSpec"]
 
