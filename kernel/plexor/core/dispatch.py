@@ -18,7 +18,7 @@ no call inspects a signature again.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -107,7 +107,7 @@ async def _drive(t: Target, agen: Any, ctx: Reporter) -> Result:
     return Result(final.data, final.text, advice + list(final.guidance), list(final.content))
 
 
-def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
+def _merge(into: dict[str, Any], part: Mapping[str, object]) -> None:
     for key, value in part.items():
         if isinstance(value, list) and isinstance(into.get(key), list):
             into[key].extend(value)
