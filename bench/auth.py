@@ -125,11 +125,11 @@ def in_process(issuer: Issuer, calls: int, rounds: int) -> None:
 
     os.environ.update(PLEXOR_PLUGINS="ledger", PLEXOR_HOME=tempfile.mkdtemp())
     sys.path.insert(0, str(SITE))
-    from plexor.auth import auth_config
-    from plexor.auth.guard import AccessGuard
-    from plexor.auth.scopes import ScopePolicy
-    from plexor.auth.tokens import JwtVerifier
     from plexor.core.kernel import Kernel
+    from plexor.features.auth import auth_config
+    from plexor.features.auth.guard import AccessGuard
+    from plexor.features.auth.scopes import ScopePolicy
+    from plexor.features.auth.tokens import JwtVerifier
     from plexor.log import configure
     from plexor.serving.guard import BearerAuth
 

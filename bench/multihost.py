@@ -253,8 +253,8 @@ def bench_notify(args: argparse.Namespace) -> None:
 
 async def bus_latency(make, events: int) -> list[float]:
     """Publish on one backend, time the delivery on another (two backends in this process, as two processes would)."""
+    from plexor.features.state.bus import install
     from plexor.notify import Notifier
-    from plexor.state.bus import install
 
     sender, receiver = Notifier(), Notifier()
     install(sender, make())
@@ -280,8 +280,8 @@ async def bus_latency(make, events: int) -> list[float]:
 
 def bench_bus(args: argparse.Namespace) -> None:
     """The SQLite choices side by side (and PostgreSQL's): publish to delivery, backends alone."""
-    from plexor.state import open_state
-    from plexor.state.bus import PostgresBus, SqliteBus
+    from plexor.features.state import open_state
+    from plexor.features.state.bus import PostgresBus, SqliteBus
 
     root = Path(tempfile.mkdtemp(prefix="plexor-bench-bus-"))
     blocked = root / "no-sockets"

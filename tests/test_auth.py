@@ -1,7 +1,7 @@
 """The token verifier on its own: key rotation, an unreachable issuer, the verified-token cache.
 
 A real JWKS over HTTP (a stdlib server in a thread, whose key set the test changes) and real
-tokens signed with PyJWT; :class:`plexor.auth.tokens.JwtVerifier` is the kernel's own code.
+tokens signed with PyJWT; :class:`plexor.features.auth.tokens.JwtVerifier` is the kernel's own code.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import jwt
 import pytest
 from auth.support import Issuer, free_port, rsa_jwk
 
-from plexor.auth import auth_config
-from plexor.auth.tokens import JwtVerifier, TokenRefused
+from plexor.features.auth import auth_config
+from plexor.features.auth.tokens import JwtVerifier, TokenRefused
 
 pytestmark = pytest.mark.anyio
 RESOURCE = "https://mcp.example/mcp"
@@ -32,7 +32,7 @@ def issuer():
 
 
 async def test_a_rotated_key_is_fetched_once_and_an_unknown_one_refused(issuer, monkeypatch):
-    import plexor.auth.tokens as tokens
+    import plexor.features.auth.tokens as tokens
 
     old = issuer.publish("old")
     verifier = JwtVerifier(auth_config({"issuer": issuer.url, "resource": RESOURCE}))

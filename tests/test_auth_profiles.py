@@ -173,7 +173,7 @@ async def test_declared_scopes_reach_the_spec(plexor):
         register(lambda: 2, name="two", scopes=[])
 
     async with plexor.kernel([("good", make_plugin("good", plexor_register_tools=register_tools))]) as kernel:
-        from plexor.auth.scopes import ScopePolicy
+        from plexor.features.auth.scopes import ScopePolicy
 
         policy = ScopePolicy(kernel, {"good_two": ("z:read",)})
         assert policy.tool(kernel.registry.tools["good_one"]) == ("x:admin", "y:read")

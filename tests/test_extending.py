@@ -326,7 +326,7 @@ async def test_disabling_tasks_removes_the_capability_and_the_methods(tmp_path, 
                     if era == "2025-11-25":
                         await c.session._dispatcher.send_raw_request(method, params, {})
                     else:  # as a tasks-aware 2026-07-28 client sends it, the extension declared in _meta
-                        from plexor.tasks.client import task_request
+                        from plexor.features.tasks.client import task_request
 
                         meta = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}
                         await task_request(c.session, method, {**params, "_meta": meta})

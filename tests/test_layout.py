@@ -45,8 +45,7 @@ LAYERS = {
     **dict.fromkeys(("plexor.core", "plexor.schema", "plexor.signature", "plexor.context", "plexor.handle",
                      "plexor.hookspecs", "plexor.extending"), CORE),
     # features: built-in plugins, and the packages they are made of
-    **dict.fromkeys(("plexor.builtin", "plexor.features", "plexor.tasks", "plexor.auth", "plexor.telemetry",
-                     "plexor.state"), FEATURES),
+    **dict.fromkeys(("plexor.builtin", "plexor.features"), FEATURES),
     # serving: the server and how requests reach it
     **dict.fromkeys(("plexor.serving", "plexor.transports"), SERVING),
     # cli: the commands (`plexor serve` and `plexor connect` are commands, though they live in serving/)

@@ -1,4 +1,4 @@
-"""Resumable SSE across processes (plexor.state.events): a 2025-11-25 session's dropped stream is
+"""Resumable SSE across processes (plexor.features.state.events): a 2025-11-25 session's dropped stream is
 resumed through another server process, from the shared event store in the kernel's database.
 
 Two real stateful `plexor serve --transport http` processes (one SQLite data directory, or PostgreSQL

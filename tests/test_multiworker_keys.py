@@ -13,7 +13,7 @@ import pytest
 from conformance.serving import fixture_env, modern_post, serve_http
 
 from plexor.errors import ConfigError
-from plexor.state.keys import parse_key, request_state_keys
+from plexor.features.state.keys import parse_key, request_state_keys
 
 CALL = {"name": "test_input_required_result_request_state", "arguments": {}}
 ANSWER = {"confirm": {"action": "accept", "content": {"ok": True}}}

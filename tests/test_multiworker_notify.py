@@ -1,4 +1,4 @@
-"""Change notifications across processes (plexor.state.bus): a client connected to one worker hears a
+"""Change notifications across processes (plexor.features.state.bus): a client connected to one worker hears a
 change made in another, on one SQLite data directory and on PostgreSQL, in both protocol eras.
 
 Real `plexor serve` processes with the multi-host fixture plugin (``multihost_touch`` publishes
@@ -15,9 +15,9 @@ import anyio
 import pytest
 from conformance.serving import serve_http
 
+from plexor.features.state import open_state
+from plexor.features.state.bus import PostgresBus, SqliteBus, install
 from plexor.notify import Event, Notifier
-from plexor.state import open_state
-from plexor.state.bus import PostgresBus, SqliteBus, install
 
 pytestmark = pytest.mark.anyio
 SITE = str(Path(__file__).resolve().parent / "multihost" / "site")

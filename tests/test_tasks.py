@@ -22,10 +22,10 @@ from pydantic import TypeAdapter
 
 from plexor import AskError, Context, Elicit, Result
 from plexor.core.kernel import Kernel
+from plexor.features.tasks.client import TasksClient, task_request
+from plexor.features.tasks.protocol import TASKS_EXTENSION
+from plexor.features.tasks.runner import tasks_of
 from plexor.serving.server import build_server
-from plexor.tasks.client import TasksClient, task_request
-from plexor.tasks.protocol import TASKS_EXTENSION
-from plexor.tasks.runner import tasks_of
 
 ANY: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 pytestmark = pytest.mark.anyio
@@ -378,8 +378,8 @@ def test_a_task_belongs_to_the_oauth_user_across_tokens_else_to_the_local_user()
 
     from starlette.requests import Request
 
-    from plexor.auth.guard import principal_of
-    from plexor.tasks.protocol import _owner
+    from plexor.features.auth.guard import principal_of
+    from plexor.features.tasks.protocol import _owner
 
     issuer = "https://issuer.example"
 

@@ -19,7 +19,7 @@ from conformance.serving import Served, healthz, modern_post, serve_http
 from mcp.client import Client
 
 from plexor.errors import StorageError
-from plexor.state import open_state
+from plexor.features.state import open_state
 
 TASKS = "io.modelcontextprotocol/tasks"
 CAPS = {"extensions": {TASKS: {}}}
@@ -154,7 +154,7 @@ def test_an_idempotent_task_whose_worker_is_killed_is_run_again_elsewhere(tmp_pa
 
 
 def test_expired_tasks_are_deleted_by_the_sweep(tmp_path):
-    from plexor.tasks.store import TaskStore
+    from plexor.features.tasks.store import TaskStore
 
     async def run_one(url: str) -> str:
         # One connection for both requests: the result is fetched well within the second the task lives.

@@ -17,8 +17,8 @@ from mcp.shared.exceptions import MCPError
 
 from plexor import Context, Elicit, Result
 from plexor.core.kernel import Kernel
+from plexor.features.tasks.client import TasksClient, listen_tasks, task_request
 from plexor.serving.server import build_server
-from plexor.tasks.client import TasksClient, listen_tasks, task_request
 
 pytestmark = pytest.mark.anyio
 SITE = str(Path(__file__).resolve().parent / "multihost" / "site")
@@ -149,7 +149,7 @@ async def test_cancelled_tasks_and_ended_ones_are_heard_and_unknown_ids_not_hono
 
 
 async def test_another_users_task_is_neither_acknowledged_nor_heard(kernel):
-    from plexor.tasks.runner import tasks_of
+    from plexor.features.tasks.runner import tasks_of
 
     ext, messages = TasksClient(), Messages()
     async with modern(build_server(kernel), ext, messages) as client:

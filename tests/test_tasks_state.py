@@ -1,4 +1,4 @@
-"""The kernel's own database (plexor.state): SQLite by default, PostgreSQL from a URL, real both."""
+"""The kernel's own database (plexor.features.state): SQLite by default, PostgreSQL from a URL, real both."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from plexor.core.kernel import Kernel
 from plexor.errors import ConfigError, StorageError
-from plexor.state import DATABASE_FILE, database_url, kernel_state, open_state
+from plexor.features.state import DATABASE_FILE, database_url, kernel_state, open_state
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 

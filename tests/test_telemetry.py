@@ -34,7 +34,7 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from plexor.telemetry import Telemetry  # noqa: E402
+from plexor.features.telemetry import Telemetry  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 

@@ -237,7 +237,7 @@ def test_stdio_serving_stops_on_a_signal_without_add_signal_handler(plexor_home)
 
 def test_task_worker_liveness_sends_no_signal_on_windows(monkeypatch):
     """On Windows os.kill(pid, 0) is CTRL_C_EVENT, not a probe: the task store must not call it there."""
-    from plexor.tasks import store
+    from plexor.features.tasks import store
 
     sent: list[tuple[int, int]] = []
     monkeypatch.setattr(store.os, "kill", lambda pid, sig: sent.append((pid, sig)))

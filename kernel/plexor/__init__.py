@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
         StorageError,
     )
     from plexor.events import Data, Guidance, Log, Progress, Result, audio, embedded_resource, image
+    from plexor.features.telemetry import span
     from plexor.handle import PluginHandle
     from plexor.hints import Cache
     from plexor.params import Header
@@ -56,7 +57,6 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from plexor.schema import JSONObject
     from plexor.settings import ConfigSpec, Settings
-    from plexor.telemetry import span
 
     hookimpl: pluggy.HookimplMarker
     """Decorator marking a plugin function as the implementation of a ``plexor_*`` hook."""
@@ -86,7 +86,7 @@ def __dir__() -> list[str]:
 _LAZY = {
     "AskError": "plexor.asking", "Elicit": "plexor.asking", "ElicitURL": "plexor.asking", "ListRoots": "plexor.asking", "Sample": "plexor.asking",
     "Header": "plexor.params", "JSONObject": "plexor.schema", "ConfigSpec": "plexor.settings", "Settings": "plexor.settings",
-    "span": "plexor.telemetry", "Context": "plexor.context",
+    "span": "plexor.features.telemetry", "Context": "plexor.context",
     **dict.fromkeys(("ConfigError", "InvalidArgument", "NotFound", "NotReady", "PlexorError", "PluginError",
                      "StorageError"), "plexor.errors"),
     **dict.fromkeys(("Data", "Guidance", "Log", "Progress", "Result", "audio", "embedded_resource", "image"),

@@ -20,10 +20,10 @@ PLEXOR_NAMESPACE = "plexor"
 
 @hookimpl
 def plexor_add_config(config: ConfigSpec) -> None:
-    # [plexor] database_url: the kernel's own database (tasks...); PLEXOR_DATABASE_URL overrides it (plexor.state).
+    # [plexor] database_url: the kernel's own database (tasks...); PLEXOR_DATABASE_URL overrides it (plexor.features.state).
     config.add("database_url", str, None, help="the kernel's database URL (postgresql://...); default: "
                "plexor.sqlite3 in the data directory")
-    # [plexor.auth] and [plexor.profiles.NAME]: read by plexor.auth when serving HTTP (docs/security.md).
+    # [plexor.auth] and [plexor.profiles.NAME]: read by plexor.features.auth when serving HTTP (docs/security.md).
     config.add("auth", dict, None, help="OAuth 2.1 resource server: issuer, resource, scopes... (docs/security.md)")
     config.add("profiles", dict, None, help="named tool profiles: [plexor.profiles.NAME] tools = [...] (docs/security.md)")
 
@@ -58,7 +58,7 @@ def health(ctx: Context, plugin: str | None = None) -> dict[str, object]:
     report = ctx.kernel.health()
     if plugin is not None:
         name = _plugin_name(ctx, plugin)
-        report["plugins"] = [p for p in report["plugins"] if p["name"] == name]
+        report["plugins"] = [r.describe() for r in ctx.kernel.records.values() if r.name == name]
     return report
 
 

@@ -48,7 +48,7 @@ class Detacher(Protocol):
 
 
 #: The current call's :class:`Detacher`, or ``None`` when it cannot become a task: set around a
-#: ``detach="manual"`` call by the feature that runs tasks (``plexor.tasks``), so the kernel needs no
+#: ``detach="manual"`` call by the feature that runs tasks (``plexor.features.tasks``), so the kernel needs no
 #: knowledge of tasks.
 DETACHER: ContextVar[Detacher | None] = ContextVar("plexor_detacher", default=None)
 

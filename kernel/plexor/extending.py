@@ -45,9 +45,9 @@ hookspec = pluggy.HookspecMarker("plexor")
 
 #: The server features shipped as built-in plugins: plugin name -> module.
 FEATURES: Mapping[str, str] = {
-    "tasks": "plexor.features.tasks",
-    "auth": "plexor.features.auth",
-    "telemetry": "plexor.features.telemetry",
+    "tasks": "plexor.features.tasks.plugin",
+    "auth": "plexor.features.auth.plugin",
+    "telemetry": "plexor.features.telemetry.plugin",
     "bus": "plexor.features.bus",
 }
 
@@ -69,11 +69,21 @@ class RequestLayer:
 @dataclass(frozen=True)
 class ProtocolMethod:
     """A JSON-RPC request method the server answers: ``handler(ctx, params)`` with ``params``
-    validated as ``params_type`` (a pydantic model, e.g. a subclass of ``mcp_types.RequestParams``)."""
+    validated as ``params_type`` (a pydantic model, e.g. a subclass of ``mcp_types.RequestParams``).
+
+    ``scopes`` are the OAuth scopes a caller needs, decided by the same authorization layer as a tool
+    call (scopes, then the connection's profile: a profile must admit one of the plugin's tools).
+    ``None`` (the default) means the plugin's ``<plugin>:write``, as for a tool that may write: an
+    undeclared method is never open to a weaker token. ``()`` means none: the method checks its caller
+    itself (the ``tasks`` feature's ``tasks/*`` answer only the task's owner).
+
+    .. versionchanged:: 0.3 ``scopes``
+    """
 
     method: str
     params_type: type[BaseModel]
     handler: Callable[..., Awaitable[HandlerResult]]  # (ctx, params), params an instance of params_type
+    scopes: tuple[str, ...] | None = None
 
 
 class HttpSettings(Protocol):
@@ -113,7 +123,7 @@ class ServerSetup:
     server: Server[object]
     transport: str = "stdio"
     options: HttpSettings | None = None
-    profile: object = None  # plexor.auth's Profile, read by the auth feature
+    profile: object = None  # plexor.features.auth's Profile, read by the auth feature
     shared: dict[str, object] = field(default_factory=dict)
 
 

@@ -154,7 +154,7 @@ def principal(scope: Mapping[str, object] | None) -> str:
     named = scope.get("plexor.principal")  # the plexor_principal hook's answer (plexor.serving.features)
     if named:
         return str(named)
-    access = scope.get("plexor.access")  # plexor.auth.guard.ACCESS_KEY, set when OAuth is on
+    access = scope.get("plexor.access")  # plexor.features.auth.guard.ACCESS_KEY, set when OAuth is on
     headers = scope.get("headers") or ()
     if getattr(access, "subject", None) or (isinstance(headers, Iterable) and any(k == b"authorization" for k, _ in headers)):
         return "token"  # the static --token: every holder is the same caller

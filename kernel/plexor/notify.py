@@ -15,7 +15,7 @@ The interface, kept small on purpose::
 
 Kinds (:data:`KINDS`): ``tools/list_changed``, ``resources/list_changed``,
 ``prompts/list_changed`` (payload ``{}``), ``resources/updated`` (payload ``{"uri": str}``) and
-``tasks/status`` (payload ``{"taskId": str}``: a task's status changed; :mod:`plexor.tasks.listen`
+``tasks/status`` (payload ``{"taskId": str}``: a task's status changed; :mod:`plexor.features.tasks.listen`
 sends it to the listen streams that asked for that task).
 Payloads are JSON objects, so a backend may carry them between processes.
 

@@ -1,12 +1,18 @@
 """The server's features, shipped with the kernel as built-in plugins of the server-extension hooks
-(:mod:`plexor.extending`): each module here is a plugin module, loaded and listed like any other
-(``plexor plugins``) and turned off with ``PLEXOR_DISABLE``.
+(:mod:`plexor.extending`): each is a plugin, loaded and listed like any other (``plexor plugins``)
+and turned off with ``PLEXOR_DISABLE``.
 
-- :mod:`plexor.features.tasks`: long-running calls as MCP tasks (the machinery: :mod:`plexor.tasks`);
-- :mod:`plexor.features.auth`: OAuth, scopes, tool profiles and audit (:mod:`plexor.auth`);
-- :mod:`plexor.features.telemetry`: OpenTelemetry and ``/metrics`` (:mod:`plexor.telemetry`);
-- :mod:`plexor.features.bus`: notifications and event streams shared between processes (:mod:`plexor.state`).
+- ``tasks`` (:mod:`plexor.features.tasks.plugin`): long-running calls as MCP tasks;
+- ``auth`` (:mod:`plexor.features.auth.plugin`): OAuth, scopes, tool profiles and audit;
+- ``telemetry`` (:mod:`plexor.features.telemetry.plugin`): OpenTelemetry and ``/metrics``;
+- ``bus`` (:mod:`plexor.features.bus`): notifications and event streams shared between processes, through
+  the kernel's own database (:mod:`plexor.features.state`, which the tasks feature keeps its tasks in too).
 
-These modules import only ``plexor`` and the standard library when loaded, as every plugin must;
+Each feature's machinery lives in its package beside its plugin module (``features/tasks/``,
+``features/auth/``, ...), so what is a feature and what is the kernel proper can be read off the tree:
+everything under ``plexor/features`` is a feature, the rest of ``plexor`` is the kernel
+(``bench/kernel_size.py`` measures the kernel proper that way).
+
+The plugin modules import only ``plexor`` and the standard library when loaded, as every plugin must;
 the machinery they switch on is imported when a server is built.
 """

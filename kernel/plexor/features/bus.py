@@ -1,5 +1,5 @@
 """The ``bus`` built-in plugin: change notifications and resumable event streams shared between processes,
-through the kernel's database (:mod:`plexor.state.bus`, :mod:`plexor.state.events`), on the
+through the kernel's database (:mod:`plexor.features.state.bus`, :mod:`plexor.features.state.events`), on the
 server-extension hooks (:mod:`plexor.extending`).
 
 It answers only when other processes may serve the same data (``--workers``, a kernel database on
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 
 def _database_url(setup: ServerSetup) -> str | None:
-    from plexor.state.db import database_url
+    from plexor.features.state.db import database_url
 
     return database_url(setup.kernel.environ, setup.kernel.config_tables())
 
@@ -31,7 +31,7 @@ def plexor_notifier_backend(setup: ServerSetup) -> Any:
               or environ.get("PLEXOR_EVENT_STORE", "").strip().lower() == "shared")
     if not shares:
         return None
-    from plexor.state.bus import shared_backend
+    from plexor.features.state.bus import shared_backend
 
     return shared_backend(setup.kernel)
 
@@ -39,13 +39,13 @@ def plexor_notifier_backend(setup: ServerSetup) -> Any:
 @hookimpl
 def plexor_event_store(setup: ServerSetup) -> Any:
     """Stateful Streamable HTTP's events in the kernel's database, so a stream resumes through any process."""
-    from plexor.state.events import wants_shared_store
+    from plexor.features.state.events import wants_shared_store
 
     if not wants_shared_store(setup.kernel.environ, _database_url(setup)):
         return None
+    from plexor.features.state.db import kernel_state
+    from plexor.features.state.events import SharedEventStore
     from plexor.limits import value
-    from plexor.state.db import kernel_state
-    from plexor.state.events import SharedEventStore
 
     environ = setup.kernel.environ
     return SharedEventStore(kernel_state(setup.kernel), session_bytes=int(value("event_store_session_bytes", environ)),

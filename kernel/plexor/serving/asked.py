@@ -41,9 +41,9 @@ def state_keys(kernel: Kernel) -> list[bytes]:
     ``PLEXOR_STATE_KEY`` / ``PLEXOR_STATE_KEY_FILE`` when set (hosts that share no
     disk), else ``<data>/request-state.key`` (mode 0600, made on first use); keys in
     ``PLEXOR_STATE_KEY_PREVIOUS(_FILE)`` are accepted but never seal (rotation).
-    See :mod:`plexor.state.keys`.
+    See :mod:`plexor.features.state.keys`.
     """
-    from plexor.state.keys import request_state_keys
+    from plexor.features.state.keys import request_state_keys
 
     return request_state_keys(kernel.environ, kernel.paths.data_dir, kernel.log)
 

@@ -24,7 +24,7 @@ def server_card(kernel: Any, server: Any, base_url: str, *, transport: str = "ht
                 access: Any = None) -> dict[str, Any]:
     """The card of ``server`` (serving ``kernel``) as reached at ``base_url`` (``http://host:port/``).
 
-    ``access`` is the caller's (``plexor.auth.scopes.Access``, from the guard): the card then lists only
+    ``access`` is the caller's (``plexor.features.auth.scopes.Access``, from the guard): the card then lists only
     the tools its ``tools/list`` shows, never more.
     """
     from plexor.version import __version__
@@ -50,7 +50,7 @@ def server_card(kernel: Any, server: Any, base_url: str, *, transport: str = "ht
             entry["icons"] = icons
         tools.append(entry)
     if restricted and access.profile is not None and access.profile.search:
-        from plexor.auth.search import find_tools_wire
+        from plexor.features.auth.search import find_tools_wire
 
         found = find_tools_wire()
         tools.append({k: found[k] for k in ("name", "description", "annotations") if k in found})

@@ -14,8 +14,8 @@ from plexor.core.config import LOG_LEVELS
 from plexor.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.auth.config import Profile
     from plexor.core.kernel import Kernel
+    from plexor.features.auth.config import Profile
     from plexor.serving.http_options import HttpOptions
 
 __all__ = ["serve"]
@@ -127,10 +127,10 @@ def _checked_kernel(transport: str, profile: str | None, auth_issuer: str | None
     stdio_profile: Profile | None = None
     try:
         kernel = Kernel()
-        from plexor.telemetry import for_kernel
+        from plexor.features.telemetry import for_kernel
 
         kernel.telemetry = for_kernel(kernel)  # PLEXOR_OTEL without the SDK is a usage error now, not later
-        from plexor.state.keys import configured_keys
+        from plexor.features.state.keys import configured_keys
 
         configured_keys(kernel.environ)  # a bad PLEXOR_STATE_KEY* is a usage error now, not a failed request later
         from plexor.limits import LIMITS, value
@@ -138,7 +138,7 @@ def _checked_kernel(transport: str, profile: str | None, auth_issuer: str | None
         for name in LIMITS:  # a bad PLEXOR_MAX_* (or other limit) too, not a traceback once the app is built
             value(name, kernel.environ)
         if transport != "stdio":
-            from plexor.state.events import wants_shared_store
+            from plexor.features.state.events import wants_shared_store
 
             wants_shared_store(kernel.environ, None)  # a bad PLEXOR_EVENT_STORE is a usage error
         if transport == "stdio":
@@ -183,7 +183,7 @@ def _serve_stdio(kernel: Kernel, grace: float, profile: Profile | None) -> None:
 def _check_http_access(kernel: Kernel, host: str, token: str | None, auth_issuer: str | None, resource_url: str | None,
                        profile: str | None, allow_unauthenticated: bool) -> None:
     """Refuse a profile nobody configured and an open bind beyond this machine (unless allowed); warn of an allowed one."""
-    from plexor.auth import load as load_auth
+    from plexor.features.auth import load as load_auth
     from plexor.transports import is_loopback
 
     try:
@@ -237,7 +237,7 @@ def profile_for_stdio(config: dict[str, Any], name: str | None, where: Any) -> A
     """The ``Profile`` of ``serve --profile NAME`` over stdio (read from the file: the kernel loads later), or None."""
     if name is None:
         return None
-    from plexor.auth.config import profiles_config
+    from plexor.features.auth.config import profiles_config
 
     section = config.get("plexor")
     profiles = profiles_config(section.get("profiles") if isinstance(section, dict) else None,
@@ -247,7 +247,7 @@ def profile_for_stdio(config: dict[str, Any], name: str | None, where: Any) -> A
 
         raise ConfigError(f"--profile {name} is not a configured profile",
                           f"Use one of: {', '.join(sorted(profiles)) or 'none'} (the [plexor.profiles] of {where}).")
-    from plexor.auth import stdio_scopes
+    from plexor.features.auth import stdio_scopes
 
     stdio_scopes(where)  # a bad [plexor.auth] (whose scopes the profile uses) is a usage error now, not at the handshake
     return profiles[name]

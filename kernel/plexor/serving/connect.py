@@ -65,7 +65,7 @@ class _Upstream:
             callbacks["list_roots_callback"] = _never_roots
         try:
             headers = {"Authorization": f"Bearer {info['token']}"}
-            if self.profile:  # the daemon shows this client only the profile's tools (plexor.auth.guard)
+            if self.profile:  # the daemon shows this client only the profile's tools (plexor.features.auth.guard)
                 headers["Plexor-Profile"] = self.profile
             http = create_mcp_http_client(headers=headers)
             async with http, _RelayClient(streamable_http_client(info["url"], http_client=http), mode="2026-07-28",

@@ -81,7 +81,9 @@ class Handlers:
         self.size = size
         self.boot = boot
         self.sessions = _Sessions()
-        if kernel.telemetry is not None:  # counted when metrics are collected, never per request
+        from plexor.features.telemetry import Telemetry
+
+        if isinstance(kernel.telemetry, Telemetry):  # counted when metrics are collected, never per request
             kernel.telemetry.sessions = self.sessions
         self.cache: dict[str, Any] = {}
         self.server: Any = None  # the PlexorServer, set by build_server (the middleware asks it for handlers)
@@ -90,7 +92,7 @@ class Handlers:
         self._pending: dict[tuple[str, str], Any] = {}  # events coalesced until the loop's next turn
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False  # set when the kernel drains: no more change notifications to anyone
-        self.task_events: Any = lambda event: None  # tasks/status events, to plexor.tasks.listen (build_server)
+        self.task_events: Any = lambda event: None  # tasks/status events, to plexor.features.tasks.listen (build_server)
         kernel.on_change(self.on_change)
 
     def tool_models(self) -> list[types.Tool]:
@@ -152,7 +154,7 @@ class Handlers:
 
     def on_event(self, event: Any) -> None:
         """A change published through :mod:`plexor.notify`: delivered on the loop's next turn, deduplicated."""
-        if event.kind == "tasks/status":  # to the listen streams that asked for that task (plexor.tasks.listen)
+        if event.kind == "tasks/status":  # to the listen streams that asked for that task (plexor.features.tasks.listen)
             self.task_events(event)
             return
         key = (event.kind, str(event.payload.get("uri", "")))
@@ -318,7 +320,7 @@ class Handlers:
     async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         # 2025-11-25 era: notifications/resources/updated for this URI go to this session from now on
         # (published by plugins with PluginHandle.resource_updated). Any URI may be subscribed.
-        from plexor.tasks.listen import check_uris, hold_uris
+        from plexor.features.tasks.listen import check_uris, hold_uris
 
         connection = connection_of(ctx.session)
         held = _state(connection).setdefault(SUBSCRIPTIONS, set())
@@ -330,7 +332,7 @@ class Handlers:
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        from plexor.tasks.listen import release_uris
+        from plexor.features.tasks.listen import release_uris
 
         connection = connection_of(ctx.session)
         held = _state(connection).get(SUBSCRIPTIONS, set())

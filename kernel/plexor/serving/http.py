@@ -16,7 +16,7 @@ import os
 import signal
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from plexor.core.kernel import Kernel, State
 from plexor.serving.features import CallerPrincipal, refuse_unguarded
@@ -45,8 +45,8 @@ def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> Callabl
     from mcp.shared.exceptions import MCPError
 
     from plexor.context import DETACHER
+    from plexor.features.tasks.bounds import run_limit
     from plexor.limits import overran
-    from plexor.tasks.bounds import run_limit
 
     async def middleware(ctx: Any, call_next: Any) -> Any:
         if ctx.request_id is None:  # notifications are not timed
@@ -86,9 +86,9 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     server = build_server(kernel, transport=opts.transport, options=opts)
     setup = server.setup
     assert setup is not None  # noqa: S101 - build_server sets it
-    from plexor.tasks.bounds import limit_runs
+    from plexor.features.tasks.bounds import limit_runs
 
-    limit_runs(kernel, opts.request_timeout)  # tasks obey the same run-time limit (plexor.tasks.bounds)
+    limit_runs(kernel, opts.request_timeout)  # tasks obey the same run-time limit (plexor.features.tasks.bounds)
     server.path.add("timeout", _timeout_middleware(opts.request_timeout, kernel))
     routes = kernel_routes(setup, opts)
     lifespan = Lifespan(setup, opts.grace, on_ready, on_stop)
@@ -113,9 +113,9 @@ def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions) -> ASGIApp:
     # Plugins' wrappers, each around the previous one (the auth plugin's access guard: OAuth, scopes and
     # profiles, when configured, docs/security.md), in the hook's call order.
     for impl in reversed(kernel.pm.hook.plexor_asgi_wrapper.get_hookimpls()):
-        app = impl.function(app, setup) or app
+        app = cast("ASGIApp | None", impl.function(app, setup)) or app  # the hook's result: a wrapper, or None
     if not setup.shared.get("profiles"):
-        from plexor.auth import NoProfiles
+        from plexor.features.auth import NoProfiles
 
         app = NoProfiles(app)  # a request naming a profile is never served with every tool
     if opts.token and not setup.shared.get("authenticates"):

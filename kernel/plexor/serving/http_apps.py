@@ -55,7 +55,7 @@ class Lifespan:
         await kernel.start()
         backend = kernel.pm.hook.plexor_notifier_backend(setup=self.setup)  # the bus plugin, when processes share data
         if backend is not None:
-            from plexor.state.bus import install
+            from plexor.features.state.bus import install
 
             install(kernel.notifier, backend)
             await kernel.notifier.start()
@@ -179,9 +179,9 @@ def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[Route],
 def _event_store(setup: ServerSetup) -> EventStore:
     """Stateful Streamable HTTP's event store: a plugin's (the ``bus`` plugin's, shared through the kernel's
     database), else this process's memory."""
+    from plexor.features.state.memory_events import MemoryEventStore
     from plexor.limits import value
     from plexor.serving.http_options import HttpOptions
-    from plexor.state.memory_events import MemoryEventStore
 
     store: EventStore | None = setup.kernel.pm.hook.plexor_event_store(setup=setup)
     if store is not None:
@@ -195,8 +195,14 @@ def _event_store(setup: ServerSetup) -> EventStore:
 def _with_event_store(app: ASGIApp, server: PlexorServer, event_store: EventStore | None, opts: HttpOptions,
                       kernel: Kernel) -> ASGIApp:
     """The wrappers that tie the event store to the SDK's sessions (none when stateless)."""
-    from plexor.state.events import ForgetOnDelete, ResumeAnywhere, SessionBinding, SharedEventStore, watch_sessions
-    from plexor.state.memory_events import MemoryEventStore
+    from plexor.features.state.events import (
+        ForgetOnDelete,
+        ResumeAnywhere,
+        SessionBinding,
+        SharedEventStore,
+        watch_sessions,
+    )
+    from plexor.features.state.memory_events import MemoryEventStore
 
     manager = getattr(server, "_session_manager", None)
     sessions = watch_sessions(manager, event_store) if event_store is not None else {}  # an ended one's events go

@@ -33,7 +33,7 @@ class HttpOptions:
     header_timeout: float = 10.0  # a request's headers must arrive within this many seconds
     body_timeout: float = 60.0  # and its body within this many seconds of the headers
     max_connections: int = 0  # open connections at most; 0: three quarters of the file descriptor limit
-    auth_issuer: str | None = None  # OAuth: overrides [plexor.auth] issuer (plexor.auth)
+    auth_issuer: str | None = None  # OAuth: overrides [plexor.auth] issuer (plexor.features.auth)
     resource_url: str | None = None  # OAuth: overrides [plexor.auth] resource
     profile: str | None = None  # the tool profile of connections that name none
 

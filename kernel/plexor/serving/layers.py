@@ -13,7 +13,7 @@ sits, whatever the order of the calls:
    runs (``plexor.serving.bounds``, ``docs/security.md#limits``);
 5. ``request-state``: the SDK's ``RequestStateBoundary`` (SEP-2322 ``requestState``);
 6. ``authorization``: one decision, scopes and profile, for every request that names a tool,
-   prompt, resource or URI, and the filtering of every list (``plexor.auth.layer``); the
+   prompt, resource or URI, and the filtering of every list (``plexor.features.auth.layer``); the
    caller's principal was established before the SDK, by the ASGI guard;
 7. ``tasks``: a ``tools/call`` may become a task (the ``tasks`` built-in plugin), decided only
    after authorization, so a call the connection may not make never becomes a task;

@@ -49,7 +49,7 @@ async def test_node_request_durations_reach_the_otel_reader(plexor: Any, plexor_
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from plexor.telemetry import Telemetry
+    from plexor.features.telemetry import Telemetry
 
     plexor_config({"edgelake": {"nodes": [node.address], "retries": 1, "backoff": 0.01}})
     reader = InMemoryMetricReader()

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from standin import StandIn
 
-from plexor.tasks.client import TasksClient
+from plexor.features.tasks.client import TasksClient
 
 pytestmark = pytest.mark.anyio
 

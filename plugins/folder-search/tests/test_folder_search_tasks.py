@@ -9,7 +9,7 @@ import anyio
 import pytest
 from conftest import wait_ready
 
-from plexor.tasks.client import TasksClient
+from plexor.features.tasks.client import TasksClient
 
 INSTALLED = ["folder-search"]
 

@@ -18,7 +18,7 @@ from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from plexor.telemetry import Telemetry  # noqa: E402
+from plexor.features.telemetry import Telemetry  # noqa: E402
 
 INSTALLED = ["folder-search"]
 pytestmark = pytest.mark.anyio

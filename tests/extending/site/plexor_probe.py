@@ -59,7 +59,7 @@ def plexor_notifier_backend(setup: Any) -> Any:
 
 @hookimpl
 def plexor_event_store(setup: Any) -> Any:
-    from plexor.state.memory_events import MemoryEventStore
+    from plexor.features.state.memory_events import MemoryEventStore
 
     class Recorded(MemoryEventStore):
         async def store_event(self, stream_id: Any, message: Any) -> Any:

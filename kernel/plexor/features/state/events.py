@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.state.db import StateDB
+    from plexor.features.state.db import StateDB
 
 __all__ = ["SESSION", "EndingSessions", "ForgetOnDelete", "ResumeAnywhere", "SessionBinding", "SharedEventStore", "current_session", "replay_elsewhere",
            "wants_shared_store", "watch_sessions"]

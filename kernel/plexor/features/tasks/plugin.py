@@ -15,12 +15,12 @@ from plexor.hookspecs import hookimpl
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.core.base import KernelBase
     from plexor.extending import ProtocolMethod, RequestLayer, ServerSetup
-    from plexor.tasks.protocol import TaskProtocol
+    from plexor.features.tasks.protocol import TaskProtocol
 
 
 def _protocol(setup: ServerSetup) -> TaskProtocol:
     """The one task protocol of this server, shared by its layer and its methods."""
-    from plexor.tasks.protocol import TaskProtocol
+    from plexor.features.tasks.protocol import TaskProtocol
 
     proto = setup.shared.get("tasks")
     if not isinstance(proto, TaskProtocol):
@@ -43,17 +43,18 @@ def plexor_request_layers(setup: ServerSetup) -> list[RequestLayer]:
 @hookimpl
 def plexor_protocol_methods(setup: ServerSetup) -> list[ProtocolMethod]:
     from plexor.extending import ProtocolMethod
-    from plexor.tasks.protocol import TaskParams
+    from plexor.features.tasks.protocol import TaskParams
 
     proto = _protocol(setup)
-    return [ProtocolMethod(method, TaskParams, handler) for method, handler in (
+    # no scope: each answers only the task's owner (the caller's principal), so no token reaches another's task
+    return [ProtocolMethod(method, TaskParams, handler, scopes=()) for method, handler in (
         ("tasks/get", proto.get), ("tasks/cancel", proto.cancel), ("tasks/update", proto.update),
         ("tasks/result", proto.result), ("tasks/list", proto.list))]
 
 
 @hookimpl
 def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: ServerSetup) -> None:
-    from plexor.tasks.protocol import TASKS_EXTENSION, advertise
+    from plexor.features.tasks.protocol import TASKS_EXTENSION, advertise
 
     advertise(capabilities, protocol_version)
     capabilities.extensions = {**(capabilities.extensions or {}), TASKS_EXTENSION: {}}
@@ -64,7 +65,7 @@ async def plexor_drain(kernel: KernelBase) -> None:
     """Hand the tasks still running here over to the other workers (they are settled in the database)."""
     import sys
 
-    runner = sys.modules.get("plexor.tasks.runner")
+    runner = sys.modules.get("plexor.features.tasks.runner")
     if runner is None:  # no task ever ran in this process (a CLI command): nothing to settle, nothing to import
         return
     manager = runner.running_tasks(kernel)

@@ -2,7 +2,7 @@
 
 Enough for a client to resume a dropped SSE stream with ``Last-Event-ID`` (and for the server to
 send the priming event and ``retry`` hint). Each event is bound to its session
-(``plexor.state.events.SESSION``): stream ids are request ids, the same numbers in every session, so
+(``plexor.features.state.events.SESSION``): stream ids are request ids, the same numbers in every session, so
 without it one session's replay could carry another's events.
 
 Events are kept as the UTF-8 JSON the client would receive, and bounded three ways: ``limit`` events
@@ -10,7 +10,7 @@ of all sessions, ``PLEXOR_EVENT_STORE_SESSION_BYTES`` per session, ``PLEXOR_EVEN
 total, counted in bytes (not characters: an answer of non-ASCII text takes up to four times its
 length); the oldest go first. What a session kept is dropped at once when it ends, deleted, expired
 or closed to make room (:meth:`MemoryEventStore.forget`, called by
-:class:`plexor.state.events.EndingSessions`). A resumption from an event no longer kept is refused
+:class:`plexor.features.state.events.EndingSessions`). A resumption from an event no longer kept is refused
 (the SDK then tells the client), never served with a gap.
 """
 
@@ -50,8 +50,8 @@ class MemoryEventStore(EventStore):
         return self._bytes.get(session, 0)
 
     async def store_event(self, stream_id: str, message: Any) -> str:
+        from plexor.features.state.events import current_session
         from plexor.limits import REFUSALS
-        from plexor.state.events import current_session
 
         session = current_session()
         self._sweep()
@@ -110,7 +110,7 @@ class MemoryEventStore(EventStore):
         import mcp_types as types
         from mcp.server.streamable_http import EventMessage
 
-        from plexor.state.events import current_session
+        from plexor.features.state.events import current_session
 
         found = self._events.get(last_event_id)
         if found is None or found[0] != current_session():

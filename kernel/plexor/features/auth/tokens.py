@@ -27,7 +27,7 @@ from typing import Any
 
 from mcp.server.auth.provider import AccessToken
 
-from plexor.auth.config import AuthConfig
+from plexor.features.auth.config import AuthConfig
 
 __all__ = ["IntrospectionVerifier", "JwtVerifier", "TokenRefused", "make_verifier"]
 

@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, event_matches, event_to_notification
 from pydantic import BaseModel
 
-from plexor.tasks.protocol import _declares_tasks, _missing_capability, _owner, detailed
+from plexor.features.tasks.protocol import _declares_tasks, _missing_capability, _owner, detailed
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.kernel import Kernel
@@ -189,7 +189,7 @@ class Listen:
         self._reads: set[asyncio.Task[None]] = set()
 
     def _tasks(self) -> Any:
-        from plexor.tasks.runner import tasks_of
+        from plexor.features.tasks.runner import tasks_of
 
         return tasks_of(self._kernel)
 

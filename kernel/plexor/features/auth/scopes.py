@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from plexor.auth.config import Profile
 from plexor.core.kernel import Kernel
-from plexor.core.specs import ToolSpec
+from plexor.core.specs import MethodSpec, ToolSpec
+from plexor.features.auth.config import Profile
 
 __all__ = ["Access", "ScopePolicy", "granted_scopes"]
 
@@ -59,6 +59,13 @@ class ScopePolicy:
         """The plugin serving ``uri``, as the kernel resolves it when reading (``Kernel.resource_plugin``)."""
         return self.kernel.resource_plugin(uri) if _SCHEME.match(uri) else None
 
+    def method(self, spec: MethodSpec) -> tuple[str, ...]:
+        """What a plugin's own protocol method needs: ``[plexor.auth.scopes]`` by method name, its declared
+        scopes, else its plugin's write scope (an undeclared method may write)."""
+        if spec.method in self.exact:
+            return self.exact[spec.method]
+        return spec.scopes if spec.scopes is not None else (f"{spec.plugin}:write",)
+
     def plugin_scopes(self, plugin: str | None) -> tuple[str, ...]:
         return () if plugin is None else (f"{plugin}:read",)
 
@@ -72,6 +79,8 @@ class ScopePolicy:
         plugins.update(s.plugin for s in self.kernel.registry.prompts.values())
         plugins.update(self.kernel.registry.schemes.values())
         found.update(f"{p}:read" for p in plugins)
+        for method in self.kernel.protocol_methods.values():
+            found.update(self.method(method))
         return sorted(found)
 
 
@@ -83,7 +92,7 @@ class Access:
     scopes: frozenset[str] | None = None
     profile: Profile | None = None
     subject: str | None = None
-    principal: str = ""  # who owns what this caller makes (tasks): "" is the local user (see plexor.auth.guard)
+    principal: str = ""  # who owns what this caller makes (tasks): "" is the local user (see plexor.features.auth.guard)
     client: str | None = None
     issuer: str | None = None
     token_id: str | None = None

@@ -4,7 +4,7 @@ The kernel's pipeline (:meth:`plexor.core.pipeline.Pipeline.run`) checks one att
 ``kernel.telemetry``; it is ``None`` unless ``PLEXOR_OTEL`` is set, and then it is a
 :class:`Telemetry` that the server sets when it is built (:func:`for_kernel`); the kernel
 never imports this package. Nothing here imports OpenTelemetry at
-module level: ``import plexor.telemetry`` is as cheap as the stdlib, and the SDK (the
+module level: ``import plexor.features.telemetry`` is as cheap as the stdlib, and the SDK (the
 ``plexor[otel]`` extra) is imported only when telemetry is switched on.
 
 What is emitted (``docs/observability.md`` has the details and queries):
@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from plexor.core.base import KernelBase
 
-from plexor.telemetry.metrics import _NOOP, _OFF, RECORD_ARGUMENTS, SWITCH
-from plexor.telemetry.observer import Telemetry, _active
+from plexor.features.telemetry.metrics import _NOOP, _OFF, RECORD_ARGUMENTS, SWITCH
+from plexor.features.telemetry.observer import Telemetry, _active
 
 __all__ = ["SWITCH", "Telemetry", "for_kernel", "from_environ", "http_trace_context", "metrics_route", "span"]
 

@@ -1,4 +1,4 @@
-"""Tasks spoken as MCP, in both eras: the ``tasks`` built-in plugin (:mod:`plexor.tasks.plugin`) serves them.
+"""Tasks spoken as MCP, in both eras: the ``tasks`` built-in plugin (:mod:`plexor.features.tasks.plugin`) serves them.
 
 * **2026-07-28** (the ``io.modelcontextprotocol/tasks`` extension): a client
   that lists the extension in a request's capabilities may get a
@@ -26,8 +26,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict, Field
 
 from plexor.core.eras import is_stateless, stateless_era
-from plexor.tasks.runner import Tasks, tasks_of
-from plexor.tasks.store import TaskRow, iso
+from plexor.features.tasks.runner import Tasks, tasks_of
+from plexor.features.tasks.store import TaskRow, iso
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.kernel import Kernel
@@ -68,13 +68,13 @@ def _missing_capability(what: str) -> MCPError:
 
 
 def _owner(ctx: Any) -> str:
-    """Whose task: the caller's principal, set by ``plexor.auth``'s guard from the verified token (issuer, subject
+    """Whose task: the caller's principal, set by ``plexor.features.auth``'s guard from the verified token (issuer, subject
     and client; a token without a subject owns only its own tasks); another caller cannot see it. Without OAuth
     (stdio, no token, a static token such as the daemon's) there is one principal, the local user (""): any
     caller that may call the server may follow its tasks by id. No token can name the local user."""
     request = getattr(ctx, "request", None)
     scope = getattr(request, "scope", None)
-    access = scope.get("plexor.access") if isinstance(scope, dict) else None  # set by plexor.auth's guard
+    access = scope.get("plexor.access") if isinstance(scope, dict) else None  # set by plexor.features.auth's guard
     principal = getattr(access, "principal", "")
     return principal if isinstance(principal, str) else ""
 
@@ -223,7 +223,7 @@ class TaskProtocol:
     async def _detachable(self, ctx: Any, call_next: Any, create: Any, modern: bool) -> Any:
         """Run the call as an ordinary request until it finishes (its answer) or calls ``ctx.detach()`` (a task)."""
         from plexor.context import DETACHER
-        from plexor.tasks.runner import Detachable
+        from plexor.features.tasks.runner import Detachable
 
         tasks = self.tasks
         hook = Detachable(tasks, create)
@@ -263,7 +263,7 @@ class TaskProtocol:
         return outcome["result"]
 
     async def _settle_detached(self, task_id: str, outcome: dict[str, Any]) -> None:
-        from plexor.tasks.runner import tool_error
+        from plexor.features.tasks.runner import tool_error
 
         tasks = self.tasks
         tasks.running.pop(task_id, None)
@@ -425,7 +425,7 @@ class TaskProtocol:
 def _stale(row: TaskRow, tasks: Tasks) -> bool:
     import time
 
-    from plexor.tasks.store import _alive
+    from plexor.features.tasks.store import _alive
 
     return row.lease_until < time.time() or (row.host == tasks.host and not _alive(row.pid))
 

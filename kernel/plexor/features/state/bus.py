@@ -39,8 +39,8 @@ from plexor.notify import KINDS, Event
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.base import KernelBase
+    from plexor.features.state.db import StateDB
     from plexor.notify import Backend, Notifier
-    from plexor.state.db import StateDB
 
 __all__ = ["CHANNEL", "PostgresBus", "SqliteBus", "install", "shared_backend"]
 
@@ -339,7 +339,7 @@ class SqliteBus(_Base):
 def shared_backend(kernel: KernelBase) -> Backend:
     """The backend that reaches every process serving this kernel's data: PostgreSQL's when the kernel's
     database is PostgreSQL, else the SQLite one."""
-    from plexor.state.db import database_url, kernel_state
+    from plexor.features.state.db import database_url, kernel_state
 
     url = database_url(kernel.environ, kernel.config_tables())
     if url and url.split(":", 1)[0].lower() in ("postgres", "postgresql", "postgresql+psycopg2"):

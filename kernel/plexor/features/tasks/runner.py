@@ -23,9 +23,9 @@ from plexor.asking import Elicit, ListRoots, Question, Sample
 from plexor.core.results import Outcome
 from plexor.errors import PlexorError
 from plexor.exchange import Exchange, check_answer, declares, missing_capability
+from plexor.features.tasks.bounds import check_new_task, over_budget, oversized, release, run_limit
+from plexor.features.tasks.store import TaskRow, TaskStore
 from plexor.limits import overran
-from plexor.tasks.bounds import check_new_task, over_budget, oversized, release, run_limit
-from plexor.tasks.store import TaskRow, TaskStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.context import Context
@@ -156,7 +156,7 @@ class Tasks:
     """This process's side of the kernel's tasks."""
 
     def __init__(self, kernel: Kernel) -> None:
-        from plexor.state import kernel_state
+        from plexor.features.state import kernel_state
 
         self.kernel = kernel
         self.store = TaskStore(kernel_state(kernel))
@@ -376,7 +376,7 @@ class Tasks:
         asyncio.get_running_loop().create_task(self._notify(session, task_id))
 
     def publish(self, task_id: str) -> None:
-        """Publish ``tasks/status`` through the kernel's notifier (it crosses processes; plexor.tasks.listen
+        """Publish ``tasks/status`` through the kernel's notifier (it crosses processes; plexor.features.tasks.listen
         delivers it). A task still kept in memory has no listeners (its id is not out yet)."""
         unstored = self.unstored.get(task_id)
         if unstored is not None and not unstored.storing:

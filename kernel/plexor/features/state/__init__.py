@@ -13,7 +13,7 @@ Where it lives
 
 The API (small on purpose)::
 
-    from plexor.state import open_state, kernel_state, database_url
+    from plexor.features.state import open_state, kernel_state, database_url
 
     state = kernel_state(kernel)          # the kernel's StateDB, opened once per kernel and process
     state = open_state(data_dir, url)     # or open one yourself (tests, CLI commands)
@@ -42,6 +42,6 @@ may wait on a lock.
 
 from __future__ import annotations
 
-from plexor.state.db import DATABASE_FILE, StateDB, database_url, kernel_state, open_state
+from plexor.features.state.db import DATABASE_FILE, StateDB, database_url, kernel_state, open_state
 
 __all__ = ["DATABASE_FILE", "StateDB", "database_url", "kernel_state", "open_state"]

@@ -2,7 +2,7 @@
 
 It runs before the ``tasks`` layer (:mod:`plexor.serving.layers`), so a tool call refused here never
 becomes a task, in either era. It refuses what is outside the connection's scopes or profile (a second
-line behind the HTTP guard's 403, :mod:`plexor.auth.guard`, and the only one for profiles), and filters
+line behind the HTTP guard's 403, :mod:`plexor.features.auth.guard`, and the only one for profiles), and filters
 ``tools/list``, ``resources/list``, ``resources/templates/list`` and ``prompts/list`` by it.
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from plexor.auth.audit import audit
-from plexor.auth.decide import Target, decide, targets
-from plexor.auth.guard import ACCESS_KEY
-from plexor.auth.scopes import Access, ScopePolicy
-from plexor.auth.search import FIND_TOOLS, find_tools, find_tools_wire
+from plexor.features.auth.audit import audit
+from plexor.features.auth.decide import Target, decide, targets
+from plexor.features.auth.guard import ACCESS_KEY
+from plexor.features.auth.scopes import Access, ScopePolicy
+from plexor.features.auth.search import FIND_TOOLS, find_tools, find_tools_wire
 
 __all__ = ["access_middleware"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from plexor.auth.scopes import Access, ScopePolicy
+from plexor.features.auth.scopes import Access, ScopePolicy
 
 __all__ = ["FIND_TOOLS", "find_tools", "find_tools_wire"]
 

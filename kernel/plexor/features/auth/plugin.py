@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 @hookimpl
 def plexor_asgi_wrapper(app: Any, setup: ServerSetup) -> Any:
     """The access guard in front of every route, when OAuth or profiles are configured."""
-    from plexor.auth import protect
+    from plexor.features.auth import protect
 
     opts = setup.options
     if opts is None:  # stdio: no HTTP app to wrap
@@ -39,19 +39,19 @@ def plexor_asgi_wrapper(app: Any, setup: ServerSetup) -> Any:
 def plexor_request_layers(setup: ServerSetup) -> list[Any] | None:
     """Under stdio with ``serve --profile``: the same authorization layer as HTTP's, for that profile."""
     if setup.transport != "stdio" or setup.profile is None:
-        return None  # over HTTP the guard adds the layer with the policy it built (plexor.auth.protect)
-    from plexor.auth import Profile, stdio_layer
+        return None  # over HTTP the guard adds the layer with the policy it built (plexor.features.auth.protect)
     from plexor.extending import RequestLayer
+    from plexor.features.auth import Profile, stdio_layer
 
     if not isinstance(setup.profile, Profile):
-        raise TypeError(f"the stdio profile must be a plexor.auth Profile, not {type(setup.profile).__name__}")
+        raise TypeError(f"the stdio profile must be a plexor.features.auth Profile, not {type(setup.profile).__name__}")
     return [RequestLayer("authorization", stdio_layer(setup.kernel, setup.profile), name="authorization")]
 
 
 @hookimpl
 def plexor_principal(scope: Mapping[str, Any], kernel: KernelBase) -> str | None:
     """The OAuth caller (issuer, subject and client, hashed) the guard verified for this request."""
-    from plexor.auth.guard import ACCESS_KEY
+    from plexor.features.auth.guard import ACCESS_KEY
 
     owner = getattr(scope.get(ACCESS_KEY), "principal", "")
     return f"oauth:{owner}" if owner else None

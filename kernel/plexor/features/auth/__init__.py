@@ -2,12 +2,12 @@
 
 ``docs/security.md`` is the user's guide. The pieces:
 
-- :mod:`plexor.auth.config`: ``[plexor.auth]`` and ``[plexor.profiles.NAME]`` of ``plexor.toml``;
-- :mod:`plexor.auth.tokens`: JWT validation against the issuer's JWKS (PyJWT), or RFC 7662 introspection;
-- :mod:`plexor.auth.scopes`: the scopes each tool, resource and prompt needs; a connection's ``Access``;
-- :mod:`plexor.auth.guard`: the ASGI guard (401/403, protected resource metadata);
-- :mod:`plexor.auth.layer`: the SDK server's authorization layer, which also filters lists;
-- :mod:`plexor.auth.audit`: one JSON line per decision.
+- :mod:`plexor.features.auth.config`: ``[plexor.auth]`` and ``[plexor.profiles.NAME]`` of ``plexor.toml``;
+- :mod:`plexor.features.auth.tokens`: JWT validation against the issuer's JWKS (PyJWT), or RFC 7662 introspection;
+- :mod:`plexor.features.auth.scopes`: the scopes each tool, resource and prompt needs; a connection's ``Access``;
+- :mod:`plexor.features.auth.guard`: the ASGI guard (401/403, protected resource metadata);
+- :mod:`plexor.features.auth.layer`: the SDK server's authorization layer, which also filters lists;
+- :mod:`plexor.features.auth.audit`: one JSON line per decision.
 
 :func:`protect` wires them into an HTTP app (``plexor.serving.http.build_http_app`` calls it).
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plexor.auth.config import AuthConfig, Profile, auth_config, profiles_config
+from plexor.features.auth.config import AuthConfig, Profile, auth_config, profiles_config
 
 __all__ = ["AuthConfig", "Profile", "auth_config", "load", "profiles_config", "protect", "stdio_layer", "stdio_scopes"]
 
@@ -39,10 +39,10 @@ def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: 
     With OAuth off the static token (if any) stays the caller's job (``BearerAuth``); with OAuth on
     the guard accepts the static token too, as a caller with every scope.
     """
-    from plexor.auth.guard import AccessGuard
-    from plexor.auth.layer import access_middleware
-    from plexor.auth.scopes import ScopePolicy
-    from plexor.auth.tokens import make_verifier
+    from plexor.features.auth.guard import AccessGuard
+    from plexor.features.auth.layer import access_middleware
+    from plexor.features.auth.scopes import ScopePolicy
+    from plexor.features.auth.tokens import make_verifier
 
     config, profiles = load(kernel, issuer=issuer, resource=resource)
     if not config.enabled and not profiles:
@@ -70,7 +70,7 @@ class NoProfiles:
     ``plexor connect --profile``) is answered 404 ``unknown_profile``, never served with every tool."""
 
     def __init__(self, app: Any) -> None:
-        from plexor.auth.guard import PROFILE_HEADER
+        from plexor.features.auth.guard import PROFILE_HEADER
 
         self.app = app
         self.header = PROFILE_HEADER  # looked up once, not imported on every request
@@ -82,7 +82,7 @@ class NoProfiles:
             wanted = [v.decode("latin-1").strip() for k, v in scope.get("headers") or () if k == self.header]
             name = named or (wanted[0] if wanted else None)
             if name:
-                from plexor.auth.guard import unknown_profile
+                from plexor.features.auth.guard import unknown_profile
 
                 await unknown_profile(send, name, {})
                 return
@@ -92,8 +92,8 @@ class NoProfiles:
 def stdio_layer(kernel: Any, profile: Profile) -> Any:
     """The authorization layer of the stdio client of ``serve --profile``: the same as HTTP's, with that
     profile and the operator's ``[plexor.auth.scopes]`` (which ``scope:SCOPE`` entries of a profile match against)."""
-    from plexor.auth.layer import access_middleware
-    from plexor.auth.scopes import Access, ScopePolicy
+    from plexor.features.auth.layer import access_middleware
+    from plexor.features.auth.scopes import Access, ScopePolicy
 
     policy = ScopePolicy(kernel, stdio_scopes(kernel.paths.config_file))
     return access_middleware(policy, every=Access(policy, profile=profile))

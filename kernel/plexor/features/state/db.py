@@ -1,4 +1,4 @@
-"""Opening the kernel's database; see :mod:`plexor.state` for the API."""
+"""Opening the kernel's database; see :mod:`plexor.features.state` for the API."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from plexor.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from peewee import Database
+
     from plexor.core.base import KernelBase
 
 __all__ = ["DATABASE_FILE", "StateDB", "database_url", "kernel_state", "open_state"]
@@ -58,7 +60,10 @@ class StateDB:
         """Run the numbered steps of ``component`` not run yet (once, under a lock); returns the version."""
         from plexor.core.storage import migrate
 
-        return migrate(self.db, f"plexor.{component}", [], {n: (lambda _db, f=f: f(self)) for n, f in steps.items()})
+        def step(f: Callable[[StateDB], None]) -> Callable[[Database], None]:
+            return lambda _db: f(self)
+
+        return migrate(self.db, f"plexor.{component}", [], {n: step(f) for n, f in steps.items()})
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker thread (for calls that may wait on another process's lock)."""
@@ -94,7 +99,9 @@ def open_state(data_dir: Path, url: str | None = None) -> StateDB:
                                "[plexor] database_url in plexor.toml); for PostgreSQL the driver is installed with "
                                "`pip install psycopg2-binary`.") from exc
         if db.__class__.__name__.startswith("Postgres"):
-            db.autorollback = True  # a failed statement must not leave the thread's connection aborted
+            # a failed statement must not leave the thread's connection aborted (peewee's stubs know
+            # autorollback only as an __init__ option)
+            db.autorollback = True  # type: ignore[attr-defined]
         return StateDB(db, _redact(url))
     import peewee
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.kernel import Kernel
-    from plexor.tasks.store import TaskRow, TaskStore
+    from plexor.features.tasks.store import TaskRow, TaskStore
 
 __all__ = ["check_new_task", "limit_runs", "over_budget", "oversized", "release", "run_limit", "stored_size"]
 
@@ -38,7 +38,7 @@ def run_limit(kernel: Kernel, tool: Any, server: float | None = None) -> tuple[f
 
 
 class Tasks(Protocol):
-    """What admission reads of :class:`plexor.tasks.runner.Tasks` (which imports this module)."""
+    """What admission reads of :class:`plexor.features.tasks.runner.Tasks` (which imports this module)."""
 
     kernel: Any
     store: TaskStore
@@ -101,7 +101,7 @@ def release(tasks: Tasks, owner: str) -> None:
 
 
 def stored_size(value: Any) -> int:
-    """The bytes ``value`` takes stored (UTF-8 JSON, as ``plexor.tasks.store`` writes it)."""
+    """The bytes ``value`` takes stored (UTF-8 JSON, as ``plexor.features.tasks.store`` writes it)."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
 
 

@@ -3,7 +3,7 @@
 ``AccessGuard`` is ASGI middleware in front of the MCP routes. With OAuth on it validates the
 bearer token (401 with ``WWW-Authenticate: Bearer ... resource_metadata=...`` when it is missing or
 refused), serves the protected resource metadata (RFC 9728), and reads the JSON-RPC body of each
-POST: a request whose target (:mod:`plexor.auth.decide`: a tool call, plain or as a task, a prompt,
+POST: a request whose target (:mod:`plexor.features.auth.decide`: a tool call, plain or as a task, a prompt,
 a resource read or subscription, a completion, every URI of a listen stream) needs scopes the token
 lacks is answered ``403`` with ``error="insufficient_scope", scope="..."`` before the SDK sees it,
 so nothing of it reaches a plugin and the client can step up.
@@ -12,9 +12,9 @@ Why the body, and not a signal from the pipeline: the status line must say 403, 
 HTTP the SDK may already have sent ``200`` and opened an event stream by the time a handler runs.
 Reading the body first costs one ``json.loads`` of a request that is at most ``--max-body`` bytes.
 
-The connection's :class:`~plexor.auth.scopes.Access` (scopes, profile, who, and the principal
+The connection's :class:`~plexor.features.auth.scopes.Access` (scopes, profile, who, and the principal
 that owns its tasks) rides on the ASGI scope, under :data:`ACCESS_KEY`, for the SDK server's
-``authorization`` layer (:mod:`plexor.auth.layer`), which makes the same decision for every request.
+``authorization`` layer (:mod:`plexor.features.auth.layer`), which makes the same decision for every request.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from plexor.auth.audit import audit
-from plexor.auth.config import AuthConfig, Profile
-from plexor.auth.decide import DECIDED, Target, decide, targets
-from plexor.auth.scopes import Access, ScopePolicy, granted_scopes
-from plexor.auth.tokens import IntrospectionVerifier, JwtVerifier, TokenRefused
+from plexor.features.auth.audit import audit
+from plexor.features.auth.config import AuthConfig, Profile
+from plexor.features.auth.decide import Target, decide, decided, targets
+from plexor.features.auth.scopes import Access, ScopePolicy, granted_scopes
+from plexor.features.auth.tokens import IntrospectionVerifier, JwtVerifier, TokenRefused
 
 __all__ = ["ACCESS_KEY", "PROFILE_HEADER", "AccessGuard", "principal_of", "unknown_profile"]
 
@@ -268,8 +268,9 @@ class AccessGuard:
             return []  # the SDK (or plexor.serving.bounds.NestingLimit) answers it
         out: list[Target] = []
         for message in parsed if isinstance(parsed, list) else [parsed]:
-            if isinstance(message, dict) and message.get("method") in DECIDED:
-                out.extend(targets(self.policy, str(message["method"]), message.get("params")))
+            method = message.get("method") if isinstance(message, dict) else None
+            if isinstance(method, str) and decided(self.policy, method):
+                out.extend(targets(self.policy, method, message.get("params")))
         return out
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from plexor.context import connection_of
 from plexor.core.eras import is_stateless
-from plexor.telemetry.metrics import (
+from plexor.features.telemetry.metrics import (
     BUCKETS,
     DURATION_HELP,
     IN_FLIGHT_HELP,
@@ -28,8 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
     from opentelemetry.trace import TracerProvider
 
-    from plexor.core.base import KernelBase
-    from plexor.core.pipeline import Request
+    from plexor.core.base import KernelBase, Request
     from plexor.handle import PluginGauge
 
 __all__ = ["Telemetry"]

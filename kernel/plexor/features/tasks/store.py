@@ -1,4 +1,4 @@
-"""Tasks in the kernel's database (:mod:`plexor.state`): one row per task, shared by every process.
+"""Tasks in the kernel's database (:mod:`plexor.features.state`): one row per task, shared by every process.
 
 Every read and write here is one short statement or transaction, synchronous
 (callers run them in a worker thread). A task is *owned* by the worker that
@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from plexor.state import StateDB
+from plexor.features.state import StateDB
 
 __all__ = ["ACTIVE", "TERMINAL", "TaskRow", "TaskStore", "iso"]
 

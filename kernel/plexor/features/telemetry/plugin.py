@@ -22,7 +22,7 @@ def plexor_request_layers(setup: ServerSetup) -> list[RequestLayer] | None:
     if setup.kernel.telemetry is None or setup.transport == "stdio":
         return None
     from plexor.extending import RequestLayer
-    from plexor.telemetry import http_trace_context
+    from plexor.features.telemetry import http_trace_context
 
     return [RequestLayer("trace", http_trace_context, name="trace")]
 
@@ -32,6 +32,7 @@ def plexor_routes(setup: ServerSetup) -> list[Any] | None:
     """``GET /metrics``: the Prometheus text of every metric, when telemetry is on."""
     if setup.kernel.telemetry is None:
         return None
-    from plexor.telemetry import metrics_route
+    from plexor.features.telemetry import Telemetry, metrics_route
 
-    return [metrics_route(setup.kernel.telemetry)]
+    telemetry = setup.kernel.telemetry
+    return [metrics_route(telemetry)] if isinstance(telemetry, Telemetry) else None
