@@ -176,16 +176,16 @@ def tools_cmd(as_json: bool) -> None:
         return
     import textwrap
 
-    from plexor.schema import _type_text  # the wording of the kernel's argument errors
+    from plexor.signature import properties, required_names, type_text  # the wording of the kernel's argument errors
 
     for t in good:
         first = (t.description or "").strip().split("\n\n")[0]
         click.echo(f"{t.name}  [{t.plugin}]")
         click.echo(textwrap.fill(" ".join(first.split()), 100, initial_indent="    ", subsequent_indent="    "))
-        props = (t.signature.accepts or t.signature.input_schema).get("properties", {})  # unions whole, for people
-        required = set(t.signature.input_schema.get("required", []))
+        props = properties(t.signature.accepts or t.signature.input_schema)  # unions whole, for people
+        required = required_names(t.signature.input_schema)
         for name, prop in props.items():
-            click.echo(f"    - {name}: {_type_text(prop)}{' (required)' if name in required else ''}")
+            click.echo(f"    - {name}: {type_text(prop)}{' (required)' if name in required else ''}")
 
 
 def _takes(prop: Mapping[str, object], kinds: tuple[str, ...]) -> bool:
@@ -250,7 +250,7 @@ def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
         try:
             spec = kernel.resolve_tool(tool)
         except NotFound as exc:  # a name that is not there is usage (2); a failed plugin's tool fails (1) unless
-            rec = kernel.records.get(exc.data.get("plugin", ""))  # its configuration failed it (2: fix that)
+            rec = kernel.records.get(str(exc.data.get("plugin", "")))  # its configuration failed it (2: fix that)
             failed = exc.data.get("state") == "failed" and not (rec is not None and rec.failed_by_config)
             return ("failed" if failed else "usage", exc.render())
         try:
