@@ -39,20 +39,20 @@ LAYERS = {
     "plexor": FACADE,
     # api: what a plugin sees and every layer uses; imports nothing above it
     **dict.fromkeys(("plexor.errors", "plexor.events", "plexor.hints", "plexor.params", "plexor.protocols",
-                     "plexor.settings", "plexor.portable", "plexor.asking", "plexor.apps", "plexor.limits",
-                     "plexor.log", "plexor.notify", "plexor.version"), API),
+                     "plexor.settings", "plexor.portable", "plexor.asking", "plexor.exchange", "plexor.apps",
+                     "plexor.limits", "plexor.log", "plexor.notify", "plexor.version"), API),
     # core: the kernel proper
-    **dict.fromkeys(("plexor.core", "plexor.schema", "plexor.context", "plexor.handle", "plexor.hookspecs",
-                     "plexor.extending"), CORE),
+    **dict.fromkeys(("plexor.core", "plexor.schema", "plexor.signature", "plexor.context", "plexor.handle",
+                     "plexor.hookspecs", "plexor.extending"), CORE),
     # features: built-in plugins, and the packages they are made of
     **dict.fromkeys(("plexor.builtin", "plexor.features"), FEATURES),
     # serving: the server and how requests reach it
     **dict.fromkeys(("plexor.serving", "plexor.transports"), SERVING),
-    # cli: the commands (`plexor serve` and `plexor connect` are commands, though they live in serving/)
+    # cli: the commands (`plexor serve` lives in serving/; `plexor connect` and its stdio relay, which serve MCP
+    # on stdio, are the daemon feature's, in features/daemon/)
     **dict.fromkeys(("plexor.__main__", "plexor.cli", "plexor.launcher", "plexor.help_cache",
-                     "plexor.plugin_commands", "plexor.config_cmd", "plexor.install", "plexor.bundle",
-                     "plexor.daemon", "plexor.healthcheck", "plexor.testing", "plexor.serving.command",
-                     "plexor.serving.connect"), CLI),
+                     "plexor.plugin_commands", "plexor.config_cmd", "plexor.healthcheck", "plexor.testing",
+                     "plexor.serving.command", "plexor.features.daemon.command", "plexor.features.daemon.relay"), CLI),
 }
 
 #: Imports allowed against the layers: (importer, imported) -> why. Keep it empty.

@@ -10,7 +10,8 @@ as in pytest's ``pytest_addhooks`` and datasette's ``asgi_wrapper``/``actor_from
 The server's own features are plugins of these hooks, shipped with the kernel and listed by
 ``plexor plugins`` like any other (:data:`FEATURES`): ``tasks`` (long-running calls),
 ``auth`` (OAuth, scopes, profiles, audit), ``telemetry`` (OpenTelemetry, ``/metrics``) and
-``bus`` (notifications and the event store shared across processes). ``PLEXOR_DISABLE`` turns
+``bus`` (notifications and the event store shared across processes), ``install`` (``plexor install``,
+``uninstall`` and ``bundle``) and ``daemon`` (the shared daemon and ``plexor connect``). ``PLEXOR_DISABLE`` turns
 one off; ``PLEXOR_PLUGINS`` never does (a list of content plugins must not drop the server's
 security by omission). ``docs/authoring.md#extending-the-server`` has a working example.
 
@@ -23,16 +24,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from mcp.server.context import ServerMiddleware
+    from mcp.server.context import HandlerResult, ServerMiddleware
+    from mcp.server.lowlevel import Server
+    from mcp.server.streamable_http import EventStore
+    from mcp_types import ServerCapabilities
+    from pydantic import BaseModel
+    from starlette.routing import BaseRoute
+    from starlette.types import ASGIApp
 
     from plexor.core.base import KernelBase
+    from plexor.notify import Backend
 
-__all__ = ["FEATURES", "ProtocolMethod", "RequestLayer", "ServerSetup", "hookspec"]
+__all__ = ["FEATURES", "HttpSettings", "ProtocolMethod", "RequestLayer", "ServerSetup", "hookspec"]
 
 hookspec = pluggy.HookspecMarker("plexor")
 
@@ -42,6 +50,8 @@ FEATURES: Mapping[str, str] = {
     "auth": "plexor.features.auth.plugin",
     "telemetry": "plexor.features.telemetry.plugin",
     "bus": "plexor.features.bus",
+    "install": "plexor.features.install.plugin",
+    "daemon": "plexor.features.daemon.plugin",
 }
 
 #: SDK middleware: ``async (ctx, call_next) -> result``, as the SDK's ``Server.middleware`` holds it.
@@ -74,9 +84,26 @@ class ProtocolMethod:
     """
 
     method: str
-    params_type: type[Any]
-    handler: Callable[[Any, Any], Awaitable[Any]]
+    params_type: type[BaseModel]
+    handler: Callable[..., Awaitable[HandlerResult]]  # (ctx, params), params an instance of params_type
     scopes: tuple[str, ...] | None = None
+
+
+class HttpSettings(Protocol):
+    """The HTTP options of the server being built, as server-extension hooks read them
+    (``plexor.serving.http_options.HttpOptions``, each field one option of ``plexor serve``)."""
+
+    host: str
+    port: int
+    token: str | None
+    stateless: bool
+    max_body_bytes: int
+    request_timeout: float
+    workers: int
+    event_history: int
+    auth_issuer: str | None
+    resource_url: str | None
+    profile: str | None
 
 
 @dataclass
@@ -96,11 +123,11 @@ class ServerSetup:
     """
 
     kernel: KernelBase
-    server: Any
+    server: Server[object]
     transport: str = "stdio"
-    options: Any = None
-    profile: Any = None
-    shared: dict[str, Any] = field(default_factory=dict)
+    options: HttpSettings | None = None
+    profile: object = None  # plexor.features.auth's Profile, read by the auth feature
+    shared: dict[str, object] = field(default_factory=dict)
 
 
 @hookspec
@@ -127,7 +154,7 @@ def plexor_protocol_methods(setup: ServerSetup) -> list[ProtocolMethod] | None:
 
 
 @hookspec
-def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: ServerSetup) -> None:
+def plexor_capabilities(capabilities: ServerCapabilities, protocol_version: str | None, setup: ServerSetup) -> None:
     """Change the capabilities the server advertises (``initialize``, ``server/discover``), in place.
 
     :param capabilities: the SDK's ``ServerCapabilities`` built so far.
@@ -151,7 +178,7 @@ def plexor_drain(kernel: KernelBase) -> Awaitable[None] | None:
 
 
 @hookspec
-def plexor_asgi_wrapper(app: Any, setup: ServerSetup) -> Any:
+def plexor_asgi_wrapper(app: ASGIApp, setup: ServerSetup) -> ASGIApp | None:
     """Wrap the HTTP app (every route): return an ASGI app that calls ``app``, or ``None``.
 
     Wrappers are applied in the hook's call order, each around the previous one, inside the
@@ -165,7 +192,7 @@ def plexor_asgi_wrapper(app: Any, setup: ServerSetup) -> Any:
 
 
 @hookspec
-def plexor_routes(setup: ServerSetup) -> list[Any] | None:
+def plexor_routes(setup: ServerSetup) -> list[BaseRoute] | None:
     """Add HTTP routes (Starlette ``Route``/``Mount``) beside ``/mcp``, ``/healthz`` and the card.
 
     :param setup: the server being built.
@@ -175,7 +202,7 @@ def plexor_routes(setup: ServerSetup) -> list[Any] | None:
 
 
 @hookspec(firstresult=True)
-def plexor_notifier_backend(setup: ServerSetup) -> Any:
+def plexor_notifier_backend(setup: ServerSetup) -> Backend | None:
     """The backend carrying change notifications between processes (``plexor.notify.Backend``),
     or ``None`` to keep them in this process. The first non-``None`` answer wins.
 
@@ -186,7 +213,7 @@ def plexor_notifier_backend(setup: ServerSetup) -> Any:
 
 
 @hookspec(firstresult=True)
-def plexor_event_store(setup: ServerSetup) -> Any:
+def plexor_event_store(setup: ServerSetup) -> EventStore | None:
     """The event store of stateful Streamable HTTP (the SDK's ``EventStore``: resumable streams),
     or ``None``. The first non-``None`` answer wins; the kernel keeps events in memory otherwise.
 
@@ -197,13 +224,28 @@ def plexor_event_store(setup: ServerSetup) -> Any:
 
 
 @hookspec(firstresult=True)
-def plexor_principal(scope: Mapping[str, Any], kernel: KernelBase) -> str | None:
+def plexor_principal(scope: Mapping[str, object], kernel: KernelBase) -> str | None:
     """Who is calling, for per-caller limits and task ownership, from an ASGI ``scope``: the
     first non-``None`` answer wins (the auth plugin answers from the verified token); the kernel
     falls back to the connection.
 
     :param scope: the ASGI scope of the HTTP request.
     :param kernel: the kernel serving it.
+
+    .. versionadded:: 0.3.0
+    """
+
+
+@hookspec
+def plexor_cli_commands() -> Mapping[str, str] | None:
+    """Top-level ``plexor`` commands of a built-in feature: command name -> ``"module:attribute"`` of its click
+    command, imported only when the command runs or ``plexor --help`` lists it.
+
+    The ``plexor`` command asks the built-in features (:data:`FEATURES`) alone, without loading a plugin, so
+    ``plexor install`` starts no kernel; a third-party plugin adds ``plexor <plugin> ...`` with
+    ``plexor_register_commands`` instead. A feature turned off with ``PLEXOR_DISABLE`` loses its commands
+    (invoked, each says which variable removed it, exit 2). The names are the core commands' own
+    (:data:`plexor.plugin_commands.CORE_COMMANDS`): no plugin may take them.
 
     .. versionadded:: 0.3.0
     """

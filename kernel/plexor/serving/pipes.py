@@ -10,22 +10,16 @@ from __future__ import annotations
 import collections
 import os
 import sys
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import asyncio
 
     import anyio
 
-__all__ = ["Log", "StdinLines", "StdoutPipe"]
+    from plexor.log import Logger
 
-
-class Log(Protocol):
-    """What serving logs through: the kernel's ``log`` (:func:`plexor.log.get_logger`), one event and its fields."""
-
-    def debug(self, event: str, **fields: object) -> object: ...
-    def info(self, event: str, **fields: object) -> object: ...
-    def error(self, event: str, **fields: object) -> object: ...
+__all__ = ["StdinLines", "StdoutPipe"]
 
 
 class StdinLines:
@@ -118,7 +112,7 @@ class StdoutPipe:
     written through the event loop; anything else from a dedicated thread.
     """
 
-    def __init__(self, log: Log | None = None) -> None:
+    def __init__(self, log: Logger | None = None) -> None:
         sys.stdout.flush()
         self._fd = os.dup(1)  # not inheritable (PEP 446), and above 2 since 0-2 are open
         os.dup2(2, 1)

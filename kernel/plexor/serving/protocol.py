@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - httptools not installed
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import asyncio
 
-    from plexor.serving.pipes import Log
+    from plexor.log import Logger
 
 __all__ = ["Limits", "LimitedHttp", "default_max_connections", "install_accept_log"]
 
@@ -173,7 +173,7 @@ class LimitedHttp(_Base):  # type: ignore[misc,valid-type]
 class _AcceptLog:
     """An event loop exception handler that logs accept() failures once per burst."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, log: Log, window: float = 10.0) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, log: Logger, window: float = 10.0) -> None:
         self.loop = loop
         self.log = log
         # Resolved now: when accept() fails the process is out of file descriptors, and a logger
@@ -203,6 +203,6 @@ class _AcceptLog:
                             "further failures in the next 10 s are only counted")
 
 
-def install_accept_log(loop: asyncio.AbstractEventLoop, log: Log) -> None:
+def install_accept_log(loop: asyncio.AbstractEventLoop, log: Logger) -> None:
     if not isinstance(loop.get_exception_handler(), _AcceptLog):
         loop.set_exception_handler(_AcceptLog(loop, log))

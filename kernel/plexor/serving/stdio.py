@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from plexor.core.kernel import Kernel
-from plexor.serving.pipes import Log, StdinLines, StdoutPipe
+from plexor.serving.pipes import StdinLines, StdoutPipe
 from plexor.serving.watchdog import EXIT_MARGIN, Watchdog, _next_signal_by_handler
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcp.shared.message import SessionMessage
 
     from plexor.features.auth.config import Profile
+    from plexor.log import Logger
     from plexor.serving.boot import Boot
 
 __all__ = ["serve_stdio", "stdio_streams"]
@@ -60,7 +61,7 @@ class AnsweringStream:
     """
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage],
-                 lines: collections.deque[str], log: Log) -> None:
+                 lines: collections.deque[str], log: Logger) -> None:
         self._inner = inner
         self._write = write
         self._lines = lines
@@ -224,7 +225,7 @@ def _freeze_heap() -> None:
 
 
 @contextlib.asynccontextmanager
-async def stdio_streams(log: Log, stdin: StdinLines | None = None
+async def stdio_streams(log: Logger, stdin: StdinLines | None = None
                         ) -> AsyncIterator[tuple[AnsweringStream, WriteStream[SessionMessage]]]:
     """The SDK's ``stdio_server`` with Plexor's ends: stdin and stdout through the event loop, refused lines answered."""
     from mcp.server.stdio import stdio_server
