@@ -8,11 +8,13 @@ no task: the capability, the extension and the methods are gone, and a ``task`` 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from plexor.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp_types import ServerCapabilities
+
     from plexor.core.base import KernelBase
     from plexor.extending import ProtocolMethod, RequestLayer, ServerSetup
     from plexor.features.tasks.protocol import TaskProtocol
@@ -42,7 +44,7 @@ def plexor_request_layers(setup: ServerSetup) -> list[RequestLayer]:
 @hookimpl
 def plexor_protocol_methods(setup: ServerSetup) -> list[ProtocolMethod]:
     from plexor.extending import ProtocolMethod
-    from plexor.features.tasks.protocol import TaskParams
+    from plexor.features.tasks.wire import TaskParams
 
     proto = _protocol(setup)
     return [ProtocolMethod(method, TaskParams, handler) for method, handler in (
@@ -51,8 +53,8 @@ def plexor_protocol_methods(setup: ServerSetup) -> list[ProtocolMethod]:
 
 
 @hookimpl
-def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: ServerSetup) -> None:
-    from plexor.features.tasks.protocol import TASKS_EXTENSION, advertise
+def plexor_capabilities(capabilities: ServerCapabilities, protocol_version: str | None, setup: ServerSetup) -> None:
+    from plexor.features.tasks.wire import TASKS_EXTENSION, advertise
 
     advertise(capabilities, protocol_version)
     capabilities.extensions = {**(capabilities.extensions or {}), TASKS_EXTENSION: {}}
