@@ -33,11 +33,13 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from plexor.notify import KINDS, Event
 
 if TYPE_CHECKING:  # pragma: no cover
+    from psycopg2.extensions import connection
+
     from plexor.core.base import KernelBase
     from plexor.features.state.db import StateDB
     from plexor.notify import Backend, Notifier
@@ -49,10 +51,21 @@ KEEP_SECONDS = 60.0  # SQLite rows older than this are deleted
 _NOTIFY_LIMIT = 7900  # PostgreSQL refuses NOTIFY payloads of 8000 bytes or more
 
 
-def _log() -> Any:
+class _Logs(Protocol):
+    """The kernel's logger, as the buses use it."""
+
+    def debug(self, event: str, /, **fields: object) -> object: ...
+
+    def info(self, event: str, /, **fields: object) -> object: ...
+
+    def warning(self, event: str, /, **fields: object) -> object: ...
+
+
+def _log() -> _Logs:
     from plexor.log import get_logger
 
-    return get_logger("plexor.bus")
+    logger: _Logs = get_logger("plexor.bus")
+    return logger
 
 
 def _encode(origin: str, event: Event) -> str:
@@ -125,7 +138,7 @@ class PostgresBus(_Base):
         self.retry = retry
         self.listening = threading.Event()  # set while the LISTEN connection is up
 
-    def _connect(self) -> Any:
+    def _connect(self) -> connection:
         import psycopg2
 
         conn = psycopg2.connect(self.dsn, connect_timeout=5, application_name="plexor-bus")

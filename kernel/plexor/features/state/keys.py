@@ -24,7 +24,7 @@ import secrets
 import string
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from plexor.errors import ConfigError
 
@@ -36,6 +36,12 @@ KEY_VARIABLES = ("PLEXOR_STATE_KEY", "PLEXOR_STATE_KEY_FILE", "PLEXOR_STATE_KEY_
                  "PLEXOR_STATE_KEY_PREVIOUS_FILE")
 _MAKE = "make one with `openssl rand -hex 32` (or python -c 'import secrets; print(secrets.token_hex(32))')"
 
+
+
+class Warns(Protocol):
+    """Where a key that cannot be read or kept is reported (the kernel's logger)."""
+
+    def warning(self, event: str, /, **fields: object) -> object: ...
 
 def parse_key(text: str, source: str) -> bytes:
     """One key as written by an operator: hex is decoded, anything else is taken as its UTF-8 bytes.
@@ -89,7 +95,7 @@ def configured_keys(environ: Mapping[str, str]) -> tuple[list[bytes], list[bytes
     return None
 
 
-def request_state_keys(environ: Mapping[str, str], data_dir: Path, log: Any = None) -> list[bytes]:
+def request_state_keys(environ: Mapping[str, str], data_dir: Path, log: Warns | None = None) -> list[bytes]:
     """The key ring for ``requestState``: ``[sealing key, *keys still accepted]``.
 
     From the environment when a key is configured (see the module docstring), else the
@@ -109,7 +115,7 @@ def request_state_keys(environ: Mapping[str, str], data_dir: Path, log: Any = No
     return unique
 
 
-def _data_dir_key(data_dir: Path, log: Any) -> bytes:
+def _data_dir_key(data_dir: Path, log: Warns | None) -> bytes:
     """``<data>/request-state.key``, made atomically on first use; a per-process key when it cannot be kept."""
     path = data_dir / KEY_FILE
     try:
