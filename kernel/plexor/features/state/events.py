@@ -30,7 +30,7 @@ import asyncio
 import contextvars
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -66,9 +66,8 @@ def current_session() -> str:
     return (cell.value or "") if cell is not None else ""
 
 
-def _header(scope: Mapping[str, object], name: bytes) -> str | None:
-    headers = scope.get("headers")
-    for key, value in headers if isinstance(headers, Iterable) else ():
+def _header(scope: Scope | Message, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or ():
         if key.lower() == name:
             return bytes(value).decode("latin-1")
     return None
