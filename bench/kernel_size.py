@@ -3,7 +3,7 @@
     python bench/kernel_size.py [--json]
 
 Reports: lines of the kernel proper (``kernel/plexor`` without ``plexor/features``, the built-in feature
-plugins and their machinery), modules over 400 lines and functions over 60 lines (kernel and shipped plugins),
+plugins and their machinery: all its lines, and those that hold code), modules over 400 lines and functions over 60 lines (kernel and shipped plugins),
 ``Any`` in the kernel (every ``Any`` name in annotations and code), and the kernel's import cycles
 counting every import (module level, inside functions and under ``TYPE_CHECKING``), as strongly
 connected components of the import graph. ``tests/test_layout.py`` uses the same graph (it imports
@@ -110,6 +110,19 @@ def _any_count(path: Path) -> int:
         1 for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "Any")
 
 
+def code_lines(path: Path) -> int:
+    """Lines that hold code, as cloc counts them: not blank, not a comment, not part of a docstring."""
+    text = path.read_text(encoding="utf-8")
+    docs: set[int] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                docs.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    return sum(1 for number, line in enumerate(text.splitlines(), 1)
+               if line.strip() and not line.strip().startswith("#") and number not in docs)
+
+
 def measure() -> dict[str, object]:
     kernel = modules(KERNEL, "plexor")
     proper = {m: p for m, p in kernel.items() if m.split(".")[1:2] == [] or m.split(".")[1] not in FEATURES}
@@ -122,6 +135,7 @@ def measure() -> dict[str, object]:
         "kernel_lines": sum(lines[str(p.relative_to(ROOT))] for p in kernel.values()),
         "kernel_modules": len(kernel),
         "kernel_proper_lines": sum(lines[str(p.relative_to(ROOT))] for p in proper.values()),
+        "kernel_proper_code_lines": sum(code_lines(p) for p in proper.values()),
         "modules_over_400": sorted((f, n) for f, n in lines.items() if n > MODULE_LINES),
         "functions_over_60": sorted(fn for p in [*kernel.values(), *plugins.values()] for fn in _long_functions(p)),
         "kernel_any": sum(_any_count(p) for p in kernel.values()),
@@ -138,7 +152,8 @@ def main() -> None:
         print(json.dumps(figures, indent=2))
         return
     print(f"kernel: {figures['kernel_lines']} lines in {figures['kernel_modules']} modules; "
-          f"kernel proper (without {', '.join(FEATURES)}): {figures['kernel_proper_lines']} lines")
+          f"kernel proper (without {', '.join(FEATURES)}): {figures['kernel_proper_lines']} lines, "
+          f"{figures['kernel_proper_code_lines']} of them code (not blank, comment or docstring)")
     print(f"Any in the kernel: {figures['kernel_any']}")
     print(f"kernel modules in import cycles (every import kind): {figures['kernel_modules_in_cycles']}")
     for cycle in figures["kernel_cycles"]:  # type: ignore[attr-defined]

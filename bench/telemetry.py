@@ -111,7 +111,7 @@ async def in_process(calls: int, rounds: int, sink_url: str) -> None:
     from opentelemetry.trace import SpanKind
     from prometheus_client import CollectorRegistry
 
-    from plexor.core.pipeline import Request
+    from plexor.core.base import Request
     from plexor.features.telemetry import BUCKETS, Telemetry
 
     kernel = SimpleNamespace(records={}, _inflight=0, log=None)

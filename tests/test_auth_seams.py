@@ -10,7 +10,9 @@ checked where it matters: nothing reached the plugin.
 3. every URI of a ``subscriptions/listen`` stream is authorized, as ``resources/subscribe`` is;
 4. a task's owner is the caller's principal: no token without a subject, nor one whose subject
    reads like the static token's, shares tasks with anyone else;
-5. the server card lists only what the caller may use.
+5. the server card lists only what the caller may use;
+6. a plugin's own protocol method (``plexor_protocol_methods``) is decided as a tool call is: its
+   declared scopes (else its plugin's write scope), then the connection's profile.
 """
 
 from __future__ import annotations
@@ -243,6 +245,53 @@ async def test_the_server_card_lists_only_what_the_caller_may_use(stack, era):
         assert "ledger_post" not in listed
     full = httpx.get(card_url, headers={"Authorization": f"Bearer {px.static}"}, timeout=30).json()
     assert {"ledger_post", "ledger_purge", "plexor_health"} <= {t["name"] for t in full["tools"]}  # the operator's
+
+
+# -- 6. a plugin's own protocol method --------------------------------------------------------------
+def _post(px: Any, bearer: str, method: str, era: str, path: str = "") -> httpx.Response:
+    return httpx.post(px.url + path, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": {"account": "m"}},
+                      headers={**MCP_HEADERS, "Authorization": f"Bearer {bearer}", "MCP-Protocol-Version": era},
+                      timeout=30)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_plugins_own_method_needs_its_scopes_as_a_tool_does(stack, era):
+    from mcp.shared.exceptions import MCPError
+
+    _, _, px = stack
+    before = [c for c in px.calls() if c["call"] in ("export", "peek")]
+    reader = token(stack, "ledger:read plexor:read")
+    for bearer, method, needed in ((token(stack, "plexor:read"), "ledger/peek", "ledger:read"),
+                                   (reader, "ledger/export", "ledger:write")):  # undeclared: the plugin's write scope
+        r = _post(px, bearer, method, era)
+        assert r.status_code == 403, (method, r.status_code, r.text)
+        assert f'scope="{needed}"' in r.headers["www-authenticate"], r.headers["www-authenticate"]
+        async with client(px.url, bearer, era) as c:
+            with pytest.raises(MCPError):  # the SDK client's answer to the 403
+                await raw(c, method, {"account": "m"}, era=era)
+    assert [c for c in px.calls() if c["call"] in ("export", "peek")] == before  # nothing reached the plugin
+    async with client(px.url, reader, era) as c:  # with the scope, answered
+        answer = await raw(c, "ledger/peek", {"account": "m"}, era=era)
+        assert (answer["account"], answer["balance"]) == ("m", 42)
+    async with client(px.url, token(stack, "ledger:write"), era) as c:
+        assert (await raw(c, "ledger/export", {"account": "m"}, era=era))["account"] == "m"
+    assert {"ledger/peek", "ledger/export"} <= {a.get("method") for a in px.audit() if a.get("reason") == "insufficient_scope"}
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_plugins_own_method_is_refused_outside_the_profile(stack, era):
+    from mcp.shared.exceptions import MCPError
+
+    _, _, px = stack
+    before = [c for c in px.calls() if c["call"] in ("export", "peek")]
+    async with client(px.url + "/health", px.static, era) as c:  # a profile with none of the ledger's tools
+        for method in ("ledger/peek", "ledger/export"):
+            with pytest.raises(MCPError) as refused:
+                await raw(c, method, {"account": "m"}, era=era)
+            assert "not available to this connection" in refused.value.error.message, refused.value.error.message
+    assert [c for c in px.calls() if c["call"] in ("export", "peek")] == before
+    async with client(px.url + "/reader", px.static, era) as c:  # a profile that admits one of its tools
+        assert (await raw(c, "ledger/peek", {"account": "m"}, era=era))["balance"] == 42
 
 
 # -- a profile claim that is not a plain string -----------------------------------------------------

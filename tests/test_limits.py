@@ -673,6 +673,7 @@ def _resumed(url: str, sent: dict, last: str) -> bool:
         return any('"result"' in line for line in resumed.iter_lines() if line.startswith("data:"))
 
 
+@pytest.mark.serial  # a 5 s idle timeout on wall-clock time: run alone (tests/conftest.py)
 @pytest.mark.parametrize("store", ["memory", "shared"])
 def test_the_event_store_counts_bytes_not_characters_and_frees_an_expired_session_at_once(tmp_path, store):
     import sqlite3
@@ -704,10 +705,12 @@ def test_the_event_store_counts_bytes_not_characters_and_frees_an_expired_sessio
         echo(warm, 1, "ü" * 700_000)
         assert httpx.delete(served.url, headers=warm, timeout=10).status_code in (200, 204)
         baseline = rss_mib(pid)
-        idle = [_session(served) for _ in range(8)]
-        for sent in idle:  # each keeps one answer of 2.8 MB (a second would pass its 4 MiB)
+        idle = []
+        for _ in range(8):  # each keeps one answer of 2.8 MB (a second would pass its 4 MiB); filled as it
+            sent = _session(served)  # opens, so none sits idle for the 5 s timeout before it is filled
             for rid in range(1, 3):
                 echo(sent, rid, "ü" * 700_000)
+            idle.append(sent)
         if store == "shared":
             assert all(stored(sent["Mcp-Session-Id"]) == 1 for sent in idle)
         time.sleep(5)  # the 5 s idle timeout; nothing is written from now on

@@ -8,22 +8,57 @@ plugin's implementation at a time, never pluggy's combined call.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar, cast
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from plexor.core.config import Paths, paths
 from plexor.core.records import PluginRecord, State, _Machine
 from plexor.core.registry import Registry
+from plexor.core.specs import MethodSpec
 from plexor.errors import ConfigError, PlexorError
 from plexor.handle import Gauges
 
-T = TypeVar("T")
+if TYPE_CHECKING:  # pragma: no cover
+    import anyio
+    import pluggy
+    from mcp.server.session import ServerSession
+    from mcp.shared.message import CloseSSEStreamCallback
+    from mcp.types import ProgressToken, RequestId
 
-__all__ = ["KernelBase"]
+    from plexor.exchange import Exchange, Session
+
+T = TypeVar("T")
+N = TypeVar("N", int, float)
+
+__all__ = ["KernelBase", "Observer", "Request"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Request:
+    """One request as it enters the pipeline: what it is for, and the client channel it came on."""
+
+    kind: str  # "tool", "uri", "prompt", "completion" or "listing": also the key naming it in error contexts
+    name: str
+    session: ServerSession | Session | None = None  # a task's run has a stand-in (plexor.features.tasks)
+    request_id: RequestId | None = None
+    progress_token: ProgressToken | None = None
+    close_sse_stream: CloseSSEStreamCallback | None = None
+    exchange: Exchange | None = None
+    chosen: dict[str, str] | None = None  # completion: the template variables the client already filled in
+
+
+class Observer(Protocol):
+    """What the pipeline asks of ``kernel.telemetry`` (``plexor.features.telemetry.Telemetry``, above this layer)."""
+
+    async def observe(self, run: Callable[..., Awaitable[object]], req: Request, plugin: str, *args: object) -> object: ...
+
+    def refused(self, req: Request, plugin: str | None, exc: BaseException) -> None: ...
 
 
 class KernelBase(_Machine):
@@ -31,7 +66,7 @@ class KernelBase(_Machine):
 
     def __init__(
         self,
-        plugins: Iterable[tuple[str, Any]] = (),
+        plugins: Iterable[tuple[str, object]] = (),
         *,
         load_entry_points: bool = True,
         environ: Mapping[str, str] | None = None,
@@ -57,11 +92,14 @@ class KernelBase(_Machine):
         self._extra = list(plugins)
         self._load_entry_points = load_entry_points
         self._builtin = builtin
-        self._config: dict[str, Any] = {}
+        self._config: dict[str, object] = {}
         self._inflight = 0
-        self._idle: Any = None
-        self._listeners: list[Callable[[str], Any]] = []
-        self._drain_listeners: list[Callable[[], Any]] = []
+        self._idle: anyio.Event | None = None
+        self._listeners: list[Callable[[str], object]] = []
+        self._drain_listeners: list[Callable[[], object]] = []
+        #: The protocol methods plugins added (``plexor_protocol_methods``), by method: the authorization
+        #: layer decides them as it decides tools (``plexor.features.auth.decide``).
+        self.protocol_methods: dict[str, MethodSpec] = {}
         self._kept: dict[type, object] = {}  # keep(): the features' per-kernel objects, by type
         self._keeping = threading.RLock()
         from plexor.notify import Notifier
@@ -69,11 +107,11 @@ class KernelBase(_Machine):
         # Every outbound change notification goes through it (plexor.notify); a server may swap
         # its backend (one shared by several processes) before serving.
         self.notifier = Notifier()
-        self._pm: Any = None
+        self._pm: pluggy.PluginManager | None = None
         # plexor.features.telemetry.Telemetry when PLEXOR_OTEL is on; Pipeline.run's only cost when off is checking it.
         # Set by the server it serves in when PLEXOR_OTEL is on (plexor.features.telemetry.for_kernel); the kernel
         # never imports telemetry.
-        self.telemetry: Any = None
+        self.telemetry: Observer | None = None
         #: Every gauge the plugins declared (PluginHandle.gauge); telemetry follows them.
         self.gauges = Gauges()
         from plexor.log import configure, get_logger
@@ -82,12 +120,12 @@ class KernelBase(_Machine):
             configure(self.environ["PLEXOR_LOG_LEVEL"])
         self.log = get_logger("plexor")
 
-    def config_tables(self) -> dict[str, Any]:
+    def config_tables(self) -> dict[str, object]:
         """The tables of ``plexor.toml`` as read when loading (empty before): e.g. the kernel database URL."""
         return self._config
 
     @property
-    def pm(self) -> Any:
+    def pm(self) -> pluggy.PluginManager:
         """This kernel's pluggy manager: made per kernel (a factory, not an import-time global)."""
         if self._pm is None:
             import pluggy
@@ -97,13 +135,13 @@ class KernelBase(_Machine):
                 self._pm.add_hookspecs(specs)
         return self._pm
 
-    def hookspecs(self) -> tuple[Any, ...]:
+    def hookspecs(self) -> tuple[ModuleType, ...]:
         """The hookspec modules the plugin manager is made with: the loader names them, since the server-extension
         specs (plexor.extending) name this class and so cannot be imported from here."""
         raise NotImplementedError
 
     # -- hooks, one plugin at a time ----------------------------------------------------
-    def call_hook(self, rec: PluginRecord, hook: str, **kwargs: Any) -> Any:
+    def call_hook(self, rec: PluginRecord, hook: str, **kwargs: object) -> object:
         """Call one plugin's implementation of ``hook`` (never the combined pluggy call)."""
         for impl in getattr(self.pm.hook, hook).get_hookimpls():
             if impl.plugin_name == rec.name:
@@ -133,7 +171,7 @@ class KernelBase(_Machine):
             if inspect.isawaitable(result):
                 await result
 
-    def plugin_guidance(self, rec: PluginRecord, exc: BaseException, context: dict[str, Any]) -> Any:
+    def plugin_guidance(self, rec: PluginRecord, exc: BaseException, context: Mapping[str, object]) -> PlexorError | str | None:
         """The plugin's own ``plexor_error_guidance`` answer (str, PlexorError or None); never raises."""
         if not self.has_hook(rec, "plexor_error_guidance"):
             return None
@@ -161,11 +199,11 @@ class KernelBase(_Machine):
                 except Exception:  # noqa: BLE001
                     self.log.debug("drain_listener_failed")
 
-    def on_drain(self, callback: Callable[[], Any]) -> None:
+    def on_drain(self, callback: Callable[[], object]) -> None:
         """Call ``callback()`` when the kernel starts draining (on the thread that drains it)."""
         self._drain_listeners.append(callback)
 
-    def on_change(self, callback: Callable[[str], Any]) -> Callable[[], None]:
+    def on_change(self, callback: Callable[[str], object]) -> Callable[[], None]:
         """Call ``callback(kind)`` when the set of tools/resources/prompts changes; returns an unsubscribe."""
         self._listeners.append(callback)
         return lambda: self._listeners.remove(callback) if callback in self._listeners else None
@@ -213,26 +251,25 @@ class KernelBase(_Machine):
         return self._inflight
 
     # ------------------------------------------------------------------- health
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         from plexor.schema import schema_hash
         from plexor.version import __version__
 
         return {
             "kernel": {"state": self.state.value, "version": __version__, "pid": self.pid,
                        "uptime_seconds": round(time.time() - self.started_at, 3), "inflight": self._inflight},
-            "pid": self.pid,
-            "version": __version__,
+            "pid": self.pid, "version": __version__,
             "schema_hash": schema_hash(sorted((t.name, t.schema_hash) for t in self.registry.tools.values())),
             "plugins": [r.describe() for r in sorted(self.records.values(), key=lambda r: r.name)],
         } | ({"unknown_plugins": unknown} if (unknown := getattr(self, "unknown_plugins", [])) else {})
 
 
-def _env_number(environ: Mapping[str, str], name: str, default: Any, kind: type, minimum: float) -> Any:
+def _env_number(environ: Mapping[str, str], name: str, default: N, kind: Callable[[str], N], minimum: float) -> N:
     raw = environ.get(name)
     if raw is None or raw == "":
         return default
     try:
-        value = kind(raw)
+        value: N | None = kind(raw)
     except ValueError:
         value = None
     if value is None or value < minimum:

@@ -13,7 +13,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from plexor.errors import ConfigError
 from plexor.limits import LIMITS
@@ -73,7 +72,7 @@ def env_name(plugin: str, key: str) -> str:
     return f"PLEXOR_{plugin}_{key}".upper().replace("-", "_").replace(".", "_")
 
 
-def load_config_file(path: Path) -> dict[str, Any]:
+def load_config_file(path: Path) -> dict[str, object]:
     """Read ``plexor.toml``; a missing file is an empty config, a broken one a :class:`ConfigError`."""
     if not path.exists():
         return {}
@@ -94,13 +93,13 @@ def load_config_file(path: Path) -> dict[str, Any]:
 
 def resolve_settings(
     spec: ConfigSpec,
-    table: Mapping[str, Any],
+    table: Mapping[str, object],
     config_path: Path,
     data_dir: Path,
     environ: Mapping[str, str],
 ) -> Settings:
     """Combine defaults, the plugin's table and environment overrides, validating each value."""
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     sources: dict[str, str] = {}
     warnings: list[str] = []
     for key, setting in spec.settings.items():
@@ -135,7 +134,7 @@ def check_log_level(environ: Mapping[str, str]) -> None:
                           f"Use one of: {', '.join(LOG_LEVELS)}.")
 
 
-def unknown_names(environ: Mapping[str, str], config: Mapping[str, Any], config_path: Path,
+def unknown_names(environ: Mapping[str, str], config: Mapping[str, object], config_path: Path,
                   plugins: Mapping[str, list[str] | None]) -> list[str]:
     """Warnings for tables of ``plexor.toml`` and ``PLEXOR_*`` variables that nothing reads.
 

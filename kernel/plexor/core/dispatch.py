@@ -18,9 +18,9 @@ no call inspects a signature again.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol, cast
 
 from plexor.errors import PluginError
 from plexor.events import Data, Guidance, Log, Progress, Result
@@ -43,12 +43,12 @@ Mode = Literal["async", "asyncgen", "thread", "inline"]
 class Target:
     """A registered callable and how to call it."""
 
-    func: Callable[..., Any]
+    func: Callable[..., object]
     mode: Mode
     context_params: tuple[str, ...]
 
 
-def target(func: Callable[..., Any], blocking: bool | None = None) -> Target:
+def target(func: Callable[..., object], blocking: bool | None = None) -> Target:
     """Decide once how ``func`` runs: ``blocking=False`` keeps a sync function on the event loop."""
     from plexor.schema import context_params
 
@@ -66,22 +66,22 @@ def target(func: Callable[..., Any], blocking: bool | None = None) -> Target:
     return Target(func, mode, ctx)
 
 
-async def dispatch(t: Target, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Reporter) -> Any:
+async def dispatch(t: Target, args: tuple[object, ...], kwargs: dict[str, object], ctx: Reporter) -> object:
     """Run ``t`` with the arguments; an async generator's events are acted on and folded into a Result."""
     if t.mode == "async":
-        return await t.func(*args, **kwargs)
+        return await cast("Awaitable[object]", t.func(*args, **kwargs))  # mode "async": it returns an awaitable
     if t.mode == "inline":
         return t.func(*args, **kwargs)
     if t.mode == "thread":
         import anyio
 
         return await anyio.to_thread.run_sync(lambda: t.func(*args, **kwargs))
-    return await _drive(t, t.func(*args, **kwargs), ctx)
+    return await _drive(t, cast("AsyncGenerator[object, None]", t.func(*args, **kwargs)), ctx)
 
 
-async def _drive(t: Target, agen: Any, ctx: Reporter) -> Result:
+async def _drive(t: Target, agen: AsyncGenerator[object, None], ctx: Reporter) -> Result:
     advice: list[str] = []
-    collected: dict[str, Any] = {}
+    collected: dict[str, object] = {}
     final: Result | None = None
     try:
         async for event in agen:
@@ -107,9 +107,9 @@ async def _drive(t: Target, agen: Any, ctx: Reporter) -> Result:
     return Result(final.data, final.text, advice + list(final.guidance), list(final.content))
 
 
-def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
+def _merge(into: dict[str, object], part: Mapping[str, object]) -> None:
     for key, value in part.items():
-        if isinstance(value, list) and isinstance(into.get(key), list):
-            into[key].extend(value)
+        if isinstance(value, list) and isinstance(old := into.get(key), list):
+            old.extend(value)
         else:
             into[key] = value

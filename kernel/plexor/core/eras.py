@@ -7,8 +7,6 @@ so a later era compares greater.
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = ["STATELESS_ERA", "is_stateless", "stateless_era"]
 
 STATELESS_ERA = "2026-07-28"
@@ -19,6 +17,6 @@ def is_stateless(version: str | None) -> bool:
     return bool(version) and str(version) >= STATELESS_ERA
 
 
-def stateless_era(ctx: Any) -> bool:
+def stateless_era(ctx: object) -> bool:
     """Whether the request of ``ctx`` (the SDK's request context) is of the stateless era."""
     return is_stateless(getattr(ctx, "protocol_version", None))

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
 
+from plexor.core.specs import ToolSpec
 from plexor.errors import NotFound, PlexorError, StorageError
 
 __all__ = ["default_guidance", "suggest", "unknown_tool"]
@@ -38,7 +38,7 @@ def namespace_of(name: str, known: Iterable[str], separator: str = "_") -> str:
 
 def unknown_tool(
     name: str,
-    tools: dict[str, Any],
+    tools: Mapping[str, ToolSpec],
     namespaces: dict[str, str],
     unavailable: dict[str, tuple[str, str]],
     separator: str = "_",
@@ -77,7 +77,7 @@ def unknown_tool(
     return NotFound(what, " ".join(parts), data={"suggestions": near, "namespaces": spaces})
 
 
-def default_guidance(exc: BaseException, context: dict[str, Any]) -> PlexorError:
+def default_guidance(exc: BaseException, context: Mapping[str, object]) -> PlexorError:
     """Explain an exception that neither raised guidance nor was explained by its plugin."""
     if isinstance(exc, PlexorError):
         return exc

@@ -7,7 +7,7 @@ in-flight requests of every kind, runs shutdown hooks and closes storage.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from plexor.core.loader import BUILTIN, Loader
 from plexor.core.pipeline import Pipeline
@@ -15,6 +15,10 @@ from plexor.core.records import TRANSITIONS, PluginRecord, State
 from plexor.core.results import Outcome, to_json
 from plexor.core.specs import ToolSpec
 from plexor.errors import NotFound, PlexorError, PluginError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import anyio
+    from peewee import Database
 
 __all__ = ["BUILTIN", "TRANSITIONS", "Kernel", "Outcome", "PluginRecord", "State", "to_json"]
 
@@ -61,19 +65,19 @@ class Kernel(Loader, Pipeline):
         if self.state == State.CREATED:
             self.load()
         self.move_to(State.STARTING)
-        active = [r for r in self.records.values() if r.state == State.LOADING]
-        for rec in active:
-            rec.startup_done = anyio.Event()
+        active = [(r, anyio.Event()) for r in self.records.values() if r.state == State.LOADING]
+        for rec, done in active:
+            rec.startup_done = done
             rec.move_to(State.STARTING)
         async with anyio.create_task_group() as tg:
-            for rec in active:
-                tg.start_soon(self._start_one, rec)
+            for rec, done in active:
+                tg.start_soon(self._start_one, rec, done)
         if self.state == State.STARTING:  # a signal may have started draining meanwhile
             self.move_to(State.READY)
         self.log.info("kernel_ready", plugins={r.name: r.state.value for r in self.records.values()})
         return self
 
-    async def _start_one(self, rec: PluginRecord) -> None:
+    async def _start_one(self, rec: PluginRecord, done: anyio.Event) -> None:
         import anyio
 
         try:
@@ -87,7 +91,7 @@ class Kernel(Loader, Pipeline):
                 url = rec.settings.get("database_url") if rec.settings else None
                 staged_migrations = rec.registry.migrations
 
-                def open_and_migrate() -> Any:
+                def open_and_migrate() -> Database:
                     db = open_database(rec.name, rec.data_dir, url)
                     migrate(db, rec.name, rec.registry.models, staged_migrations)
                     return db
@@ -101,11 +105,11 @@ class Kernel(Loader, Pipeline):
                 raise PluginError(f"plexor_startup did not finish within {2 * self.start_wait:g} s (twice "
                                   "PLEXOR_START_WAIT)", "Do long warm-up in the background and report it with "
                                   "plugin.warming()/plugin.warmed(), or raise PLEXOR_START_WAIT.") from None
-            rec.startup_done.set()
+            done.set()
             if rec.state == State.STARTING and not rec.warming_up:
                 rec.move_to(State.READY)
         except Exception as exc:  # noqa: BLE001 - isolate
-            rec.startup_done.set()
+            done.set()
             self._fail_plugin(rec, exc, "startup")
             await self._close_storage(rec)
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 import difflib
 import inspect
 import traceback
-from typing import TYPE_CHECKING, Any, Self
+from collections.abc import Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Self
 
 from plexor.apps import check_links
 from plexor.core.base import KernelBase
 from plexor.core.config import check_log_level, load_config_file, resolve_settings, unknown_names
+from plexor.core.records import PluginRecord, State
 from plexor.core.registry import (
     ModelRegistrar,
     PromptRegistrar,
@@ -24,14 +27,14 @@ from plexor.core.registry import (
     TemplateRegistrar,
     ToolRegistrar,
 )
+from plexor.core.specs import ToolSpec
 from plexor.errors import ConfigError, PlexorError, PluginError
 from plexor.extending import FEATURES
 from plexor.hints import icons_of
 from plexor.settings import ConfigSpec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.core.records import PluginRecord
-    from plexor.core.registry import ToolSpec
+    from peewee import Database
 
 __all__ = ["BUILTIN", "Loader", "plugin_name_problems"]
 
@@ -50,7 +53,7 @@ def _name_problem(var: str, name: str, installed: list[str]) -> str:
             + (f"; did you mean {near[0]!r}?" if near else f"; installed: {', '.join(sorted(installed))}"))
 
 
-def plugin_name_problems(environ: Any) -> list[str]:
+def plugin_name_problems(environ: Mapping[str, str]) -> list[str]:
     """Each PLEXOR_PLUGINS/PLEXOR_DISABLE name no installed plugin has, as a sentence with a did-you-mean.
 
     Reads the ``plexor`` entry-point names only (nothing is imported), so ``plexor serve`` can say it
@@ -70,8 +73,6 @@ class Loader(KernelBase):
 
     def load(self) -> Self:
         """Discover, import and register every plugin (state ``loading``); never raises for one plugin."""
-        from plexor.core.records import State
-
         self.move_to(State.LOADING)
         self.warnings: list[str] = []  # for people: the CLI prints them as plain lines
         self.unknown_plugins: list[str] = []  # PLEXOR_PLUGINS/PLEXOR_DISABLE names nothing installed has
@@ -121,7 +122,6 @@ class Loader(KernelBase):
 
     def _candidates(self) -> list[PluginRecord]:
         """Every plugin to consider, in loading order: the built-in ones, those given in-process, the installed ones."""
-        from plexor.core.records import PluginRecord
         from plexor.version import __version__
 
         candidates: list[PluginRecord] = []
@@ -145,7 +145,7 @@ class Loader(KernelBase):
                     self.unknown_plugins.append(hint)
                     self.log.warning("plugin_not_installed", plugin=name, variable=var, hint=hint)
 
-    def hookspecs(self) -> tuple[Any, ...]:
+    def hookspecs(self) -> tuple[ModuleType, ...]:
         """The content hooks (:mod:`plexor.hookspecs`) and the server-extension hooks (:mod:`plexor.extending`)."""
         from plexor import extending, hookspecs
 
@@ -171,7 +171,7 @@ class Loader(KernelBase):
     def _attach_handle(self, rec: PluginRecord) -> None:
         from plexor.handle import PluginHandle
 
-        def open_database() -> Any:  # for CLI commands: the served kernel opens it before startup
+        def open_database() -> Database:  # for CLI commands: the served kernel opens it before startup
             from plexor.core.storage import migrate, open_database
 
             url = rec.settings.get("database_url") if rec.settings else None
@@ -185,8 +185,6 @@ class Loader(KernelBase):
 
     def _discover(self) -> list[PluginRecord]:
         from importlib.metadata import entry_points
-
-        from plexor.core.records import PluginRecord
 
         found = []
         for ep in sorted(entry_points(group="plexor"), key=lambda e: (e.dist.name if e.dist else "", e.name)):
@@ -209,8 +207,6 @@ class Loader(KernelBase):
                 "move it into plexor_startup or a function that needs it, or raise PLEXOR_START_WAIT."), "loading")
 
     def _load_one(self, rec: PluginRecord) -> None:
-        from plexor.core.records import State
-
         rec.move_to(State.LOADING)
         try:
             if rec.module is None:
@@ -326,7 +322,7 @@ class Loader(KernelBase):
             ) from exc
 
 
-def _annotation_text(annotation: Any) -> str:
+def _annotation_text(annotation: object) -> str:
     if annotation is inspect.Parameter.empty:
         return "untyped"
     if isinstance(annotation, str):

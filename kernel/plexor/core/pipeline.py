@@ -12,53 +12,46 @@ they cannot drift apart.
 
 from __future__ import annotations
 
-import dataclasses
 import traceback
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from plexor.context import Context
-from plexor.core.base import KernelBase
+from plexor.core.base import KernelBase, Request
 from plexor.core.dispatch import Target, dispatch
-from plexor.core.guidance import default_guidance, unknown_tool
+from plexor.core.guidance import default_guidance, suggest, unknown_tool
+from plexor.core.records import PluginRecord, State
 from plexor.core.results import Outcome, prompt_messages, resource_contents, tool_outcome
+from plexor.core.specs import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 from plexor.errors import InvalidArgument, NotFound, NotReady, PlexorError
+from plexor.hints import Cache, most_cautious
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.core.records import PluginRecord
-    from plexor.core.registry import ToolSpec
+    from mcp.server.session import ServerSession
+    from mcp.shared.message import CloseSSEStreamCallback
+    from mcp.types import ProgressToken, RequestId
 
-__all__ = ["Request", "Pipeline"]
+    from plexor.exchange import Exchange, Session
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Request:
-    """One request as it enters the pipeline: what it is for, and the client channel it came on."""
-
-    kind: str  # "tool", "uri", "prompt", "completion" or "listing": also the key naming it in error contexts
-    name: str
-    session: Any = None
-    request_id: Any = None
-    progress_token: Any = None
-    close_sse_stream: Any = None
-    exchange: Any = None
-    chosen: dict[str, str] | None = None  # completion: the template variables the client already filled in
+__all__ = ["Pipeline"]
+S = TypeVar("S", ToolSpec, PromptSpec)
 
 
 class Pipeline(KernelBase):
     """Serving requests: the part of :class:`plexor.core.kernel.Kernel` every request goes through."""
 
     # -- the shared steps ---------------------------------------------------------
-    async def run(self, req: Request, plugin: str, t: Target, args: tuple[Any, ...] = (),
-                  kwargs: dict[str, Any] | None = None, *, ready_required: bool = True, arguments: Any = None) -> Any:
+    async def run(self, req: Request, plugin: str, t: Target, args: tuple[object, ...] = (),
+                  kwargs: dict[str, object] | None = None, *, ready_required: bool = True,
+                  arguments: object = None) -> object:
         """Gate, count, build the context, dispatch and explain: the steps every request shares."""
         if self.telemetry is not None:  # off by default; on, plexor.features.telemetry spans and times the request
             return await self.telemetry.observe(self._run, req, plugin, t, args, kwargs, ready_required, arguments)
         return await self._run(req, plugin, t, args, kwargs, ready_required, arguments)
 
-    async def _run(self, req: Request, plugin: str, t: Target, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
-                   ready_required: bool, arguments: Any) -> Any:
+    async def _run(self, req: Request, plugin: str, t: Target, args: tuple[object, ...],
+                   kwargs: dict[str, object] | None, ready_required: bool, arguments: object) -> object:
         rec = self.records[plugin]
         await self._gate(rec, ready_required)
         values = {} if kwargs is None else kwargs
@@ -87,8 +80,6 @@ class Pipeline(KernelBase):
     async def _gate(self, rec: PluginRecord, ready_required: bool) -> None:
         import anyio
 
-        from plexor.core.records import State
-
         if self.state in (State.DRAINING, State.STOPPED):
             raise NotReady("the server is shutting down", "Reconnect in a moment; a new server process will answer.")
         if _can_serve(rec, ready_required):
@@ -100,7 +91,7 @@ class Pipeline(KernelBase):
             return
         raise rec.handle.not_ready()
 
-    def explain(self, exc: BaseException, context: dict[str, Any]) -> PlexorError:
+    def explain(self, exc: BaseException, context: dict[str, object]) -> PlexorError:
         """Turn any exception into guidance: the plugin's own hook first, the kernel default last."""
         if isinstance(exc, PlexorError):
             return exc
@@ -111,7 +102,7 @@ class Pipeline(KernelBase):
         self.log.error("call_failed", request_id=str(request_id), plugin=plugin,
                        where=context.get("tool") or context.get("uri") or context.get("prompt"),
                        traceback="".join(traceback.format_exception(exc)))
-        rec = self.records.get(plugin) if plugin else None
+        rec = self.records.get(plugin) if isinstance(plugin, str) and plugin else None
         advice = self.plugin_guidance(rec, exc, context) if rec is not None else None
         if isinstance(advice, PlexorError):
             return advice
@@ -123,10 +114,9 @@ class Pipeline(KernelBase):
     # -- tools ----------------------------------------------------------------------
     def find_tool(self, name: str) -> ToolSpec | None:
         """The tool ``name`` names, in any form a client may send (:func:`find_named`), or None."""
-        found: ToolSpec | None = find_named(self.registry.tools, name, self.separator, lambda s: s.namespace)
-        return found
+        return find_named(self.registry.tools, name, self.separator, lambda s: s.namespace)
 
-    def find_prompt(self, name: str) -> Any:
+    def find_prompt(self, name: str) -> PromptSpec | None:
         """The prompt (``PromptSpec``) ``name`` names, in the same forms as a tool, or None."""
         records = self.records
         return find_named(self.registry.prompts, name, self.separator,
@@ -139,14 +129,11 @@ class Pipeline(KernelBase):
         except PlexorError:
             scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
             return self.registry.schemes.get(scheme)
-        plugin: str = spec.plugin
-        return plugin
+        return spec.plugin
 
     def resolve_tool(self, name: str) -> ToolSpec:
         spec = self.find_tool(name)
         if spec is None:
-            from plexor.core.records import State
-
             unavailable: dict[str, tuple[str, str]] = {}
             for r in self.records.values():
                 if r.state in (State.FAILED, State.DISABLED):
@@ -159,9 +146,10 @@ class Pipeline(KernelBase):
                            "List the tools again (tools/list) and call one that is listed; it may come back later.")
         return spec
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *, session: Any = None,
-                        request_id: Any = None, progress_token: Any = None, close_sse_stream: Any = None,
-                        exchange: Any = None) -> Outcome:
+    async def call_tool(self, name: str, arguments: Mapping[str, object] | None = None, *,
+                        session: ServerSession | Session | None = None, request_id: RequestId | None = None,
+                        progress_token: ProgressToken | None = None, close_sse_stream: CloseSSEStreamCallback | None = None,
+                        exchange: Exchange | None = None) -> Outcome:
         """Run a tool and return its :class:`Outcome`; failures become error outcomes, never exceptions.
 
         Two exceptions escape on purpose, for the server to answer: :class:`plexor.asking.InputRequired`
@@ -194,18 +182,18 @@ class Pipeline(KernelBase):
                 raise
             return self._error_outcome(group, spec, name, arguments, request_id)
 
-    def _error_outcome(self, exc: BaseException, spec: ToolSpec | None, name: str, arguments: Any,
-                       request_id: Any) -> Outcome:
+    def _error_outcome(self, exc: BaseException, spec: ToolSpec | None, name: str, arguments: object,
+                       request_id: RequestId | None) -> Outcome:
         err = self.explain(exc, {"plugin": spec.plugin if spec else None, "tool": spec.name if spec else name,
                                  "arguments": arguments,
                                  "request_id": uuid.uuid4().hex[:12] if request_id is None else request_id})
-        meta = {"plexor/provenance": spec.provenance if spec else "plexor/kernel"}
+        meta: dict[str, object] = {"plexor/provenance": spec.provenance if spec else "plexor/kernel"}
         if spec:
             meta["plexor/schemaHash"] = spec.schema_hash
         return Outcome({"error": err.payload()}, err.render(), True, meta, err)
 
     # -- resources --------------------------------------------------------------------
-    def _find_resource(self, uri: str) -> tuple[Any, dict[str, Any]]:
+    def _find_resource(self, uri: str) -> tuple[ResourceSpec | TemplateSpec, dict[str, object]]:
         spec = self.registry.resources.get(uri)
         if spec is not None:
             return spec, {}
@@ -223,15 +211,15 @@ class Pipeline(KernelBase):
         raise NotFound(f"no resource matches {uri!r} (unknown scheme {scheme!r})",
                        f"Known schemes: {schemes}. Call resources/list or resources/templates/list.")
 
-    async def read_resource(self, uri: str, *, session: Any = None, request_id: Any = None,
-                            exchange: Any = None) -> list[dict[str, Any]]:
+    async def read_resource(self, uri: str, *, session: ServerSession | None = None, request_id: RequestId | None = None,
+                            exchange: Exchange | None = None) -> list[dict[str, str]]:
         """Read ``uri``; returns ``[{"uri", "mime_type", "text"|"blob"}]``. Raises :class:`PlexorError` subclasses."""
         spec, variables = self._find_resource(uri)
         req = Request("uri", uri, session, request_id, exchange=exchange)
         value = await self.run(req, spec.plugin, spec.target, (), variables, ready_required=spec.ready_required)
         return resource_contents(uri, spec.mime_type, value)
 
-    def resource_cache(self, uri: str) -> Any:
+    def resource_cache(self, uri: str) -> Cache | None:
         """The :class:`plexor.Cache` declared for ``uri``'s resource or template, or None."""
         try:
             spec, _ = self._find_resource(uri)
@@ -239,21 +227,21 @@ class Pipeline(KernelBase):
             return None
         return spec.cache
 
-    async def list_resources(self) -> list[dict[str, Any]]:
+    async def list_resources(self) -> list[dict[str, object]]:
         """Fixed resources plus what each ready plugin's lister says exists now (a failing lister is logged).
 
         Each item also names its ``plugin`` and its ``cache`` hint (:class:`plexor.Cache` or None).
         """
-        from plexor.core.records import State
-
-        out = [{"uri": s.uri, "name": s.name, "description": s.description, "mime_type": s.mime_type,
-                "plugin": s.plugin, "icons": s.icons, "cache": s.cache, "meta": s.meta}
-               for s in self.registry.resources.values() if self.records[s.plugin].state in (State.READY, State.STARTING)]
+        out: list[dict[str, object]] = [
+            {"uri": s.uri, "name": s.name, "description": s.description, "mime_type": s.mime_type, "plugin": s.plugin,
+             "icons": s.icons, "cache": s.cache, "meta": s.meta}
+            for s in self.registry.resources.values() if self.records[s.plugin].state in (State.READY, State.STARTING)]
         for plugin, lister in list(self.registry.listers):
             if self.records[plugin].state != State.READY:
                 continue
             try:
-                items = await _materialise(await self.run(Request("listing", "resources/list"), plugin, lister))
+                listed = await _materialise(await self.run(Request("listing", "resources/list"), plugin, lister))
+                items = cast("list[Mapping[str, object]]", listed)  # a lister returns dicts
                 cache = _lister_cache(self.registry.lister_cache.get(plugin, [None]))
                 out.extend({"mime_type": "application/json", **item, "plugin": plugin, "cache": cache} for item in items)
             except PlexorError as exc:
@@ -261,13 +249,12 @@ class Pipeline(KernelBase):
         return out
 
     # -- prompts and completion -----------------------------------------------------------
-    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, *, session: Any = None,
-                         request_id: Any = None, exchange: Any = None) -> tuple[str, list[dict[str, Any]]]:
+    async def get_prompt(self, name: str, arguments: dict[str, object] | None = None, *,
+                         session: ServerSession | None = None, request_id: RequestId | None = None,
+                         exchange: Exchange | None = None) -> tuple[str, list[dict[str, object]]]:
         """Render a prompt: ``(description, [{"role", "text"}])``."""
         spec = self.find_prompt(name)
         if spec is None:
-            from plexor.core.guidance import suggest
-
             near = suggest(name, self.registry.prompts)
             raise NotFound(f"unknown prompt {name!r}", ("Did you mean " + " or ".join(map(repr, near)) + "? " if near else "")
                            + f"Prompts: {', '.join(sorted(self.registry.prompts)) or 'none'}.")
@@ -297,30 +284,26 @@ class Pipeline(KernelBase):
         return values[:100], len(values) > 100
 
 
-def _lister_cache(hints: list[Any]) -> Any:
-    from plexor.hints import most_cautious
-
+def _lister_cache(hints: list[Cache | None]) -> Cache | None:
     return None if any(h is None for h in hints) else most_cautious(hints)
 
 
 def _can_serve(rec: PluginRecord, ready_required: bool) -> bool:
     """Ready, or started (its startup hook finished) and warming up, for a target that answers while warming."""
-    from plexor.core.records import State
-
     started = rec.started()
     return rec.state == State.READY or (rec.state == State.STARTING and not ready_required and started)
 
 
-async def _materialise(items: Any) -> list[Any]:
+async def _materialise(items: object) -> list[object]:
     """A list from what a lister or completion function returned; a sync generator is drained in a thread."""
     if isinstance(items, list):
         return items
     import anyio
 
-    return await anyio.to_thread.run_sync(list, items)
+    return await anyio.to_thread.run_sync(list, cast("Iterable[object]", items))  # a lister returns an iterable
 
 
-def _escapes(exc: BaseException, exchange: Any) -> bool:
+def _escapes(exc: BaseException, exchange: Exchange | None) -> bool:
     """Whether ``exc`` must leave call_tool for the server to answer (see its docstring)."""
     from plexor.asking import AskError
 
@@ -331,7 +314,7 @@ def _escapes(exc: BaseException, exchange: Any) -> bool:
     return isinstance(exc, AskError) and exchange is not None and exchange.modern
 
 
-def find_named(table: dict[str, Any], name: str, separator: str, namespace: Callable[[Any], str]) -> Any:
+def find_named(table: Mapping[str, S], name: str, separator: str, namespace: Callable[[S], str]) -> S | None:
     """The one name resolution of tools and prompts, used by the kernel and by authorization alike.
 
     ``name`` is the full name (``tree_render``), the dotted form (``tree.render``), or the bare

@@ -15,13 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from plexor.core.registry import Registry
 from plexor.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover
+    from importlib.metadata import EntryPoint
+
+    import anyio
+    from peewee import Database
+
     from plexor.handle import PluginHandle
 
 __all__ = ["TRANSITIONS", "PluginRecord", "State"]
@@ -74,25 +80,25 @@ class PluginRecord(_Machine):
     name: str
     distribution: str = "?"
     version: str = "?"
-    module: Any = None
-    entry_point: Any = None
+    module: object = None  # the plugin: its module, or any object with its hook implementations
+    entry_point: EntryPoint | str = ""  # an installed plugin's, or a built-in module's name; "": given as an object
     namespace: str = ""
     state: State = State.CREATED
     error: str | None = None
     failed_by_config: bool = False  # its configuration failed it: a command needing it exits 2, not 1
     warnings: list[str] = dataclasses.field(default_factory=list)
     settings: Settings | None = None
-    database: Any = None
+    database: Database | None = None
     registry: Registry = dataclasses.field(default_factory=Registry)
     data_dir: Path = Path(".")
     handle: PluginHandle = None  # type: ignore[assignment]  # attached by the loader, before anything reads it
     progress: float | None = None
     progress_message: str | None = None
     history: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    startup_done: Any = None  # anyio.Event, made when the kernel starts and set when the startup hook has finished
+    startup_done: anyio.Event | None = None  # made when the kernel starts and set when the startup hook has finished
     warming_up: bool = False  # between warming() and warmed()
-    icons: list[dict[str, Any]] | None = None  # from the module's PLEXOR_ICON (plexor.hints)
-    on_move: Any = None  # callable(record, old, new) after each transition (the kernel's list-changed notices)
+    icons: list[dict[str, object]] | None = None  # from the module's PLEXOR_ICON (plexor.hints)
+    on_move: Callable[[PluginRecord, State, State], object] | None = None  # after each transition (list-changed notices)
 
     def __repr__(self) -> str:
         return f"<plugin {self.name} {self.state.value}>"
@@ -130,22 +136,13 @@ class PluginRecord(_Machine):
         if self.state not in (State.FAILED, State.STOPPED, State.DISABLED):
             self.move_to(State.FAILED)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         reg = self.registry
         return {
-            "name": self.name,
-            "distribution": self.distribution,
-            "version": self.version,
-            "namespace": self.namespace,
-            "icons": self.icons or [],
-            "state": self.state.value,
-            "ready": self.state == State.READY,
-            "progress": self.progress,
-            "progress_message": self.progress_message,
-            "error": self.error,
+            "name": self.name, "distribution": self.distribution, "version": self.version, "namespace": self.namespace,
+            "icons": self.icons or [], "state": self.state.value, "ready": self.state == State.READY,
+            "progress": self.progress, "progress_message": self.progress_message, "error": self.error,
             "warnings": list(self.warnings) + list(self.settings.warnings if self.settings else []),
-            "tools": sorted(reg.tools),
-            "resources": sorted(reg.resources),
-            "resource_templates": sorted(reg.templates),
+            "tools": sorted(reg.tools), "resources": sorted(reg.resources), "resource_templates": sorted(reg.templates),
             "prompts": sorted(reg.prompts),
         }

@@ -9,30 +9,23 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from plexor.apps import register_app, tool_meta
 from plexor.core.dispatch import Target, target
-from plexor.core.specs import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
+from plexor.core.specs import PromptSpec, ResourceSpec, TemplateMatcher, TemplateSpec, ToolSpec, parse_template
 from plexor.errors import PluginError
-from plexor.hints import check_cache, icons_of
+from plexor.hints import Cache, check_cache, icons_of
 from plexor.limits import declared_timeout
+from plexor.protocols import F, Icons
 from plexor.schema import analyse, parse_docstring
 
-__all__ = [
-    "ModelRegistrar",
-    "PromptRegistrar",
-    "PromptSpec",
-    "Registry",
-    "ResourceRegistrar",
-    "ResourceSpec",
-    "TemplateRegistrar",
-    "TemplateSpec",
-    "ToolRegistrar",
-    "ToolSpec",
-]
+if TYPE_CHECKING:  # pragma: no cover
+    from peewee import Database, Model
+
+__all__ = ["ModelRegistrar", "PromptRegistrar", "Registry", "ResourceRegistrar", "TemplateRegistrar", "ToolRegistrar"]
 
 _METHOD = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
@@ -51,9 +44,9 @@ class Registry:
     prompts: dict[str, PromptSpec] = field(default_factory=dict)
     schemes: dict[str, str] = field(default_factory=dict)  # uri scheme -> plugin
     namespaces: dict[str, str] = field(default_factory=dict)  # tool namespace -> plugin
-    models: list[Any] = field(default_factory=list)
-    migrations: dict[int, Callable[..., Any]] = field(default_factory=dict)
-    lister_cache: dict[str, list[Any]] = field(default_factory=dict)  # plugin -> its listers' Cache hints (or None)
+    models: list[type[Model]] = field(default_factory=list)
+    migrations: dict[int, Callable[[Database], object]] = field(default_factory=dict)
+    lister_cache: dict[str, list[Cache | None]] = field(default_factory=dict)  # plugin -> its listers' Cache hints (or None)
 
     def clashes(self, other: Registry) -> list[tuple[str, str, str]]:
         """``(what, name, owner_plugin)`` for every name ``other`` claims that this one already has."""
@@ -97,7 +90,7 @@ class Registry:
         self.lister_cache.pop(plugin, None)
 
 
-def _check_parameters(func: Callable[..., Any], full: str) -> None:
+def _check_parameters(func: Callable[..., object], full: str) -> None:
     """The cheap part of signature checking, done at registration."""
     try:
         params = inspect.signature(func).parameters.values()
@@ -136,25 +129,13 @@ class ToolRegistrar(_Registrar):
         self.separator = separator
 
     def __call__(
-        self,
-        func: Callable[..., Any],
-        name: str | None = None,
-        *,
-        description: str | None = None,
-        title: str | None = None,
-        annotations: dict[str, Any] | None = None,
-        output_schema: dict[str, Any] | None = None,
-        ready_required: bool = True,
-        blocking: bool | None = None,
-        meta: dict[str, Any] | None = None,
-        input_schema: dict[str, Any] | None = None,
-        scopes: list[str] | tuple[str, ...] | None = None,
-        task: str = "forbidden",
-        detach: str = "start",
-        icons: Any = None,
-        cache: Any = None,
-        ui: str | None = None, visibility: Any = ("model", "app"), timeout: float | None = None,
-    ) -> Callable[..., Any]:
+        self, func: F, name: str | None = None, *, description: str | None = None, title: str | None = None,
+        annotations: Mapping[str, object] | None = None, output_schema: dict[str, object] | None = None,
+        ready_required: bool = True, blocking: bool | None = None, meta: Mapping[str, object] | None = None,
+        input_schema: dict[str, object] | None = None, scopes: list[str] | tuple[str, ...] | None = None,
+        task: str = "forbidden", detach: str = "start", icons: Icons = None, cache: Cache | None = None,
+        ui: str | None = None, visibility: str | Sequence[str] = ("model", "app"), timeout: float | None = None,
+    ) -> F:
         """Register ``func`` as the tool ``<namespace>_<name>`` (``name`` defaults to the function's).
 
         :param annotations: MCP tool hints: readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
@@ -188,8 +169,7 @@ class ToolRegistrar(_Registrar):
         self._registry.namespaces[self.namespace] = self._plugin
         return func
 
-
-    def _tool_name(self, func: Callable[..., Any], name: str | None) -> tuple[str, str]:
+    def _tool_name(self, func: Callable[..., object], name: str | None) -> tuple[str, str]:
         """The tool's method and full name (``<namespace><separator><method>``), checked, and not registered yet."""
         method: str = name or getattr(func, "__name__", None) or ""
         prefix = self.namespace + self.separator
@@ -204,9 +184,9 @@ class ToolRegistrar(_Registrar):
         return method, full
 
 
-def _checked_options(full: str, func: Callable[..., Any], annotations: dict[str, Any] | None,
+def _checked_options(full: str, func: Callable[..., object], annotations: Mapping[str, object] | None,
                      scopes: list[str] | tuple[str, ...] | None, task: str, detach: str,
-                     input_schema: dict[str, Any] | None) -> dict[str, Any]:
+                     input_schema: Mapping[str, object] | None) -> dict[str, object]:
     """A tool's declared annotations, scopes, task support and parameters checked; its annotations as a new dict."""
     ann = dict(annotations or {})
     bad = set(ann) - ANNOTATION_KEYS
@@ -227,18 +207,10 @@ class ResourceRegistrar(_Registrar):
     """``register(uri, reader, ...)`` and ``register.lister(func)`` for ``plexor_register_resources``."""
 
     def __call__(
-        self,
-        uri: str,
-        reader: Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        mime_type: str = "application/json",
-        ready_required: bool = True,
-        blocking: bool | None = None,
-        icons: Any = None,
-        cache: Any = None,
-    ) -> Callable[..., Any]:
+        self, uri: str, reader: F, *, name: str | None = None, description: str | None = None,
+        mime_type: str = "application/json", ready_required: bool = True, blocking: bool | None = None,
+        icons: Icons = None, cache: Cache | None = None,
+    ) -> F:
         """Register a fixed resource; ``reader()`` returns a dict/list (JSON), str (text) or bytes (blob).
 
         :param blocking: ``False`` runs a quick sync reader on the event loop instead of a worker thread.
@@ -255,12 +227,11 @@ class ResourceRegistrar(_Registrar):
         )
         return reader
 
-    def app(self, uri: str, reader: Callable[..., Any], **options: Any) -> Callable[..., Any]:
-        """Register an MCP App at the ``ui://`` ``uri``: ``reader()`` returns one self-contained HTML page.
-        Link tools to it with ``ui=uri``; :func:`plexor.apps.register_app` documents the options."""
-        return register_app(self, uri, reader, **options)
+    # register.app(uri, reader, ...): an MCP App at the ui:// uri, whose reader() returns one self-contained
+    # HTML page; link tools to it with ui=uri. plexor.apps.register_app is the method, and documents the options.
+    app = register_app
 
-    def lister(self, func: Callable[..., Any], *, blocking: bool | None = None, cache: Any = None) -> Callable[..., Any]:
+    def lister(self, func: F, *, blocking: bool | None = None, cache: Cache | None = None) -> F:
         """Register a function returning the dynamic resources that exist now.
 
         It returns an iterable of dicts ``{"uri", "name", "description"?, "mime_type"?}``
@@ -278,19 +249,10 @@ class TemplateRegistrar(_Registrar):
     """``register(uri_template, reader, ...)`` for ``plexor_register_resource_templates``."""
 
     def __call__(
-        self,
-        uri_template: str,
-        reader: Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        mime_type: str = "application/json",
-        complete: dict[str, Callable[..., Any]] | None = None,
-        ready_required: bool = True,
-        blocking: bool | None = None,
-        icons: Any = None,
-        cache: Any = None,
-    ) -> Callable[..., Any]:
+        self, uri_template: str, reader: F, *, name: str | None = None, description: str | None = None,
+        mime_type: str = "application/json", complete: Mapping[str, Callable[..., object]] | None = None,
+        ready_required: bool = True, blocking: bool | None = None, icons: Icons = None, cache: Cache | None = None,
+    ) -> F:
         """Register an RFC 6570 template; ``reader(**variables)`` reads one matching URI.
 
         :param complete: per variable, a function ``(prefix) -> list[str]`` for completion/complete;
@@ -300,7 +262,7 @@ class TemplateRegistrar(_Registrar):
         :param cache: a :class:`plexor.Cache`: how long a read of a matching URI stays fresh.
         """
         self._claim_scheme(uri_template)
-        matcher = _TemplateMatcher(uri_template) if DEFER_TEMPLATES else _parse_template(uri_template)
+        matcher = TemplateMatcher(uri_template) if DEFER_TEMPLATES else parse_template(uri_template)
         if uri_template in self._registry.templates:
             raise PluginError(f"plugin {self._plugin!r} registered {uri_template!r} twice", "Register each once.")
         self._registry.templates[uri_template] = TemplateSpec(
@@ -321,9 +283,9 @@ class PromptRegistrar(_Registrar):
         self.separator = separator
 
     def __call__(
-        self, func: Callable[..., Any], name: str | None = None, *, description: str | None = None,
-        blocking: bool | None = None, icons: Any = None,
-    ) -> Callable[..., Any]:
+        self, func: F, name: str | None = None, *, description: str | None = None,
+        blocking: bool | None = None, icons: Icons = None,
+    ) -> F:
         """Register a prompt; its parameters are the prompt's arguments; it returns str or messages."""
         method = name or func.__name__
         prefix = self.namespace + self.separator
@@ -341,7 +303,7 @@ class PromptRegistrar(_Registrar):
 class ModelRegistrar(_Registrar):
     """``register(*models)`` and ``register.migration(version, func)`` for ``plexor_register_models``."""
 
-    def __call__(self, *models: Any) -> None:
+    def __call__(self, *models: type) -> None:
         """Register peewee model classes; the kernel binds them to this plugin's database."""
         try:
             import peewee
@@ -356,7 +318,7 @@ class ModelRegistrar(_Registrar):
             setattr(model, "_plexor_plugin", self._plugin)  # noqa: B010 - peewee models have no slot for it
             self._registry.models.append(model)
 
-    def migration(self, version: int, func: Callable[..., Any] | None = None) -> Any:
+    def migration(self, version: int, func: Callable[[Database], object] | None = None) -> Callable[..., object]:
         """Declare schema migration ``version`` (1, 2, ...); ``func(database)`` runs it once, in order.
 
         Without any migration the kernel creates the registered tables as version 1.
@@ -365,7 +327,7 @@ class ModelRegistrar(_Registrar):
         if not isinstance(version, int) or version < 1:
             raise PluginError(f"migration version {version!r} must be a positive integer", "Number them 1, 2, 3...")
 
-        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+        def add(f: Callable[[Database], object]) -> Callable[[Database], object]:
             if version in self._registry.migrations:
                 raise PluginError(f"migration {version} of {self._plugin!r} is declared twice", "Number them uniquely.")
             self._registry.migrations[version] = f
@@ -375,26 +337,3 @@ class ModelRegistrar(_Registrar):
 
 
 DEFER_TEMPLATES = False  # the CLI's listings set it: parsing imports the MCP SDK, which they do not need
-
-
-def _parse_template(uri_template: str) -> Any:
-    from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
-
-    try:
-        return UriTemplate.parse(uri_template)
-    except InvalidUriTemplate as exc:
-        raise PluginError(f"invalid URI template {uri_template!r}: {exc}", "See RFC 6570 for the syntax.") from exc
-
-
-class _TemplateMatcher:
-    """Parses its template on the first match (a kernel that only lists never imports the SDK)."""
-
-    def __init__(self, uri_template: str) -> None:
-        self.uri_template = uri_template
-        self._parsed: Any = None
-
-    def match(self, uri: str) -> Any:
-        if self._parsed is None:
-            self._parsed = _parse_template(self.uri_template)
-        return self._parsed.match(uri)
-

@@ -11,13 +11,12 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import cast
 
+from plexor.core.specs import ToolSpec
 from plexor.errors import PlexorError, PluginError
 from plexor.events import Result
-
-if TYPE_CHECKING:  # pragma: no cover
-    from plexor.core.registry import ToolSpec
 
 __all__ = ["Outcome", "resource_contents", "prompt_messages", "to_json", "tool_outcome"]
 
@@ -26,15 +25,15 @@ __all__ = ["Outcome", "resource_contents", "prompt_messages", "to_json", "tool_o
 class Outcome:
     """The result of one tool call, before it is put on the wire."""
 
-    data: dict[str, Any] | None
+    data: dict[str, object] | None
     text: str
     is_error: bool
-    meta: dict[str, Any]
+    meta: dict[str, object]
     error: PlexorError | None = None
-    content: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    content: list[dict[str, object]] = dataclasses.field(default_factory=list)
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> object:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     if hasattr(value, "model_dump"):
@@ -48,16 +47,16 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def to_json(value: Any) -> Any:
+def to_json(value: object) -> object:
     """Round-trip through JSON so the result is plain JSON types."""
     return json.loads(json.dumps(value, default=_jsonable, ensure_ascii=False))
 
 
-def tool_outcome(spec: ToolSpec, value: Any) -> Outcome:
+def tool_outcome(spec: ToolSpec, value: object) -> Outcome:
     """A tool's return value (or its generator's folded :class:`Result`) as a successful Outcome."""
     advice: list[str] = []
     text: str | None = None
-    extra: list[dict[str, Any]] = []
+    extra: list[dict[str, object]] = []
     if isinstance(value, Result):
         advice.extend(value.guidance)
         text = value.text
@@ -65,33 +64,33 @@ def tool_outcome(spec: ToolSpec, value: Any) -> Outcome:
         value = value.data
     if not isinstance(value, (dict, list, str, int, float, bool, type(None))):
         value = _jsonable(value)  # a pydantic model or dataclass becomes its dict before any wrapping
-    if spec.signature.wraps_result or not isinstance(value, dict):
-        value = {"result": value} if value is not None else {}
+    body: dict[str, object] = value if isinstance(value, dict) and not spec.signature.wraps_result else (
+        {"result": value} if value is not None else {})
     # One dumps in the common case; a second pass only when the value held
     # non-JSON types (datetimes, dataclasses...) that had to be converted.
     converted: list[bool] = []
 
-    def default(obj: Any) -> Any:
+    def default(obj: object) -> object:
         converted.append(True)
         return _jsonable(obj)
 
     try:
-        dumped = json.dumps(value, default=default, ensure_ascii=False, allow_nan=False)
+        dumped = json.dumps(body, default=default, ensure_ascii=False, allow_nan=False)
     except ValueError:  # NaN or infinity: not JSON; send null, as structuredContent would
         converted.append(True)
-        dumped = json.dumps(_finite(value), default=default, ensure_ascii=False)
-    data = json.loads(dumped) if converted else value
+        dumped = json.dumps(_finite(body), default=default, ensure_ascii=False)
+    data: dict[str, object] = json.loads(dumped) if converted else body
     if spec.signature.output_schema is not None:
         _check_output(spec, data)
     if text is None:
         text = dumped
     if advice:
         text = text + "\n\n" + "\n".join(f"Guidance: {a}" for a in advice)
-    meta = {"plexor/provenance": spec.provenance, "plexor/schemaHash": spec.schema_hash}
+    meta: dict[str, object] = {"plexor/provenance": spec.provenance, "plexor/schemaHash": spec.schema_hash}
     return Outcome(data, text, False, meta, content=extra)
 
 
-def resource_contents(uri: str, mime_type: str, value: Any) -> list[dict[str, Any]]:
+def resource_contents(uri: str, mime_type: str, value: object) -> list[dict[str, str]]:
     """A reader's value as ``[{"uri", "mime_type", "text"|"blob"}]``: bytes are a blob, str is text, else JSON.
 
     A reader that picks its MIME type per read returns :func:`plexor.embedded_resource` (text or blob).
@@ -109,30 +108,30 @@ def resource_contents(uri: str, mime_type: str, value: Any) -> list[dict[str, An
     return [{"uri": uri, "mime_type": mime_type, "text": json.dumps(to_json(value), ensure_ascii=False)}]
 
 
-def prompt_messages(value: Any) -> list[dict[str, Any]]:
+def prompt_messages(value: object) -> list[dict[str, object]]:
     """A prompt's value (a string or a list of messages) as ``[{"role", "text"}]``."""
     if isinstance(value, str):
         return [{"role": "user", "text": value}]
-    return [m if isinstance(m, dict) else {"role": "user", "text": str(m)} for m in value]
+    return [m if isinstance(m, dict) else {"role": "user", "text": str(m)} for m in cast("Iterable[object]", value)]
 
 
 _BLOCKS = {"text": ("text",), "image": ("data", "mimeType"), "audio": ("data", "mimeType"),
            "resource": ("resource",), "resource_link": ("uri", "name")}
 
 
-def _check_blocks(spec: ToolSpec, blocks: list[Any]) -> list[dict[str, Any]]:
+def _check_blocks(spec: ToolSpec, blocks: Sequence[object]) -> list[dict[str, object]]:
     for block in blocks:
         kind = block.get("type") if isinstance(block, dict) else None
-        if kind not in _BLOCKS or any(k not in block for k in _BLOCKS[kind]):
+        if not isinstance(block, dict) or kind not in _BLOCKS or any(k not in block for k in _BLOCKS[kind]):
             raise PluginError(
                 f"{spec.name} returned an invalid content block: {str(block)[:120]}",
                 f"This is a bug in the plugin {spec.plugin!r}: use plexor.image(), plexor.audio() or "
                 "plexor.embedded_resource(), or an MCP content-block dict.",
             )
-    return list(blocks)
+    return [block for block in blocks if isinstance(block, dict)]  # each one is, past the loop
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: object) -> object:
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return None
     if isinstance(value, dict):
@@ -142,7 +141,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _check_output(spec: ToolSpec, data: Any) -> None:
+def _check_output(spec: ToolSpec, data: object) -> None:
     """Refuse a result that breaks the tool's declared output schema (clients would reject it)."""
     validator = spec.output_validator
     if validator is None:

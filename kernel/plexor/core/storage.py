@@ -13,9 +13,12 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from plexor.errors import StorageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from peewee import Database, Model
 
 __all__ = ["SQLITE_PRAGMAS", "migrate", "open_database", "schema_version"]
 
@@ -28,7 +31,7 @@ SQLITE_PRAGMAS = {
 }
 
 
-def open_database(plugin: str, data_dir: Path, url: str | None) -> Any:
+def open_database(plugin: str, data_dir: Path, url: str | None) -> Database:
     """Open (and create) the plugin's database; errors become :class:`StorageError` with guidance."""
     import peewee
 
@@ -38,7 +41,7 @@ def open_database(plugin: str, data_dir: Path, url: str | None) -> Any:
         if url.startswith("postgres://"):
             url = "postgresql://" + url[len("postgres://") :]
         try:
-            db = connect(url)
+            db: Database = connect(url)
             db.connect(reuse_if_open=True)
         except Exception as exc:  # noqa: BLE001 - every driver raises its own types
             raise StorageError(
@@ -72,7 +75,7 @@ def _redact(url: str) -> str:
     return url
 
 
-def _ensure_version_table(db: Any) -> None:
+def _ensure_version_table(db: Database) -> None:
     import peewee
 
     create = ("CREATE TABLE IF NOT EXISTS plexor_schema ("
@@ -85,17 +88,17 @@ def _ensure_version_table(db: Any) -> None:
                 db.execute_sql("SELECT pg_advisory_xact_lock(%s)", (zlib.crc32(b"plexor_schema"),))  # type: ignore[no-untyped-call]
                 db.execute_sql(create)  # type: ignore[no-untyped-call]
         return
-    db.execute_sql(create)
+    db.execute_sql(create)  # type: ignore[no-untyped-call]  # untyped in peewee's stubs
 
 
-def schema_version(db: Any, plugin: str) -> int:
+def schema_version(db: Database, plugin: str) -> int:
     """The migration version recorded for ``plugin`` (0 when none ran yet)."""
     _ensure_version_table(db)
-    row = db.execute_sql(f"SELECT version FROM plexor_schema WHERE plugin = {db.param}", (plugin,)).fetchone()
+    row = db.execute_sql(f"SELECT version FROM plexor_schema WHERE plugin = {db.param}", (plugin,)).fetchone()  # type: ignore[no-untyped-call]  # untyped in peewee's stubs
     return int(row[0]) if row else 0
 
 
-def migrate(db: Any, plugin: str, models: list[Any], migrations: dict[int, Callable[..., Any]]) -> int:
+def migrate(db: Database, plugin: str, models: list[type[Model]], migrations: dict[int, Callable[[Database], object]]) -> int:
     """Bind ``models`` to ``db`` and run the migrations it has not seen yet; returns the new version.
 
     With no migrations declared, version 1 creates the registered tables.
@@ -134,12 +137,12 @@ def migrate(db: Any, plugin: str, models: list[Any], migrations: dict[int, Calla
                     continue
                 steps[version](db)
                 now = datetime.datetime.now(datetime.UTC).isoformat()
-                updated = db.execute_sql(
+                updated = db.execute_sql(  # type: ignore[no-untyped-call]  # untyped in peewee's stubs
                     f"UPDATE plexor_schema SET version = {db.param}, applied_at = {db.param} WHERE plugin = {db.param}",
                     (version, now, plugin),
                 ).rowcount
                 if not updated:
-                    db.execute_sql(
+                    db.execute_sql(  # type: ignore[no-untyped-call]  # untyped in peewee's stubs
                         f"INSERT INTO plexor_schema (plugin, version, applied_at) VALUES ({db.param}, {db.param}, {db.param})",
                         (plugin, version, now),
                     )

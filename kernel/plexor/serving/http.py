@@ -16,7 +16,7 @@ import os
 import signal
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from plexor.core.kernel import Kernel, State
 from plexor.serving.features import CallerPrincipal, refuse_unguarded
@@ -113,7 +113,7 @@ def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions) -> ASGIApp:
     # Plugins' wrappers, each around the previous one (the auth plugin's access guard: OAuth, scopes and
     # profiles, when configured, docs/security.md), in the hook's call order.
     for impl in reversed(kernel.pm.hook.plexor_asgi_wrapper.get_hookimpls()):
-        app = impl.function(app, setup) or app
+        app = cast("ASGIApp | None", impl.function(app, setup)) or app  # the hook's result: a wrapper, or None
     if not setup.shared.get("profiles"):
         from plexor.features.auth import NoProfiles
 

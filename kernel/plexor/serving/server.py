@@ -11,19 +11,20 @@ multi-round requests (SEP-2322, see :mod:`plexor.asking`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 
 from plexor.core.kernel import Kernel
+from plexor.core.specs import MethodSpec
 from plexor.serving.asked import state_keys
 from plexor.serving.boot import Boot
 from plexor.serving.handlers import Handlers
 from plexor.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.extending import ServerSetup
+    from plexor.extending import ProtocolMethod, RequestLayer, ServerSetup
 
 __all__ = ["PlexorServer", "build_server"]
 
@@ -63,12 +64,14 @@ class PlexorServer(Server[Any]):
         # pluggy calls the implementations last-registered (and tryfirst) first: the same order here
         for impl in reversed(hook.plexor_request_layers.get_hookimpls()):
             if impl.plugin_name in only:
-                for layer in impl.function(setup) or ():
+                for layer in cast("list[RequestLayer] | None", impl.function(setup)) or ():
                     self.path.add(layer.position, layer.middleware, layer.name or impl.plugin_name)
         for impl in reversed(hook.plexor_protocol_methods.get_hookimpls()):
             if impl.plugin_name in only:
-                for method in impl.function(setup) or ():
+                for method in cast("list[ProtocolMethod] | None", impl.function(setup)) or ():
                     self.add_request_handler(method.method, method.params_type, method.handler)
+                    setup.kernel.protocol_methods[method.method] = MethodSpec(method.method, impl.plugin_name,
+                                                                              method.scopes)
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> Any:
         caps = super().get_capabilities(*args, **kwargs)

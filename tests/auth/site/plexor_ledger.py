@@ -5,7 +5,9 @@ Loaded from ``tests/auth/site`` on ``PYTHONPATH`` (a path-based entry point), ne
 Scopes: ``ledger_balance`` is read-only (``ledger:read``), ``ledger_post`` writes
 (``ledger:write``), ``ledger_purge`` declares ``ledger:admin`` explicitly; the resource and the
 prompt need ``ledger:read``. ``ledger_post`` may run as a task (``task="optional"``) and tells
-subscribers that ``ledger://entries`` changed (``resources/updated``).
+subscribers that ``ledger://entries`` changed (``resources/updated``). Two protocol methods of its own
+(``plexor_protocol_methods``): ``ledger/export`` declares no scopes (so it needs ``ledger:write``) and
+``ledger/peek`` declares ``ledger:read``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,27 @@ def plexor_register_resources(register: Any, settings: Any) -> None:
 @hookimpl
 def plexor_register_prompts(register: Any, settings: Any) -> None:
     register(summary)
+
+
+@hookimpl
+def plexor_protocol_methods(setup: Any) -> list[Any]:
+    from mcp_types import RequestParams
+
+    from plexor.extending import ProtocolMethod
+
+    class AccountParams(RequestParams):
+        account: str = "main"
+
+    async def export(ctx: Any, params: AccountParams) -> dict[str, Any]:
+        _note("export", account=params.account)
+        return {"account": params.account, "entries": []}
+
+    async def peek(ctx: Any, params: AccountParams) -> dict[str, Any]:
+        _note("peek", account=params.account)
+        return {"account": params.account, "balance": 42}
+
+    return [ProtocolMethod("ledger/export", AccountParams, export),
+            ProtocolMethod("ledger/peek", AccountParams, peek, scopes=("ledger:read",))]
 
 
 def balance(account: str = "main") -> dict[str, Any]:

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from plexor.features.auth.config import AuthConfig, Profile, auth_config, profiles_config
 
@@ -36,6 +36,7 @@ class Layers(Protocol):
     def add(self, position: str, layer: Middleware, name: str | None = None) -> None: ...
 
 
+@runtime_checkable
 class Served(Protocol):
     """The SDK server being protected (:class:`plexor.serving.server.PlexorServer`)."""
 

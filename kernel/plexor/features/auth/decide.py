@@ -9,8 +9,10 @@ line must say it, before the SDK streams anything); the SDK middleware, which ev
 crosses before tasks are considered (``plexor.serving.layers``), enforces the whole decision.
 
 The kinds: ``tools/call`` (plain or as a task), ``prompts/get``, ``resources/read``,
-``resources/subscribe``, ``completion/complete`` (a prompt's or a template's), and every URI
-of a ``subscriptions/listen`` stream's ``resourceSubscriptions``.
+``resources/subscribe``, ``completion/complete`` (a prompt's or a template's), every URI
+of a ``subscriptions/listen`` stream's ``resourceSubscriptions``, and every method a plugin added
+(``plexor_protocol_methods``: the scopes it declares, else its plugin's write scope; the profile
+must admit one of the plugin's tools).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from plexor.core.specs import ToolSpec
 from plexor.features.auth.scopes import Access, ScopePolicy
 
-__all__ = ["DECIDED", "Decision", "Target", "decide", "targets"]
+__all__ = ["DECIDED", "Decision", "Target", "decide", "decided", "targets"]
 
 DECIDED = frozenset({"tools/call", "prompts/get", "resources/read", "resources/subscribe", "completion/complete",
                      "subscriptions/listen"})
@@ -44,11 +46,21 @@ class Decision:
     missing: tuple[str, ...] = ()
 
 
+def decided(policy: ScopePolicy, method: str) -> bool:
+    """Whether requests of ``method`` reach something the decision must allow: MCP's own methods that
+    name a tool, prompt or resource, and every method a plugin added (``plexor_protocol_methods``)."""
+    return method in DECIDED or method in policy.kernel.protocol_methods
+
+
 def targets(policy: ScopePolicy, method: str, params: object) -> list[Target]:
     """What a request reaches (none when it names nothing known: the kernel answers that with guidance)."""
+    kernel = policy.kernel
+    added = kernel.protocol_methods.get(method)
+    if added is not None:  # a plugin's own method: its declared scopes, else its plugin's write scope
+        needed = policy.method(added)
+        return [Target(method, method, None if added.scopes == () else added.plugin, needed)]
     if method not in DECIDED or not isinstance(params, dict):
         return []
-    kernel = policy.kernel
     if method == "tools/call":
         tool = kernel.find_tool(str(params.get("name")))
         return [] if tool is None else [Target(method, tool.name, tool.plugin, policy.tool(tool), tool)]

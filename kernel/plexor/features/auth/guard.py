@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 from plexor.features.auth.audit import audit
 from plexor.features.auth.config import AuthConfig, Profile
-from plexor.features.auth.decide import DECIDED, Target, decide, targets
+from plexor.features.auth.decide import Target, decide, decided, targets
 from plexor.features.auth.scopes import Access, ScopePolicy, granted_scopes
 from plexor.features.auth.tokens import TokenRefused, Verifier
 
@@ -275,8 +275,9 @@ class AccessGuard:
             return []  # the SDK (or plexor.serving.bounds.NestingLimit) answers it
         out: list[Target] = []
         for message in parsed if isinstance(parsed, list) else [parsed]:
-            if isinstance(message, dict) and message.get("method") in DECIDED:
-                out.extend(targets(self.policy, str(message["method"]), message.get("params")))
+            method = message.get("method") if isinstance(message, dict) else None
+            if isinstance(method, str) and decided(self.policy, method):
+                out.extend(targets(self.policy, method, message.get("params")))
         return out
 
 

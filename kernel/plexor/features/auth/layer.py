@@ -23,10 +23,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Middleware", "access_middleware"]
 
 #: SDK middleware, as the request path takes it.
-Middleware = Callable[["ServerRequestContext", "CallNext"], Awaitable["HandlerResult"]]
+Middleware = Callable[["ServerRequestContext[object, object]", "CallNext"], Awaitable["HandlerResult"]]
 
 
-def _access_of(ctx: ServerRequestContext) -> Access | None:
+def _access_of(ctx: ServerRequestContext[object, object]) -> Access | None:
     scope = getattr(ctx.request, "scope", None)  # a Starlette request over HTTP; None under stdio
     found = scope.get(ACCESS_KEY) if isinstance(scope, dict) else None
     return found if isinstance(found, Access) and found.restricted else None
@@ -80,7 +80,7 @@ def access_middleware(policy: ScopePolicy, *, every: Access | None = None) -> Mi
     """
     import mcp_types as types
 
-    async def middleware(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
+    async def middleware(ctx: ServerRequestContext[object, object], call_next: CallNext) -> HandlerResult:
         access = _access_of(ctx) or every
         if access is None:
             return await call_next(ctx)

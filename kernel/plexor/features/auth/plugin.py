@@ -33,11 +33,15 @@ def _kernel(setup: ServerSetup) -> Kernel:
 
 
 @hookimpl
-def plexor_asgi_wrapper(app: ASGIApp, setup: ServerSetup) -> ASGIApp:
+def plexor_asgi_wrapper(app: ASGIApp, setup: ServerSetup) -> ASGIApp | None:
     """The access guard in front of every route, when OAuth or profiles are configured."""
-    from plexor.features.auth import protect
+    from plexor.features.auth import Served, protect
 
     opts = setup.options
+    if opts is None:  # stdio: no HTTP app to wrap
+        return None
+    if not isinstance(setup.server, Served):  # the authorization layer goes on its request path
+        raise TypeError(f"auth needs a plexor server (its request path), not {type(setup.server).__name__}")
     guarded, oauth = protect(app, _kernel(setup), setup.server, token=opts.token, max_body=opts.max_body_bytes,
                              issuer=opts.auth_issuer, resource=opts.resource_url, profile=opts.profile)
     setup.shared["authenticates"] = oauth  # the static token is then checked by the guard, as a caller with every scope
@@ -51,8 +55,10 @@ def plexor_request_layers(setup: ServerSetup) -> list[RequestLayer] | None:
     if setup.transport != "stdio" or setup.profile is None:
         return None  # over HTTP the guard adds the layer with the policy it built (plexor.features.auth.protect)
     from plexor.extending import RequestLayer
-    from plexor.features.auth import stdio_layer
+    from plexor.features.auth import Profile, stdio_layer
 
+    if not isinstance(setup.profile, Profile):
+        raise TypeError(f"the stdio profile must be a plexor.features.auth Profile, not {type(setup.profile).__name__}")
     return [RequestLayer("authorization", stdio_layer(_kernel(setup), setup.profile), name="authorization")]
 
 

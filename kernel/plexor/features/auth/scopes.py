@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
 from plexor.core.kernel import Kernel
-from plexor.core.specs import ToolSpec
+from plexor.core.specs import MethodSpec, ToolSpec
 from plexor.features.auth.config import Profile
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,6 +72,13 @@ class ScopePolicy:
         """The plugin serving ``uri``, as the kernel resolves it when reading (``Kernel.resource_plugin``)."""
         return self.kernel.resource_plugin(uri) if _SCHEME.match(uri) else None
 
+    def method(self, spec: MethodSpec) -> tuple[str, ...]:
+        """What a plugin's own protocol method needs: ``[plexor.auth.scopes]`` by method name, its declared
+        scopes, else its plugin's write scope (an undeclared method may write)."""
+        if spec.method in self.exact:
+            return self.exact[spec.method]
+        return spec.scopes if spec.scopes is not None else (f"{spec.plugin}:write",)
+
     def plugin_scopes(self, plugin: str | None) -> tuple[str, ...]:
         return () if plugin is None else (f"{plugin}:read",)
 
@@ -85,6 +92,8 @@ class ScopePolicy:
         plugins.update(s.plugin for s in self.kernel.registry.prompts.values())
         plugins.update(self.kernel.registry.schemes.values())
         found.update(f"{p}:read" for p in plugins)
+        for method in self.kernel.protocol_methods.values():
+            found.update(self.method(method))
         return sorted(found)
 
 

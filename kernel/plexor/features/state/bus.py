@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from plexor.notify import KINDS, Event
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from plexor.core.base import KernelBase
     from plexor.features.state.db import StateDB
+    from plexor.log import Logger
     from plexor.notify import Backend, Notifier
 
 __all__ = ["CHANNEL", "PostgresBus", "SqliteBus", "install", "shared_backend"]
@@ -51,21 +52,10 @@ KEEP_SECONDS = 60.0  # SQLite rows older than this are deleted
 _NOTIFY_LIMIT = 7900  # PostgreSQL refuses NOTIFY payloads of 8000 bytes or more
 
 
-class _Logs(Protocol):
-    """The kernel's logger, as the buses use it."""
-
-    def debug(self, event: str, /, **fields: object) -> object: ...
-
-    def info(self, event: str, /, **fields: object) -> object: ...
-
-    def warning(self, event: str, /, **fields: object) -> object: ...
-
-
-def _log() -> _Logs:
+def _log() -> Logger:
     from plexor.log import get_logger
 
-    logger: _Logs = get_logger("plexor.bus")
-    return logger
+    return get_logger("plexor.bus")
 
 
 def _encode(origin: str, event: Event) -> str:

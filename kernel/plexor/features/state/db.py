@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 from plexor.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    import peewee
+    from peewee import Database
 
     from plexor.core.base import KernelBase
 
@@ -25,7 +25,7 @@ Ts = TypeVarTuple("Ts")
 class StateDB:
     """The kernel's database: SQLite or PostgreSQL behind one small, synchronous API."""
 
-    def __init__(self, db: peewee.Database, location: str) -> None:
+    def __init__(self, db: Database, location: str) -> None:
         import peewee
 
         self.db = db
@@ -63,7 +63,10 @@ class StateDB:
         """Run the numbered steps of ``component`` not run yet (once, under a lock); returns the version."""
         from plexor.core.storage import migrate
 
-        return migrate(self.db, f"plexor.{component}", [], {n: (lambda _db, f=f: f(self)) for n, f in steps.items()})
+        def step(f: Callable[[StateDB], None]) -> Callable[[Database], None]:
+            return lambda _db: f(self)
+
+        return migrate(self.db, f"plexor.{component}", [], {n: step(f) for n, f in steps.items()})
 
     async def run(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         """``fn(*args)`` in a worker thread (for calls that may wait on another process's lock)."""
@@ -99,7 +102,9 @@ def open_state(data_dir: Path, url: str | None = None) -> StateDB:
                                "[plexor] database_url in plexor.toml); for PostgreSQL the driver is installed with "
                                "`pip install psycopg2-binary`.") from exc
         if db.__class__.__name__.startswith("Postgres"):
-            db.autorollback = True  # a failed statement must not leave the thread's connection aborted
+            # a failed statement must not leave the thread's connection aborted (peewee's stubs know
+            # autorollback only as an __init__ option)
+            db.autorollback = True  # type: ignore[attr-defined]
         return StateDB(db, _redact(url))
     import peewee
 

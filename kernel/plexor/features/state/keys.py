@@ -24,9 +24,12 @@ import secrets
 import string
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from plexor.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor.log import Logger
 
 __all__ = ["KEY_FILE", "KEY_VARIABLES", "MIN_KEY_BYTES", "configured_keys", "parse_key", "request_state_keys"]
 
@@ -36,12 +39,6 @@ KEY_VARIABLES = ("PLEXOR_STATE_KEY", "PLEXOR_STATE_KEY_FILE", "PLEXOR_STATE_KEY_
                  "PLEXOR_STATE_KEY_PREVIOUS_FILE")
 _MAKE = "make one with `openssl rand -hex 32` (or python -c 'import secrets; print(secrets.token_hex(32))')"
 
-
-
-class Warns(Protocol):
-    """Where a key that cannot be read or kept is reported (the kernel's logger)."""
-
-    def warning(self, event: str, /, **fields: object) -> object: ...
 
 def parse_key(text: str, source: str) -> bytes:
     """One key as written by an operator: hex is decoded, anything else is taken as its UTF-8 bytes.
@@ -95,7 +92,7 @@ def configured_keys(environ: Mapping[str, str]) -> tuple[list[bytes], list[bytes
     return None
 
 
-def request_state_keys(environ: Mapping[str, str], data_dir: Path, log: Warns | None = None) -> list[bytes]:
+def request_state_keys(environ: Mapping[str, str], data_dir: Path, log: Logger | None = None) -> list[bytes]:
     """The key ring for ``requestState``: ``[sealing key, *keys still accepted]``.
 
     From the environment when a key is configured (see the module docstring), else the
@@ -115,7 +112,7 @@ def request_state_keys(environ: Mapping[str, str], data_dir: Path, log: Warns | 
     return unique
 
 
-def _data_dir_key(data_dir: Path, log: Warns | None) -> bytes:
+def _data_dir_key(data_dir: Path, log: Logger | None) -> bytes:
     """``<data>/request-state.key``, made atomically on first use; a per-process key when it cannot be kept."""
     path = data_dir / KEY_FILE
     try:

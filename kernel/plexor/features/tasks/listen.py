@@ -90,7 +90,7 @@ def _honored(requested: types.SubscriptionFilter, task_ids: list[str] | None) ->
     )
 
 
-def _requested_task_ids(ctx: ServerRequestContext, params: types.SubscriptionsListenRequestParams) -> list[str] | None:
+def _requested_task_ids(ctx: ServerRequestContext[object, object], params: types.SubscriptionsListenRequestParams) -> list[str] | None:
     raw = (params.notifications.model_extra or {}).get("taskIds")
     if raw is None:
         return None
@@ -168,7 +168,7 @@ def uri_budget(kernel: Kernel) -> UriBytes:
     return kernel.keep(UriBytes, lambda: UriBytes(int(value("subscription_bytes_per_caller", kernel.environ))))
 
 
-def hold_uris(kernel: Kernel, ctx: ServerRequestContext, holder: object | None, uris: list[str]) -> None:
+def hold_uris(kernel: Kernel, ctx: ServerRequestContext[object, object], holder: object | None, uris: list[str]) -> None:
     """Count ``uris`` as held by ``holder`` (a session's connection) for the caller of ``ctx``; refused past its budget."""
     from plexor.limits import principal
 
@@ -226,7 +226,7 @@ class Listen:
             await self._bus.publish(TaskChanged(row.task_id, row.owner, row.updated_at, detailed(row)))
 
     # -- one stream -----------------------------------------------------------------------------
-    async def __call__(self, ctx: ServerRequestContext, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+    async def __call__(self, ctx: ServerRequestContext[object, object], params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
         subscription_id = ctx.request_id
         if subscription_id is None:
             raise MCPError(types.INVALID_REQUEST, "subscriptions/listen requires a request id")
@@ -251,7 +251,7 @@ class Listen:
             budget.give_back(holder)
             self._per_caller.give_back(who)
 
-    async def _stream(self, ctx: ServerRequestContext, params: types.SubscriptionsListenRequestParams,
+    async def _stream(self, ctx: ServerRequestContext[object, object], params: types.SubscriptionsListenRequestParams,
                       subscription_id: RequestId) -> types.SubscriptionsListenResult:
         requested_ids = _requested_task_ids(ctx, params)
         owner = task_owner(ctx) if requested_ids is not None else ""
@@ -327,7 +327,7 @@ class Listen:
                 self._watched.pop(task_id, None)
 
     @staticmethod
-    async def _send_task(ctx: ServerRequestContext, changed: TaskChanged, meta: dict[str, object], sent: dict[str, tuple[float, str, str]]) -> None:
+    async def _send_task(ctx: ServerRequestContext[object, object], changed: TaskChanged, meta: dict[str, object], sent: dict[str, tuple[float, str, str]]) -> None:
         """Send a task's state unless this stream already sent it (or a newer one, or its end)."""
         status = str(changed.task.get("status"))
         key = (changed.updated_at, status, str(changed.task.get("statusMessage", "")))

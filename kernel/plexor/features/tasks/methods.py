@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
@@ -41,6 +41,7 @@ __all__ = ["Served", "TaskMethods"]
 LEGACY_ONLY = frozenset({"tasks/result", "tasks/list"})
 
 
+@runtime_checkable
 class Served(Protocol):
     """The SDK server (:class:`plexor.serving.server.PlexorServer`) as its tasks use it."""
 
@@ -68,7 +69,7 @@ class TaskMethods:
         return self._tasks
 
     # -- tasks/* ------------------------------------------------------------------------------
-    async def _find(self, ctx: ServerRequestContext, params: TaskParams, method: str) -> TaskRow:
+    async def _find(self, ctx: ServerRequestContext[object, object], params: TaskParams, method: str) -> TaskRow:
         modern = stateless_era(ctx)
         if modern and method in LEGACY_ONLY:
             raise MCPError(types.METHOD_NOT_FOUND, f"Method not found: {method} was removed in 2026-07-28 "
@@ -104,11 +105,11 @@ class TaskMethods:
                            f"{row.ttl_ms} ms). Call the tool again.", {"taskId": task_id})
         return row
 
-    async def get(self, ctx: ServerRequestContext, params: TaskParams) -> dict[str, object]:
+    async def get(self, ctx: ServerRequestContext[object, object], params: TaskParams) -> dict[str, object]:
         row = await self._find(ctx, params, "tasks/get")
         return detailed(row) if stateless_era(ctx) else task_fields(row, False)
 
-    async def cancel(self, ctx: ServerRequestContext, params: TaskParams) -> dict[str, object]:
+    async def cancel(self, ctx: ServerRequestContext[object, object], params: TaskParams) -> dict[str, object]:
         row = await self._find(ctx, params, "tasks/cancel")
         if stateless_era(ctx):
             if not row.terminal:
@@ -121,8 +122,9 @@ class TaskMethods:
         fresh = await self.tasks.db(self.tasks.store.get, row.task_id)
         return task_fields(fresh or row, False)
 
-    async def update(self, ctx: ServerRequestContext, params: TaskParams) -> dict[str, object]:
-        from plexor.asking import AskError, check_answer, question_from_wire
+    async def update(self, ctx: ServerRequestContext[object, object], params: TaskParams) -> dict[str, object]:
+        from plexor.asking import AskError, question_from_wire
+        from plexor.exchange import check_answer
 
         row = await self._find(ctx, params, "tasks/update")
         responses = params.input_responses
@@ -144,7 +146,7 @@ class TaskMethods:
             self.tasks.answered(row.task_id)
         return {}
 
-    async def list(self, ctx: ServerRequestContext, params: TaskParams) -> dict[str, object]:
+    async def list(self, ctx: ServerRequestContext[object, object], params: TaskParams) -> dict[str, object]:
         if stateless_era(ctx):
             raise MCPError(types.METHOD_NOT_FOUND, "Method not found: tasks/list was removed in 2026-07-28", "tasks/list")
         offset = 0
@@ -161,9 +163,10 @@ class TaskMethods:
             out["nextCursor"] = base64.urlsafe_b64encode(f"t:{offset + size}".encode()).decode()
         return out
 
-    async def result(self, ctx: ServerRequestContext, params: TaskParams) -> dict[str, object]:
+    async def result(self, ctx: ServerRequestContext[object, object], params: TaskParams) -> dict[str, object]:
         """2025-11-25 ``tasks/result``: wait for the end; meanwhile carry the task's questions to this client."""
-        from plexor.asking import Exchange, question_from_wire
+        from plexor.asking import question_from_wire
+        from plexor.exchange import Exchange
 
         row = await self._find(ctx, params, "tasks/result")
         tasks = self.tasks

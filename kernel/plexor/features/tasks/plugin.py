@@ -22,15 +22,19 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 def _protocol(setup: ServerSetup) -> TaskProtocol:
     """The one task protocol of this server, shared by its layer and its methods."""
-    proto = setup.shared.get("tasks")
-    if proto is None:
-        from plexor.core.kernel import Kernel
-        from plexor.features.tasks.protocol import TaskProtocol
+    from plexor.features.tasks.protocol import TaskProtocol
 
-        kernel = setup.kernel
+    proto = setup.shared.get("tasks")
+    if not isinstance(proto, TaskProtocol):
+        from plexor.core.kernel import Kernel
+        from plexor.features.tasks.methods import Served
+
+        kernel, server = setup.kernel, setup.server
         if not isinstance(kernel, Kernel):  # a server serves a whole kernel: tasks run its pipeline
             raise TypeError(f"tasks need a plexor Kernel to run, not {type(kernel).__name__}")
-        proto = setup.shared["tasks"] = TaskProtocol(setup.server, kernel)
+        if not isinstance(server, Served):  # a task's run crosses its request path; results carry its serverInfo
+            raise TypeError(f"tasks need a plexor server (its request path and serverInfo), not {type(server).__name__}")
+        proto = setup.shared["tasks"] = TaskProtocol(server, kernel)
     return proto
 
 
@@ -47,7 +51,8 @@ def plexor_protocol_methods(setup: ServerSetup) -> list[ProtocolMethod]:
     from plexor.features.tasks.wire import TaskParams
 
     proto = _protocol(setup)
-    return [ProtocolMethod(method, TaskParams, handler) for method, handler in (
+    # no scope: each answers only the task's owner (the caller's principal), so no token reaches another's task
+    return [ProtocolMethod(method, TaskParams, handler, scopes=()) for method, handler in (
         ("tasks/get", proto.get), ("tasks/cancel", proto.cancel), ("tasks/update", proto.update),
         ("tasks/result", proto.result), ("tasks/list", proto.list))]
 

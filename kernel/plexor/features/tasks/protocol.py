@@ -59,7 +59,7 @@ class TaskProtocol(TaskMethods):
     """The middleware (``tools/call`` as a task) and the ``tasks/*`` handlers of one server."""
 
     # -- tools/call and tools/list -------------------------------------------------------------
-    async def middleware(self, ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
+    async def middleware(self, ctx: ServerRequestContext[object, object], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call" and ctx.request_id is not None and isinstance(ctx.params, dict):
             return await self.tools_call(ctx, call_next)
         if ctx.method == "tools/list" and not stateless_era(ctx):
@@ -75,7 +75,7 @@ class TaskProtocol(TaskMethods):
                     tool["execution"] = {"taskSupport": support}
         return result
 
-    async def tools_call(self, ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
+    async def tools_call(self, ctx: ServerRequestContext[object, object], call_next: CallNext) -> HandlerResult:
         from plexor.errors import PlexorError
 
         params = ctx.params or {}
@@ -110,7 +110,7 @@ class TaskProtocol(TaskMethods):
             capabilities = dict(caps) if isinstance(caps, dict) else {}
             ttl = None
         else:
-            from plexor.asking import client_capabilities
+            from plexor.exchange import client_capabilities
 
             capabilities = client_capabilities(ctx.session)
             raw_ttl = params["task"].get("ttl")
@@ -157,7 +157,7 @@ class TaskProtocol(TaskMethods):
             return {"resultType": "task", **task_fields(row, True), "_meta": {SERVER_INFO: self.server.server_info_stamp}}
         return {"task": task_fields(row, False)}
 
-    async def _detachable(self, ctx: ServerRequestContext, call_next: CallNext, create: Callable[[], Awaitable[TaskRow]],
+    async def _detachable(self, ctx: ServerRequestContext[object, object], call_next: CallNext, create: Callable[[], Awaitable[TaskRow]],
                           modern: bool) -> HandlerResult:
         """Run the call as an ordinary request until it finishes (its answer) or calls ``ctx.detach()`` (a task)."""
         from plexor.context import DETACHER

@@ -14,8 +14,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
-from plexor.asking import Elicit, Exchange, ListRoots, Question, Sample, check_answer, declares, missing_capability
+from plexor.asking import Elicit, ListRoots, Question, Sample
 from plexor.errors import PlexorError
+from plexor.exchange import Exchange, check_answer, declares, missing_capability
 
 if TYPE_CHECKING:  # pragma: no cover
     from mcp_types import RequestParamsMeta
@@ -72,12 +73,12 @@ class TaskSession:
         self._task_id = task_id
         self._last = 0.0
 
-    async def report_progress(self, current: float, total: float | None = None, message: str | None = None) -> None:
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         now = time.monotonic()
         if now - self._last < 0.2:  # a tight loop of progress must not become a tight loop of writes
             return
         self._last = now
-        shown = f"{current:g}/{total:g}" if total else (f"{current:g}" if current else "")
+        shown = f"{progress:g}/{total:g}" if total else (f"{progress:g}" if progress else "")
         text = (message or "progress") + (f" ({shown})" if shown else "")
         unstored = self._tasks.unstored.get(self._task_id)
         if unstored is not None:  # a call that reports progress is a long one: it becomes a task now

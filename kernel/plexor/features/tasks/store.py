@@ -70,7 +70,7 @@ class TaskRow:
     result: dict[str, object] | None
     error: dict[str, object] | None
     input_requests: dict[str, dict[str, object]]
-    input_responses: dict[str, object]
+    input_responses: dict[str, dict[str, object]]  # each answer checked when it was taken
     worker: str
     host: str
     pid: int

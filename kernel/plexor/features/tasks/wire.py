@@ -36,7 +36,7 @@ class TaskParams(types.RequestParams):
     cursor: str | None = None
 
 
-def declares_tasks(ctx: ServerRequestContext) -> bool:
+def declares_tasks(ctx: ServerRequestContext[object, object]) -> bool:
     """Whether a 2026-07-28 request lists the tasks extension among its client capabilities."""
     meta = (ctx.params or {}).get("_meta") if isinstance(ctx.params, dict) else None
     caps = meta.get(CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
@@ -50,7 +50,7 @@ def missing_tasks_capability(what: str) -> MCPError:
                     {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})
 
 
-def task_owner(ctx: ServerRequestContext) -> str:
+def task_owner(ctx: ServerRequestContext[object, object]) -> str:
     """Whose task: the caller's principal, set by ``plexor.features.auth``'s guard from the verified token (issuer, subject
     and client; a token without a subject owns only its own tasks); another caller cannot see it. Without OAuth
     (stdio, no token, a static token such as the daemon's) there is one principal, the local user (""): any

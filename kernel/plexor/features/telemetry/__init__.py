@@ -130,7 +130,7 @@ def metrics_route(telemetry: Telemetry) -> Route:
     return Route("/metrics", metrics, methods=["GET"])
 
 
-async def http_trace_context(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
+async def http_trace_context(ctx: ServerRequestContext[object, object], call_next: CallNext) -> HandlerResult:
     """SDK middleware: make the HTTP request's ``traceparent`` the current context, unless ``_meta`` has one."""
     headers = getattr(ctx.request, "headers", None)
     if headers is None or "traceparent" not in headers or (ctx.meta and "traceparent" in ctx.meta):

@@ -34,8 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from prometheus_client import Histogram as PromHistogram
     from prometheus_client.metrics_core import Metric
 
-    from plexor.core.base import KernelBase
-    from plexor.core.pipeline import Request
+    from plexor.core.base import KernelBase, Request
     from plexor.handle import PluginGauge
 
 __all__ = ["Sessions", "Telemetry"]

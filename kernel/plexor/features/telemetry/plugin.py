@@ -34,6 +34,7 @@ def plexor_routes(setup: ServerSetup) -> list[Route] | None:
     """``GET /metrics``: the Prometheus text of every metric, when telemetry is on."""
     if setup.kernel.telemetry is None:
         return None
-    from plexor.features.telemetry import metrics_route
+    from plexor.features.telemetry import Telemetry, metrics_route
 
-    return [metrics_route(setup.kernel.telemetry)]
+    telemetry = setup.kernel.telemetry
+    return [metrics_route(telemetry)] if isinstance(telemetry, Telemetry) else None
