@@ -39,11 +39,11 @@ LAYERS = {
     "plexor": FACADE,
     # api: what a plugin sees and every layer uses; imports nothing above it
     **dict.fromkeys(("plexor.errors", "plexor.events", "plexor.hints", "plexor.params", "plexor.protocols",
-                     "plexor.settings", "plexor.portable", "plexor.asking", "plexor.apps", "plexor.limits",
-                     "plexor.log", "plexor.notify", "plexor.version"), API),
+                     "plexor.settings", "plexor.portable", "plexor.asking", "plexor.exchange", "plexor.apps",
+                     "plexor.limits", "plexor.log", "plexor.notify", "plexor.version"), API),
     # core: the kernel proper
-    **dict.fromkeys(("plexor.core", "plexor.schema", "plexor.context", "plexor.handle", "plexor.hookspecs",
-                     "plexor.extending"), CORE),
+    **dict.fromkeys(("plexor.core", "plexor.schema", "plexor.signature", "plexor.context", "plexor.handle",
+                     "plexor.hookspecs", "plexor.extending"), CORE),
     # features: built-in plugins, and the packages they are made of
     **dict.fromkeys(("plexor.builtin", "plexor.features"), FEATURES),
     # serving: the server and how requests reach it

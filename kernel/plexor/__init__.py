@@ -30,8 +30,6 @@ from plexor.version import __version__
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (its import costs `plexor --help` time)
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any
-
     import pluggy
 
     from plexor.asking import AskError, Elicit, ElicitURL, ListRoots, Sample
@@ -64,7 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover
     """Decorator marking a plugin function as the implementation of a ``plexor_*`` hook."""
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # ``hookimpl`` (plexor.hookspecs) is loaded on first use: pluggy (and importlib.metadata behind it)
     # is not needed to answer an MCP handshake, so `import plexor` stays cheap.
     if name == "hookimpl":

@@ -19,10 +19,18 @@ them as constants so that loading plugins does not import the SDK, and a test ch
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from plexor.errors import PluginError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp.server.apps import ResourceCsp, ResourcePermissions
+    from mcp_types import ServerCapabilities
+
+    from plexor.hints import Cache
+
+F = TypeVar("F", bound=Callable[..., object])
 
 __all__ = ["APP_MIME_TYPE", "EXTENSION_ID", "client_supports_apps", "advertise_apps", "register_app", "resource_ui",
            "tool_meta", "tool_ui"]
@@ -43,17 +51,18 @@ def require_ui_uri(uri: str, what: str) -> None:
                           "An app lives at a ui:// URI such as 'ui://myplugin/view.html'.")
 
 
-def _wire(value: Any, what: str) -> dict[str, Any]:
+def _wire(value: object, what: str) -> dict[str, object]:
     """A dict as given, or the SDK's pydantic model (``ResourceCsp``, ``ResourcePermissions``) dumped for the wire."""
-    if hasattr(value, "model_dump"):
-        dumped: dict[str, Any] = value.model_dump(by_alias=True, exclude_none=True)
-        return dumped
-    if not isinstance(value, Mapping):
+    if isinstance(value, Mapping):
+        return dict(value)
+    from pydantic import BaseModel
+
+    if not isinstance(value, BaseModel):
         raise PluginError(f"{what} is {value!r}", "Pass a dict (or the SDK's mcp.server.apps model).")
-    return dict(value)
+    return value.model_dump(by_alias=True, exclude_none=True)
 
 
-def _csp(value: Any, uri: str) -> dict[str, list[str]]:
+def _csp(value: object, uri: str) -> dict[str, list[str]]:
     csp = _wire(value, f"the csp of app {uri!r}")
     out: dict[str, list[str]] = {}
     for key, origins in csp.items():
@@ -67,16 +76,21 @@ def _csp(value: Any, uri: str) -> dict[str, list[str]]:
     return out
 
 
-def _permissions(value: Any, uri: str) -> dict[str, dict[str, Any]]:
+def _permissions(value: object, uri: str) -> dict[str, dict[str, object]]:
     perms = _wire(value, f"the permissions of app {uri!r}")
     bad = sorted(set(perms) - set(PERMISSION_KEYS))
     if bad:
         raise PluginError(f"app {uri!r} asks for permissions {bad}", f"Use only {list(PERMISSION_KEYS)}.")
-    return {k: dict(v or {}) for k, v in perms.items()}
+    odd = sorted(k for k, v in perms.items() if v and not isinstance(v, Mapping))
+    if odd:
+        raise PluginError(f"app {uri!r} declares permissions {odd} as {[perms[k] for k in odd]!r}",
+                          "Give each permission an empty object, e.g. {'clipboardWrite': {}}.")
+    return {k: dict(v) if isinstance(v, Mapping) else {} for k, v in perms.items()}
 
 
-def resource_ui(uri: str, *, csp: Any = None, permissions: Any = None, domain: str | None = None,
-                prefers_border: bool | None = None) -> dict[str, Any]:
+def resource_ui(uri: str, *, csp: Mapping[str, object] | ResourceCsp | None = None,
+                permissions: Mapping[str, object] | ResourcePermissions | None = None, domain: str | None = None,
+                prefers_border: bool | None = None) -> dict[str, object]:
     """The ``_meta.ui`` of an app resource, checked; an empty ``csp`` means the view may reach no origin.
 
     :param csp: the origins the view may reach, ``{"connectDomains": [...], "resourceDomains": [...],
@@ -87,7 +101,7 @@ def resource_ui(uri: str, *, csp: Any = None, permissions: Any = None, domain: s
     :param prefers_border: whether the host should draw a border around the view.
     """
     require_ui_uri(uri, "an app resource")
-    ui: dict[str, Any] = {"csp": _csp(csp or {}, uri)}
+    ui: dict[str, object] = {"csp": _csp(csp or {}, uri)}
     if permissions:
         ui["permissions"] = _permissions(permissions, uri)
     if domain is not None:
@@ -99,7 +113,7 @@ def resource_ui(uri: str, *, csp: Any = None, permissions: Any = None, domain: s
     return ui
 
 
-def tool_ui(name: str, uri: str, visibility: Any) -> dict[str, Any]:
+def tool_ui(name: str, uri: str, visibility: str | Sequence[str]) -> dict[str, object]:
     """The ``_meta.ui`` of a tool linked to the app at ``uri``, checked."""
     require_ui_uri(uri, f"tool {name!r}")
     seen = [visibility] if isinstance(visibility, str) else list(visibility)
@@ -109,7 +123,8 @@ def tool_ui(name: str, uri: str, visibility: Any) -> dict[str, Any]:
     return {"resourceUri": uri, "visibility": seen}
 
 
-def tool_meta(name: str, meta: Mapping[str, Any] | None, ui: str | None, visibility: Any) -> dict[str, Any]:
+def tool_meta(name: str, meta: Mapping[str, object] | None, ui: str | None,
+              visibility: str | Sequence[str]) -> dict[str, object]:
     """A tool's ``_meta`` with its link to an app (``ui``) added; the ``ui`` key is the kernel's to write."""
     out = dict(meta or {})
     if "ui" in out:
@@ -119,12 +134,12 @@ def tool_meta(name: str, meta: Mapping[str, Any] | None, ui: str | None, visibil
     return out
 
 
-def app_only(meta: Mapping[str, Any]) -> bool:
+def app_only(meta: Mapping[str, object]) -> bool:
     ui = meta.get("ui")
     return isinstance(ui, Mapping) and list(ui.get("visibility") or ()) == ["app"]
 
 
-def client_supports_apps(session: Any) -> bool:
+def client_supports_apps(session: object) -> bool:
     """Whether the client behind ``session`` declared the extension with the app MIME type (either era)."""
     caps = getattr(session, "client_capabilities", None)
     extensions = getattr(caps, "extensions", None)
@@ -135,10 +150,52 @@ def client_supports_apps(session: Any) -> bool:
     return isinstance(mime_types, list | tuple) and APP_MIME_TYPE in mime_types
 
 
-def register_app(register: Any, uri: str, reader: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-                 csp: Any = None, permissions: Any = None, domain: str | None = None,
+class _Resource(Protocol):
+    """A registered resource, as this module reads and stamps it (``plexor.core.specs.ResourceSpec``)."""
+
+    mime_type: str
+    meta: dict[str, object] | None
+
+
+class _Tool(Protocol):
+    """A registered tool, as this module reads it (``plexor.core.specs.ToolSpec``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def plugin(self) -> str: ...
+
+    @property
+    def meta(self) -> Mapping[str, object]: ...
+
+
+class _Registry(Protocol):
+    """What is registered (``plexor.core.registry.Registry``)."""
+
+    @property
+    def resources(self) -> Mapping[str, _Resource]: ...
+
+    @property
+    def tools(self) -> Mapping[str, _Tool]: ...
+
+
+class _Registrar(Protocol):
+    """``register`` of ``plexor_register_resources`` (``plexor.core.registry.ResourceRegistrar``)."""
+
+    @property
+    def _registry(self) -> _Registry: ...
+
+    def __call__(self, uri: str, reader: Callable[..., object], *, name: str | None = None,
+                 description: str | None = None, mime_type: str = ..., ready_required: bool = True,
+                 blocking: bool | None = None, cache: Cache | None = None) -> object: ...
+
+
+def register_app(register: _Registrar, uri: str, reader: F, *, name: str | None = None, description: str | None = None,
+                 csp: Mapping[str, object] | ResourceCsp | None = None,
+                 permissions: Mapping[str, object] | ResourcePermissions | None = None, domain: str | None = None,
                  prefers_border: bool | None = None, blocking: bool | None = None,
-                 cache: Any = None) -> Callable[..., Any]:
+                 cache: Cache | None = None) -> F:
     """``register.app(uri, reader, ...)`` of ``plexor_register_resources``: the page ``reader()`` returns,
     served as ``text/html;profile=mcp-app`` with ``_meta.ui`` on its listing and reads. It answers while
     the plugin warms up (a page is static). ``csp``, ``permissions``, ``domain`` and ``prefers_border``
@@ -151,7 +208,7 @@ def register_app(register: Any, uri: str, reader: Callable[..., Any], *, name: s
     return reader
 
 
-def check_links(registry: Any, plugin: str, loaded: Any) -> None:
+def check_links(registry: _Registry, plugin: str, loaded: _Registry) -> None:
     """Refuse a tool of ``plugin`` linked to a ``ui://`` resource that neither it nor a loaded plugin registered."""
     apps = {uri for reg in (registry, loaded) for uri, spec in reg.resources.items() if spec.mime_type == APP_MIME_TYPE}
     for spec in registry.tools.values():
@@ -161,9 +218,9 @@ def check_links(registry: Any, plugin: str, loaded: Any) -> None:
                               "Register it in plexor_register_resources with register.app(uri, reader).")
 
 
-def advertise_apps(capabilities: Any, kernel: Any) -> None:
+def advertise_apps(capabilities: ServerCapabilities, resources: Iterable[_Resource]) -> None:
     """Advertise the extension in ``capabilities`` while some loaded plugin registers an app."""
-    offered = any(spec.mime_type == APP_MIME_TYPE for spec in kernel.registry.resources.values())
+    offered = any(spec.mime_type == APP_MIME_TYPE for spec in resources)
     extensions = dict(capabilities.extensions or {})
     if offered:
         extensions[EXTENSION_ID] = {}

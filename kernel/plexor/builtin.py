@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from plexor.context import Context
 from plexor.errors import NotFound
 from plexor.hookspecs import hookimpl
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp_types import ServerCapabilities
+
+    from plexor.extending import ServerSetup
+    from plexor.protocols import ToolRegistrar
+    from plexor.settings import ConfigSpec, Settings
+
 PLEXOR_NAMESPACE = "plexor"
 
 
 @hookimpl
-def plexor_add_config(config: Any) -> None:
+def plexor_add_config(config: ConfigSpec) -> None:
     # [plexor] database_url: the kernel's own database (tasks...); PLEXOR_DATABASE_URL overrides it (plexor.features.state).
     config.add("database_url", str, None, help="the kernel's database URL (postgresql://...); default: "
                "plexor.sqlite3 in the data directory")
@@ -22,15 +29,15 @@ def plexor_add_config(config: Any) -> None:
 
 
 @hookimpl
-def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: Any) -> None:
+def plexor_capabilities(capabilities: ServerCapabilities, protocol_version: str | None, setup: ServerSetup) -> None:
     # MCP Apps (io.modelcontextprotocol/ui): advertised while a loaded plugin offers an app (plexor.apps)
     from plexor.apps import advertise_apps
 
-    advertise_apps(capabilities, setup.kernel)
+    advertise_apps(capabilities, setup.kernel.registry.resources.values())
 
 
 @hookimpl
-def plexor_register_tools(register: Any, settings: Any) -> None:
+def plexor_register_tools(register: ToolRegistrar, settings: Settings) -> None:
     ro = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
     register(health, annotations=ro, ready_required=False, blocking=False)
     register(plugins, annotations=ro, ready_required=False, blocking=False)
@@ -40,7 +47,7 @@ def plexor_register_tools(register: Any, settings: Any) -> None:
 PluginState = Literal["created", "loading", "starting", "ready", "draining", "stopped", "failed", "disabled"]
 
 
-def health(ctx: Context, plugin: str | None = None) -> dict[str, Any]:
+def health(ctx: Context, plugin: str | None = None) -> dict[str, object]:
     """Report the server's health: the serving process's pid and version, the kernel state and uptime,
     the schema hash of all tools, and for each plugin its version, state, readiness (with warm-up
     progress) and error. Call this first when something does not work, or to tell which server answered.
@@ -55,7 +62,7 @@ def health(ctx: Context, plugin: str | None = None) -> dict[str, Any]:
     return report
 
 
-def plugins(ctx: Context, plugin: str | None = None, state: PluginState | None = None) -> dict[str, Any]:
+def plugins(ctx: Context, plugin: str | None = None, state: PluginState | None = None) -> dict[str, object]:
     """List every plugin with its distribution, version, state, namespace, tools, resources and error.
 
     Use it to find which tools a plugin offers or why a plugin is unavailable.

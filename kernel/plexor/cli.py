@@ -212,16 +212,16 @@ def tools_cmd(as_json: bool) -> None:
     accepts = {t.name: t.signature.accepts or t.signature.input_schema for t in good}  # unions whole, for people
     import textwrap
 
-    from plexor.schema import _type_text  # the wording of the kernel's argument errors
+    from plexor.signature import properties, type_text  # the wording of the kernel's argument errors
 
     for entry in tools:
         first = (entry["description"] or "").strip().split("\n\n")[0]
         click.echo(f"{entry['name']}  [{entry['plugin']}]")
         click.echo(textwrap.fill(" ".join(first.split()), 100, initial_indent="    ", subsequent_indent="    "))
-        props = accepts[entry["name"]].get("properties", {})
+        props = properties(accepts[entry["name"]])
         required = set(entry["input_schema"].get("required", []))
         for name, prop in props.items():
-            click.echo(f"    - {name}: {_type_text(prop)}{' (required)' if name in required else ''}")
+            click.echo(f"    - {name}: {type_text(prop)}{' (required)' if name in required else ''}")
 
 
 def _takes(prop: dict[str, Any], kinds: tuple[str, ...]) -> bool:

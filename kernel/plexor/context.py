@@ -6,19 +6,35 @@ passes one in; it never appears in the input schema.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
+    from mcp.server.connection import Connection
+    from mcp.server.session import ServerSession
+    from mcp_types import LoggingLevel, ProgressToken, RequestId
+
+    from plexor.asking import Question
     from plexor.core.base import KernelBase
+    from plexor.exchange import Exchange
     from plexor.handle import PluginHandle
     from plexor.settings import Settings
 
 T = TypeVar("T")
 
-__all__ = ["DETACHER", "Context", "Detacher", "connection_of"]
+__all__ = ["DETACHER", "Context", "Detacher", "Session", "connection_of"]
+
+
+class Session(Protocol):
+    """The channel a call logs and reports progress on: the SDK's ``ServerSession``, or a stand-in for
+    one (a task's, whose progress becomes its status message)."""
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None: ...
+
+    async def send_log_message(self, level: LoggingLevel, data: object, logger: str | None = None,
+                               related_request_id: RequestId | None = None) -> None: ...
 
 
 class Detacher(Protocol):
@@ -36,18 +52,20 @@ class Detacher(Protocol):
 #: knowledge of tasks.
 DETACHER: ContextVar[Detacher | None] = ContextVar("plexor_detacher", default=None)
 
-LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LEVELS: tuple[LoggingLevel, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_LEVEL_OF: dict[str, LoggingLevel] = {level: level for level in LEVELS}
 
 
-def connection_of(session: Any) -> Any:
+def connection_of(session: object) -> Connection | None:
     """The SDK connection behind a request's ``ServerSession`` (which the SDK makes per request), or ``None``.
 
     SDK private (``ServerSession._connection``): the SDK has no public accessor in 2.3, and the connection
     is where its protocol version and per-connection state live. Every such read goes through here."""
-    return getattr(session, "_connection", None)
+    connection: Connection | None = getattr(session, "_connection", None)
+    return connection
 
 
-def _below_session_level(session: Any, level: str) -> bool:
+def _below_session_level(session: object, level: str) -> bool:
     """Whether the session's ``logging/setLevel`` (kept on its SDK connection by the server) mutes ``level``."""
     state = getattr(connection_of(session), "state", None)
     floor = state.get("plexor/logLevel") if isinstance(state, dict) else None
@@ -72,12 +90,12 @@ class Context:
         kernel: KernelBase,
         plugin: PluginHandle,
         *,
-        request_id: Any = None,
-        session: Any = None,
-        progress_token: Any = None,
+        request_id: RequestId | None = None,
+        session: Session | None = None,
+        progress_token: ProgressToken | None = None,
         name: str = "",
-        close_sse_stream: Any = None,
-        exchange: Any = None,
+        close_sse_stream: Callable[[], Awaitable[object]] | None = None,
+        exchange: Exchange | None = None,
     ) -> None:
         self._kernel = kernel
         self.plugin = plugin  #: the plugin's :class:`plexor.PluginHandle`
@@ -110,20 +128,30 @@ class Context:
         return self.plugin.service(kind)
 
     @property
-    def database(self) -> Any:
+    def database(self) -> Any:  # peewee's Database, which is untyped; see PluginHandle.database
         """The plugin's peewee database (``None`` when it registered no models)."""
         return self.plugin.database
 
+    def _sdk_session(self) -> ServerSession | None:
+        """The session as the SDK's ``ServerSession`` (``None`` for none, or for a stand-in such as a task's)."""
+        if self._session is None:
+            return None
+        from mcp.server.session import ServerSession
+
+        return self._session if isinstance(self._session, ServerSession) else None
+
     # -- asking the client (see plexor.asking) ---------------------------------
     @property
-    def exchange(self) -> Any:
+    def exchange(self) -> Exchange:
         if self._exchange is None:
-            from plexor.asking import Exchange
+            from plexor.exchange import Exchange
 
-            self._exchange = Exchange(session=self._session, request_id=self.request_id)
+            self._exchange = Exchange(session=self._sdk_session(), request_id=self.request_id)
         return self._exchange
 
-    async def ask(self, **questions: Any) -> dict[str, dict[str, Any]]:
+    # The answers are JSON as the client sent it (checked against MCP's result types), typed loosely so that a
+    # plugin reads ``answer["content"]["name"]`` as what it asked for, as it always could.
+    async def ask(self, **questions: Question) -> dict[str, dict[str, Any]]:
         """Ask the client one or more questions and return the answers, keyed like the arguments.
 
         Each value is :class:`plexor.Elicit`, :class:`plexor.ElicitURL`,
@@ -135,17 +163,15 @@ class Context:
         :class:`plexor.asking.AskError` when the client lacks the capability
         or answers something malformed.
         """
-        answers: dict[str, dict[str, Any]] = await self.exchange.ask(questions)
-        return answers
+        return await self.exchange.ask(questions)
 
-    async def elicit(self, message: str, schema: Any, *, key: str | None = None) -> dict[str, Any]:
+    async def elicit(self, message: str, schema: Mapping[str, object], *, key: str | None = None) -> dict[str, Any]:
         """Ask the user to fill in a form; returns ``{"action", "content"?}`` (see :class:`plexor.Elicit`)."""
         from plexor.asking import Elicit, default_key
 
         question = Elicit(message, schema)
         name = key or default_key(question)
-        answer: dict[str, Any] = (await self.exchange.ask({name: question}))[name]
-        return answer
+        return (await self.exchange.ask({name: question}))[name]
 
     async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
                          key: str | None = None) -> dict[str, Any]:
@@ -154,8 +180,7 @@ class Context:
 
         question = ElicitURL(message, url, elicitation_id=elicitation_id)
         name = key or default_key(question)
-        answer: dict[str, Any] = (await self.exchange.ask({name: question}))[name]
-        return answer
+        return (await self.exchange.ask({name: question}))[name]
 
     async def elicitation_complete(self, elicitation_id: str) -> bool:
         """Tell the client that the page of a URL-mode elicitation is done
@@ -164,38 +189,44 @@ class Context:
         Returns False (and sends nothing) when there is no channel for it: no client, or a
         2026-07-28 request, whose client retries on its own.
         """
-        if self._session is None or self.exchange.modern:
+        session = self._sdk_session()
+        if session is None or self.exchange.modern:
             return False
         try:
-            await self._session.send_elicit_complete(elicitation_id, related_request_id=self.request_id)
+            await session.send_elicit_complete(elicitation_id, related_request_id=self.request_id)
         except Exception:  # noqa: BLE001 - a client gone meanwhile
             return False
         return True
 
-    async def sample(self, prompt: Any, *, key: str | None = None, **options: Any) -> dict[str, Any]:
-        """Ask the client's model; returns the ``CreateMessageResult`` dict (see :class:`plexor.Sample`)."""
+    async def sample(self, prompt: str | Sequence[Mapping[str, object]], *, key: str | None = None,
+                     max_tokens: int = 512, system: str | None = None, temperature: float | None = None,
+                     stop: Sequence[str] | None = None, tools: Sequence[Mapping[str, object]] | None = None,
+                     tool_choice: str | None = None) -> dict[str, Any]:
+        """Ask the client's model; returns the ``CreateMessageResult`` dict (see :class:`plexor.Sample`, whose
+        options these are)."""
         from plexor.asking import Sample, default_key
 
-        question = Sample(prompt, **options)
+        question = Sample(prompt, max_tokens=max_tokens, system=system, temperature=temperature, stop=stop,
+                          tools=tools, tool_choice=tool_choice)
         name = key or default_key(question)
-        answer: dict[str, Any] = (await self.exchange.ask({name: question}))[name]
-        return answer
+        return (await self.exchange.ask({name: question}))[name]
 
     async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
         """The client's roots, ``[{"uri", "name"?}, ...]``."""
         from plexor.asking import ListRoots
 
-        return list((await self.exchange.ask({key or "roots": ListRoots()}))[key or "roots"].get("roots", []))
+        roots = (await self.exchange.ask({key or "roots": ListRoots()}))[key or "roots"].get("roots", [])
+        return [root for root in roots if isinstance(root, dict)] if isinstance(roots, list) else []
 
     def can_ask(self, what: str) -> bool:
         """Whether the client declared ``"elicitation"``, ``"elicitation.url"``, ``"sampling"``,
         ``"sampling.tools"`` or ``"roots"`` for this request."""
-        return bool(self.exchange.can_ask(what))
+        return self.exchange.can_ask(what)
 
     @property
     def round(self) -> int:
         """1 on the first run of this call; 2, 3... when a 2026-07-28 client retries with answers."""
-        return int(self.exchange.round)
+        return self.exchange.round
 
     @property
     def state(self) -> dict[str, Any]:
@@ -205,8 +236,7 @@ class Context:
         back unchanged and unforgeable. Empty on the first round and on clients
         older than 2026-07-28, which never re-run a call.
         """
-        state: dict[str, Any] = self.exchange.state
-        return state
+        return self.exchange.state
 
     async def progress(self, current: float, total: float | None = None, message: str | None = None) -> None:
         """Send an MCP progress notification (a no-op when the client asked for none)."""
@@ -216,9 +246,10 @@ class Context:
         if report is not None:
             # Scoped to this request by the SDK: a no-op when the client sent no progress token.
             await report(current, total, message)
-        elif self._progress_token is not None:
-            await self._session.send_progress_notification(
-                self._progress_token, current, total, message, related_request_id=self.request_id
+        elif self._progress_token is not None and (sdk := self._sdk_session()) is not None:
+            await sdk.send_progress_notification(
+                self._progress_token, current, total, message,
+                related_request_id=None if self.request_id is None else str(self.request_id),
             )
 
     async def detach(self, message: str | None = None) -> bool:
@@ -233,7 +264,7 @@ class Context:
         detacher = DETACHER.get()
         return False if detacher is None else await detacher(self, message)
 
-    def continue_in(self, session: Any, exchange: Any) -> None:
+    def continue_in(self, session: Session, exchange: Exchange) -> None:
         """Go on with this call on another channel: progress and logs go to ``session``, questions through
         ``exchange``, and the request's progress token is dropped. The tasks feature calls it when a
         call becomes a task (:meth:`detach`); a tool never needs it."""
@@ -259,7 +290,8 @@ class Context:
         its request (2026-07-28), nothing is sent.
         """
         self._kernel.log.info("plugin_log", plugin=self.plugin.name, level=level, message=message)
-        if self._session is None or _below_session_level(self._session, level):
+        wire = _LEVEL_OF.get(level)  # the SDK drops a level it does not know, unsent
+        if self._session is None or wire is None or _below_session_level(self._session, level):
             return
         import warnings
 
@@ -267,7 +299,7 @@ class Context:
             warnings.simplefilter("ignore")
             try:
                 await self._session.send_log_message(
-                    level, message, logger=f"plexor.{self.plugin.name}", related_request_id=self.request_id
+                    wire, message, logger=f"plexor.{self.plugin.name}", related_request_id=self.request_id
                 )
             except Exception:  # noqa: BLE001 - a client that cannot take logs must not fail the call
                 self._kernel.log.debug("log_notification_failed", plugin=self.plugin.name)

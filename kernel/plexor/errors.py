@@ -8,7 +8,7 @@ text ends with the guidance.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 __all__ = [
     "ConfigError",
@@ -34,11 +34,11 @@ class PlexorError(Exception):
     #: 1 the operation failed or found nothing; 2 the input or the configuration must change.
     exit_code = 1
 
-    def __init__(self, message: str, guidance: str | None = None, *, data: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, guidance: str | None = None, *, data: Mapping[str, object] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.guidance = guidance
-        self.data = dict(data or {})
+        self.data: dict[str, object] = dict(data or {})
 
     def render(self) -> str:
         """The text a model or a person reads: the problem, then the advice."""
@@ -46,9 +46,9 @@ class PlexorError(Exception):
             return f"{self.message}\n{self.guidance}"
         return self.message
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> dict[str, object]:
         """A JSON object describing the error (placed in ``structuredContent``)."""
-        out: dict[str, Any] = {"type": self.code, "message": self.message}
+        out: dict[str, object] = {"type": self.code, "message": self.message}
         if self.guidance:
             out["guidance"] = self.guidance
         if self.data:

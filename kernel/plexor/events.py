@@ -12,11 +12,12 @@ event          mapped to
 ``Guidance``   appended to the result text as advice
 ============  ==========================================
 
-Any other yielded ``dict`` counts as ``Data``; a yielded ``Result`` ends the call.
+Every other yielded ``dict`` counts as ``Data``; a yielded ``Result`` ends the call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -46,7 +47,7 @@ class Log:
 class Data:
     """Partial result data; dict items are merged into the result, lists under a key are extended."""
 
-    value: dict[str, Any]
+    value: Mapping[str, object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class Result:
         :func:`embedded_resource`, or MCP content-block dicts.
     """
 
+    # Any, not object: plugins build ``data`` and ``content`` from their own typed dicts, and read them back.
     data: dict[str, Any]
     text: str | None = None
     guidance: list[str] = field(default_factory=list)
@@ -82,20 +84,20 @@ def _b64(data: bytes | str) -> str:
     return data if isinstance(data, str) else base64.b64encode(data).decode()
 
 
-def image(data: bytes | str, mime_type: str = "image/png") -> dict[str, Any]:
+def image(data: bytes | str, mime_type: str = "image/png") -> dict[str, object]:
     """An image content block (``data`` as bytes, or already base64)."""
     return {"type": "image", "data": _b64(data), "mimeType": mime_type}
 
 
-def audio(data: bytes | str, mime_type: str = "audio/wav") -> dict[str, Any]:
+def audio(data: bytes | str, mime_type: str = "audio/wav") -> dict[str, object]:
     """An audio content block (``data`` as bytes, or already base64)."""
     return {"type": "audio", "data": _b64(data), "mimeType": mime_type}
 
 
 def embedded_resource(uri: str, *, text: str | None = None, blob: bytes | None = None,
-                      mime_type: str | None = None) -> dict[str, Any]:
+                      mime_type: str | None = None) -> dict[str, object]:
     """An embedded resource block carrying its text (or binary ``blob``)."""
-    resource: dict[str, Any] = {"uri": uri}
+    resource: dict[str, object] = {"uri": uri}
     if mime_type:
         resource["mimeType"] = mime_type
     if blob is not None:

@@ -23,14 +23,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from plexor.core.base import KernelBase
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp.server.streamable_http import EventStore
+    from mcp_types import ServerCapabilities
+    from pydantic import BaseModel
+    from starlette.routing import BaseRoute
+    from starlette.types import ASGIApp
 
-__all__ = ["FEATURES", "ProtocolMethod", "RequestLayer", "ServerSetup", "hookspec"]
+    from plexor.core.base import KernelBase
+    from plexor.notify import Backend
+
+__all__ = ["FEATURES", "HttpSettings", "ProtocolMethod", "RequestLayer", "ServerSetup", "hookspec"]
 
 hookspec = pluggy.HookspecMarker("plexor")
 
@@ -43,7 +52,7 @@ FEATURES: Mapping[str, str] = {
 }
 
 #: SDK middleware: ``async (ctx, call_next) -> result``.
-Middleware = Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+Middleware: TypeAlias = "Callable[[ServerRequestContext[object, object], CallNext], Awaitable[HandlerResult]]"
 
 
 @dataclass(frozen=True)
@@ -72,9 +81,26 @@ class ProtocolMethod:
     """
 
     method: str
-    params_type: type[Any]
-    handler: Callable[[Any, Any], Awaitable[Any]]
+    params_type: type[BaseModel]
+    handler: Callable[..., Awaitable[HandlerResult]]  # (ctx, params), params an instance of params_type
     scopes: tuple[str, ...] | None = None
+
+
+class HttpSettings(Protocol):
+    """The HTTP options of the server being built, as server-extension hooks read them
+    (``plexor.serving.http_options.HttpOptions``, each field one option of ``plexor serve``)."""
+
+    host: str
+    port: int
+    token: str | None
+    stateless: bool
+    max_body_bytes: int
+    request_timeout: float
+    workers: int
+    event_history: int
+    auth_issuer: str | None
+    resource_url: str | None
+    profile: str | None
 
 
 @dataclass
@@ -94,11 +120,11 @@ class ServerSetup:
     """
 
     kernel: KernelBase
-    server: Any
+    server: Server[object]
     transport: str = "stdio"
-    options: Any = None
-    profile: Any = None
-    shared: dict[str, Any] = field(default_factory=dict)
+    options: HttpSettings | None = None
+    profile: object = None  # plexor.features.auth's Profile, read by the auth feature
+    shared: dict[str, object] = field(default_factory=dict)
 
 
 @hookspec
@@ -125,7 +151,7 @@ def plexor_protocol_methods(setup: ServerSetup) -> list[ProtocolMethod] | None:
 
 
 @hookspec
-def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: ServerSetup) -> None:
+def plexor_capabilities(capabilities: ServerCapabilities, protocol_version: str | None, setup: ServerSetup) -> None:
     """Change the capabilities the server advertises (``initialize``, ``server/discover``), in place.
 
     :param capabilities: the SDK's ``ServerCapabilities`` built so far.
@@ -149,7 +175,7 @@ def plexor_drain(kernel: KernelBase) -> Awaitable[None] | None:
 
 
 @hookspec
-def plexor_asgi_wrapper(app: Any, setup: ServerSetup) -> Any:
+def plexor_asgi_wrapper(app: ASGIApp, setup: ServerSetup) -> ASGIApp | None:
     """Wrap the HTTP app (every route): return an ASGI app that calls ``app``, or ``None``.
 
     Wrappers are applied in the hook's call order, each around the previous one, inside the
@@ -163,7 +189,7 @@ def plexor_asgi_wrapper(app: Any, setup: ServerSetup) -> Any:
 
 
 @hookspec
-def plexor_routes(setup: ServerSetup) -> list[Any] | None:
+def plexor_routes(setup: ServerSetup) -> list[BaseRoute] | None:
     """Add HTTP routes (Starlette ``Route``/``Mount``) beside ``/mcp``, ``/healthz`` and the card.
 
     :param setup: the server being built.
@@ -173,7 +199,7 @@ def plexor_routes(setup: ServerSetup) -> list[Any] | None:
 
 
 @hookspec(firstresult=True)
-def plexor_notifier_backend(setup: ServerSetup) -> Any:
+def plexor_notifier_backend(setup: ServerSetup) -> Backend | None:
     """The backend carrying change notifications between processes (``plexor.notify.Backend``),
     or ``None`` to keep them in this process. The first non-``None`` answer wins.
 
@@ -184,7 +210,7 @@ def plexor_notifier_backend(setup: ServerSetup) -> Any:
 
 
 @hookspec(firstresult=True)
-def plexor_event_store(setup: ServerSetup) -> Any:
+def plexor_event_store(setup: ServerSetup) -> EventStore | None:
     """The event store of stateful Streamable HTTP (the SDK's ``EventStore``: resumable streams),
     or ``None``. The first non-``None`` answer wins; the kernel keeps events in memory otherwise.
 
@@ -195,7 +221,7 @@ def plexor_event_store(setup: ServerSetup) -> Any:
 
 
 @hookspec(firstresult=True)
-def plexor_principal(scope: Mapping[str, Any], kernel: KernelBase) -> str | None:
+def plexor_principal(scope: Mapping[str, object], kernel: KernelBase) -> str | None:
     """Who is calling, for per-caller limits and task ownership, from an ASGI ``scope``: the
     first non-``None`` answer wins (the auth plugin answers from the verified token); the kernel
     falls back to the connection.

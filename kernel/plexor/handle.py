@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, SupportsFloat, TypeVar, cast
 
 from plexor.errors import NotReady
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from enum import StrEnum
 
     from plexor.core.registry import Registry
+    from plexor.log import Logger
     from plexor.notify import Notifier
     from plexor.settings import Settings
 
@@ -40,7 +41,7 @@ class Record(Protocol):
     progress: float | None
     progress_message: str | None
     settings: Settings | None
-    database: Any
+    database: Any  # a peewee Database (untyped), as PluginHandle.database gives it
     registry: Registry
     data_dir: Path
 
@@ -71,12 +72,12 @@ class PluginHandle:
 
     __slots__ = ("_record", "_services", "_closers", "_log", "_open_database", "_gauges", "_notifier")
 
-    def __init__(self, record: Record, open_database: Callable[[], Any] | None = None, *,
+    def __init__(self, record: Record, open_database: Callable[[], object] | None = None, *,
                  gauges: Gauges | None = None, notifier: Notifier | None = None) -> None:
         self._record = record
-        self._services: dict[type, Any] = {}
-        self._closers: dict[type, Callable[[], Any]] = {}
-        self._log: Any = None
+        self._services: dict[type, object] = {}
+        self._closers: dict[type, Callable[[], object]] = {}
+        self._log: Logger | None = None
         self._open_database = open_database
         self._gauges = gauges if gauges is not None else Gauges()  # the kernel's: telemetry follows them
         self._notifier = notifier  # the kernel's; None in a handle made outside one
@@ -126,7 +127,7 @@ class PluginHandle:
         return Path(self._record.data_dir)
 
     @property
-    def log(self) -> Any:
+    def log(self) -> Logger:
         """A structlog logger bound to ``plugin=<name>``; JSON lines on stderr."""
         if self._log is None:
             from plexor.log import get_logger
@@ -135,7 +136,7 @@ class PluginHandle:
         return self._log
 
     # -- services ---------------------------------------------------------------
-    def provide(self, service: T, *, as_type: type[T] | None = None, close: Callable[[], Any] | None = None) -> T:
+    def provide(self, service: T, *, as_type: type[T] | None = None, close: Callable[[], object] | None = None) -> T:
         """Make ``service`` available to tools as ``ctx.service(type(service))``; returns it.
 
         :param close: called (and awaited, if it returns an awaitable) when the plugin shuts down,
@@ -151,20 +152,19 @@ class PluginHandle:
     def service(self, kind: type[T]) -> T:
         """The service of type ``kind``; :class:`plexor.NotReady` with guidance while there is none."""
         try:
-            return self._services[kind]  # type: ignore[no-any-return]
+            return cast(T, self._services[kind])  # provided as a ``kind`` (provide() is typed so)
         except KeyError:
             pass
         for registered, value in self._services.items():  # a subclass provided for a base class
             if issubclass(registered, kind):
-                return value  # type: ignore[no-any-return]
+                return cast(T, value)
         raise self.not_ready()
 
     def withdraw(self, kind: type[T]) -> T | None:
         """Remove and return the service of type ``kind`` (``None`` when there is none); its ``close``
         is then yours to call."""
         self._closers.pop(kind, None)
-        service: T | None = self._services.pop(kind, None)
-        return service
+        return cast("T | None", self._services.pop(kind, None))
 
     async def close_services(self) -> None:
         """Run the ``close`` callbacks of what is still provided, newest first (the kernel, at shutdown)."""
@@ -247,7 +247,7 @@ class PluginHandle:
 
     # -- metrics --------------------------------------------------------------------
     def gauge(self, name: str, description: str,
-              read: Callable[[], float | Mapping[str, float] | Mapping[tuple[str, ...], float]], *,
+              read: Callable[[], GaugeValue], *,
               labels: Sequence[str] = (), unit: str = "1") -> None:
         """Declare a gauge: ``read()`` is called only when metrics are collected (a ``/metrics`` scrape,
         an OTLP export), never per request, and never at all when telemetry is off.
@@ -279,6 +279,16 @@ class PluginHandle:
         self._record.warmed()
 
 
+#: What a gauge's ``read()`` returns: a number, or (with labels) numbers by label values.
+GaugeValue = float | Mapping[str, float] | Mapping[tuple[str, ...], float]
+
+
+def _number(value: object) -> float:
+    if isinstance(value, SupportsFloat | str):  # what float() takes (a numpy number too)
+        return float(value)
+    raise TypeError(f"{value!r} is not a number")
+
+
 class PluginGauge:
     """A gauge a plugin declared with :meth:`plexor.PluginHandle.gauge`: what to call it and how to read it.
 
@@ -288,7 +298,7 @@ class PluginGauge:
 
     __slots__ = ("otel_name", "prometheus_name", "description", "read", "labels", "unit")
 
-    def __init__(self, namespace: str, name: str, description: str, read: Callable[[], Any],
+    def __init__(self, namespace: str, name: str, description: str, read: Callable[[], GaugeValue],
                  labels: tuple[str, ...], unit: str) -> None:
         import re
 
@@ -304,18 +314,20 @@ class PluginGauge:
         self.prometheus_name = self.otel_name.replace(".", "_")
         self.description, self.read, self.labels, self.unit = description, read, labels, unit
 
-    def values(self, log: Any) -> list[tuple[dict[str, str], float]] | None:
+    def values(self, log: Logger) -> list[tuple[dict[str, str], float]] | None:
         """``(labels, value)`` pairs from ``read()``; ``None`` (and a log line) when reading fails."""
         try:
             found = self.read()
             if not self.labels:
-                return [({}, float(found))]
+                return [({}, _number(found))]
+            if not isinstance(found, Mapping):
+                raise TypeError(f"read() returned {found!r}, not a mapping from label values to numbers")
             out = []
             for key, value in dict(found).items():
                 values = (key,) if isinstance(key, str) else tuple(key)
                 if len(values) != len(self.labels):
                     raise ValueError(f"{values!r} does not give one value for each label of {self.labels!r}")
-                out.append(({label: str(v) for label, v in zip(self.labels, values, strict=True)}, float(value)))
+                out.append(({label: str(v) for label, v in zip(self.labels, values, strict=True)}, _number(value)))
             return out
         except Exception as exc:  # noqa: BLE001 - a plugin's broken gauge must not break the scrape
             log.warning("gauge_unreadable", gauge=self.otel_name, error=f"{type(exc).__name__}: {exc}")

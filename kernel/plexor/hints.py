@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from plexor.errors import PluginError
 
@@ -60,7 +60,7 @@ class Cache:
 NO_CACHE = Cache()
 
 
-def check_cache(value: Any, where: str) -> Cache | None:
+def check_cache(value: object, where: str) -> Cache | None:
     """``value`` as a :class:`Cache` (None stays None); a :class:`PluginError` naming ``where`` otherwise."""
     if value is None or isinstance(value, Cache):
         return value
@@ -76,7 +76,7 @@ def most_cautious(hints: Sequence[Cache | None]) -> Cache:
     return Cache(min(h.ttl for h in declared), "public" if all(h.scope == "public" for h in declared) else "private")
 
 
-def icons_of(value: Any, where: str) -> list[dict[str, Any]] | None:
+def icons_of(value: object, where: str) -> list[dict[str, object]] | None:
     """MCP ``Icon`` dicts from a URI, a dict, or a list of them; a :class:`PluginError` naming ``where``."""
     if value is None:
         return None
@@ -84,7 +84,7 @@ def icons_of(value: Any, where: str) -> list[dict[str, Any]] | None:
     if not isinstance(items, Sequence) or isinstance(items, bytes):
         raise PluginError(f"{where}: icons={value!r} is not an icon or a list of icons",
                           "Give a data: or https: URI, a dict {'src': ..., 'mimeType': ...}, or a list of them.")
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for item in items:
         icon = {"src": item} if isinstance(item, str) else dict(item) if isinstance(item, Mapping) else None
         if icon is None or set(icon) - _ICON_KEYS or not isinstance(icon.get("src"), str):

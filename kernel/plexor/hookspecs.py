@@ -18,7 +18,8 @@ example per hook; ``tests/test_docs.py`` fails when one is missing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import pluggy
 
@@ -136,7 +137,7 @@ def plexor_register_commands(cli: click.Group, plugin: PluginHandle) -> None:
 
 
 @hookspec
-def plexor_startup(plugin: PluginHandle) -> Any:
+def plexor_startup(plugin: PluginHandle) -> object:
     """Open resources and start background work; may return an awaitable.
 
     Runs in state ``starting``, after the plugin's database is open. Make what
@@ -152,7 +153,7 @@ def plexor_startup(plugin: PluginHandle) -> Any:
 
 
 @hookspec
-def plexor_shutdown(plugin: PluginHandle) -> Any:
+def plexor_shutdown(plugin: PluginHandle) -> object:
     """Stop background work and release resources; may return an awaitable.
 
     Runs in state ``draining``, after in-flight requests of every kind finished
@@ -166,7 +167,7 @@ def plexor_shutdown(plugin: PluginHandle) -> Any:
 
 
 @hookspec
-def plexor_error_guidance(exception: BaseException, context: dict[str, Any]) -> str | None:
+def plexor_error_guidance(exception: BaseException, context: Mapping[str, object]) -> str | None:
     """Explain an exception raised by this plugin's code; synchronous.
 
     Return guidance text (what to do next), or ``None`` to let the kernel's

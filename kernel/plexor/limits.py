@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["LIMITS", "REFUSALS", "Limit", "declared_timeout", "describe", "overran", "principal", "refuse", "run_time", "value"]
 
@@ -115,7 +114,7 @@ def run_time(server: float | None, declared: float | None) -> float | None:
     return max(server, declared) if declared is not None else server
 
 
-def declared_timeout(timeout: Any, what: str) -> float | None:
+def declared_timeout(timeout: object, what: str) -> float | None:
     """A tool's own run-time limit (``register(..., timeout=S)``), checked; a bad one fails its plugin."""
     from plexor.errors import PluginError
 
@@ -143,7 +142,7 @@ def describe() -> list[tuple[str, str, str]]:
     return [(limit.env, f"{limit.default:g}", limit.what) for limit in _ALL]
 
 
-def principal(scope: Mapping[str, Any] | None) -> str:
+def principal(scope: Mapping[str, object] | None) -> str:
     """Who a request is, for per-caller limits: the OAuth principal, the static token, else the client's address.
 
     The principal comes from the ``plexor_principal`` hook (the auth plugin answers with the one the
@@ -156,10 +155,11 @@ def principal(scope: Mapping[str, Any] | None) -> str:
     if named:
         return str(named)
     access = scope.get("plexor.access")  # plexor.features.auth.guard.ACCESS_KEY, set when OAuth is on
-    if getattr(access, "subject", None) or any(k == b"authorization" for k, _ in scope.get("headers") or ()):
+    headers = scope.get("headers") or ()
+    if getattr(access, "subject", None) or (isinstance(headers, Iterable) and any(k == b"authorization" for k, _ in headers)):
         return "token"  # the static --token: every holder is the same caller
-    client = scope.get("client")
-    return f"address:{client[0]}" if client else "local"
+    client = scope.get("client")  # ASGI: (host, port), or None
+    return f"address:{client[0]}" if isinstance(client, Sequence) and client else "local"
 
 class PerCaller:
     """How many of one kind of thing each caller holds open, refused past ``limit`` (a caller is a principal)."""

@@ -10,14 +10,18 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
-__all__ = ["configure", "get_logger", "wanted_level"]
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from structlog.typing import FilteringBoundLogger
+
+__all__ = ["Logger", "configure", "get_logger", "wanted_level"]
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
-_wanted: dict[str, Any] = {}
+_wanted: dict[str, int] = {}
 
 
 def wanted_level(default: int) -> int:
@@ -67,21 +71,43 @@ def _apply(numeric: int, force: bool = False) -> None:
     )
 
 
+class Logger(Protocol):
+    """A structlog bound logger, as the kernel and plugins use it: ``log.info("event", key=value, ...)``."""
+
+    def bind(self, **values: object) -> Logger: ...
+
+    def debug(self, event: str, *args: object, **kw: object) -> object: ...
+
+    def info(self, event: str, *args: object, **kw: object) -> object: ...
+
+    def warning(self, event: str, *args: object, **kw: object) -> object: ...
+
+    def warn(self, event: str, *args: object, **kw: object) -> object: ...
+
+    def error(self, event: str, *args: object, **kw: object) -> object: ...
+
+    def exception(self, event: str, *args: object, **kw: object) -> object: ...
+
+    def critical(self, event: str, *args: object, **kw: object) -> object: ...
+
+    def fatal(self, event: str, *args: object, **kw: object) -> object: ...
+
+
 class _LazyLogger:
     """A structlog logger that imports and configures structlog on its first call."""
 
-    def __init__(self, name: str, context: dict[str, Any] | None = None) -> None:
+    def __init__(self, name: str, context: dict[str, object] | None = None) -> None:
         self._name = name
         self._context = context or {}
-        self._real: Any = None
+        self._real: FilteringBoundLogger | None = None
 
-    def bind(self, **values: Any) -> Any:
+    def bind(self, **values: object) -> Logger:
         """This logger with ``values`` on every line; structlog is still imported only on the first call."""
         if self._real is None:
             return _LazyLogger(self._name, {**self._context, **values})
         return self._real.bind(**values)
 
-    def __getattr__(self, attr: str) -> Any:
+    def __getattr__(self, attr: str) -> Callable[..., object]:
         if attr.startswith("__"):
             raise AttributeError(attr)
         if self._real is None:
@@ -97,7 +123,7 @@ class _LazyLogger:
                 _apply(_wanted["level"])
             real = structlog.get_logger(self._name)
             self._real = real.bind(**self._context) if self._context else real
-        value = getattr(self._real, attr)
+        value: Callable[..., object] = getattr(self._real, attr)
         self.__dict__[attr] = value  # later calls skip this lookup
         return value
 
@@ -105,14 +131,14 @@ class _LazyLogger:
 _METHOD_LEVELS = {**_LEVELS, "warn": 30, "exception": 40, "fatal": 50}
 
 
-def _drop(*args: Any, **kwargs: Any) -> None:
+def _drop(*args: object, **kwargs: object) -> None:
     return None
 
 
 class _StderrLogger:
     """Writes each rendered line to the *current* ``sys.stderr`` (which tests and daemons may swap)."""
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, *args: object) -> None:
         pass
 
     def msg(self, message: str) -> None:
@@ -133,6 +159,6 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
-def get_logger(name: str = "plexor") -> Any:
+def get_logger(name: str = "plexor") -> Logger:
     """A logger writing JSON lines to stderr; structlog is loaded on its first use."""
     return _LazyLogger(name)

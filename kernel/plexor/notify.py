@@ -41,7 +41,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 __all__ = ["KINDS", "Backend", "Event", "InProcess", "Notifier"]
 
@@ -54,7 +54,7 @@ class Event:
     """One change: its ``kind`` (one of :data:`KINDS`) and a JSON-able ``payload``."""
 
     kind: str
-    payload: Mapping[str, Any] = field(default_factory=dict)
+    payload: Mapping[str, object] = field(default_factory=dict)
 
 
 class Backend(Protocol):
@@ -98,7 +98,7 @@ class Notifier:
         self._subscribers: dict[object, tuple[Callable[[Event], None], asyncio.AbstractEventLoop | None]] = {}
         self.backend.attach(self.deliver)
 
-    def publish(self, kind: str, payload: Mapping[str, Any] | None = None) -> None:
+    def publish(self, kind: str, payload: Mapping[str, object] | None = None) -> None:
         """Publish one event; callable from any thread (a sync tool's worker thread too), never blocks."""
         if kind not in KINDS:
             raise ValueError(f"unknown notification kind {kind!r}; use one of {sorted(KINDS)}")

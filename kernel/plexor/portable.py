@@ -9,12 +9,17 @@ generates into the shape both keep; :data:`JSONObject` types a free-form object 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+    from pydantic_core import CoreSchema
 
 __all__ = ["JSONObject", "JSONText", "one_branch", "plain", "portable"]
 
 
-def _json_kind(value: Any) -> str:
+def _json_kind(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -42,16 +47,16 @@ class JSONText:
     def __repr__(self) -> str:
         return "JSONText()"
 
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+    def __get_pydantic_core_schema__(self, source: object, handler: GetCoreSchemaHandler) -> CoreSchema:
         from pydantic_core import core_schema
 
         return core_schema.no_info_before_validator_function(_parse_json_object, handler(source))
 
-    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, object]:
         return {"type": "string", "contentMediaType": "application/json"}
 
 
-def _parse_json_object(value: Any) -> Any:
+def _parse_json_object(value: object) -> dict[str, object]:
     if isinstance(value, dict):
         return value
     if not isinstance(value, str):
@@ -73,7 +78,7 @@ _NULL = {"type": "null"}
 _NOT_SCHEMAS = frozenset({"default", "enum", "const", "examples", "required"})
 
 
-def portable(schema: dict[str, Any], *, narrow: bool = True) -> dict[str, Any]:
+def portable(schema: Mapping[str, object], *, narrow: bool = True) -> dict[str, object]:
     """Rewrite a generated JSON schema into the shape every model API's converter keeps.
 
     ``$ref`` to ``$defs`` are inlined (a recursive one is kept, with its ``$defs``);
@@ -89,28 +94,31 @@ def portable(schema: dict[str, Any], *, narrow: bool = True) -> dict[str, Any]:
     scalars (``str | int``) a string when it may be one. Without ``narrow``, the whole
     accepted type is kept (the kernel words its errors from it).
     """
-    defs = schema.get("$defs", {})
-    kept: dict[str, Any] = {}
-    out = _rewrite({k: v for k, v in schema.items() if k != "$defs"}, defs, (), kept)
+    given = schema.get("$defs")
+    defs: Mapping[str, object] = given if isinstance(given, Mapping) else {}
+    kept: set[str] = set()
+    out = _rewrite_object({k: v for k, v in schema.items() if k != "$defs"}, defs, (), kept)
     if kept:
         out["$defs"] = {name: _rewrite(defs[name], defs, (name,), kept) for name in defs}
-    return _narrow(out) if narrow else dict(out)
+    return _narrow_object(out) if narrow else dict(out)
 
 
-def _narrow(node: Any) -> Any:
+def _narrow(node: object) -> object:
     if isinstance(node, list):
         return [_narrow(v) for v in node]
-    if not isinstance(node, dict):
-        return node
+    return _narrow_object(node) if isinstance(node, dict) else node
+
+
+def _narrow_object(node: Mapping[str, object]) -> dict[str, object]:
     out = {k: (v if k in _NOT_SCHEMAS or k == "properties" else _narrow(v)) for k, v in node.items()}
-    if isinstance(out.get("properties"), dict):
-        required = set(out.get("required") or ())
-        out["properties"] = {name: _narrow(prop if name in required else plain(prop))
-                             for name, prop in out["properties"].items()}
+    props, needed = out.get("properties"), out.get("required")
+    if isinstance(props, dict):
+        required = set(needed) if isinstance(needed, list | tuple) else set()
+        out["properties"] = {name: _narrow(prop if name in required else plain(prop)) for name, prop in props.items()}
     return _item_described_above(one_branch(out))
 
 
-def _item_described_above(node: dict[str, Any]) -> dict[str, Any]:
+def _item_described_above(node: dict[str, object]) -> dict[str, object]:
     """An array of objects says what one item is in its own description, not the item's: autogen
     rebuilds an object item as a model of its own and drops the description beside it."""
     items = node.get("items")
@@ -123,19 +131,23 @@ def _item_described_above(node: dict[str, Any]) -> dict[str, Any]:
             "description": f"{said} {each}" if isinstance(said, str) and said else each}
 
 
-def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...], kept: dict[str, Any]) -> Any:
+def _rewrite(node: object, defs: Mapping[str, object], seen: tuple[str, ...], kept: set[str]) -> object:
     if isinstance(node, list):
         return [_rewrite(v, defs, seen, kept) for v in node]
-    if not isinstance(node, dict):
-        return node
+    return _rewrite_object(node, defs, seen, kept) if isinstance(node, dict) else node
+
+
+def _rewrite_object(node: Mapping[str, object], defs: Mapping[str, object], seen: tuple[str, ...],
+                    kept: set[str]) -> dict[str, object]:
     ref = node.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs:
         name = ref[8:]
-        if name in seen:  # recursive: cannot be inlined
-            kept[name] = True
+        inner = defs[name]
+        if name in seen or not isinstance(inner, Mapping):  # recursive (or no schema): cannot be inlined
+            kept.add(name)
             return dict(node)
-        inner = _rewrite(defs[name], defs, (*seen, name), kept)
-        return {**inner, **{k: _rewrite(v, defs, seen, kept) for k, v in node.items() if k != "$ref"}}
+        return {**_rewrite_object(inner, defs, (*seen, name), kept),
+                **{k: _rewrite(v, defs, seen, kept) for k, v in node.items() if k != "$ref"}}
     out = {k: (v if k in _NOT_SCHEMAS else _rewrite(v, defs, seen, kept)) for k, v in node.items()}
     if out.get("additionalProperties") is False and out.get("properties"):
         del out["additionalProperties"]
@@ -151,7 +163,7 @@ def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...], kept: dict[
     return out
 
 
-def plain(prop: Any) -> Any:
+def plain(prop: object) -> object:
     """An optional property's schema without ``null``: ``type: [T, "null"]`` becomes ``type: T``, and
     ``anyOf: [S, null]`` becomes S (with the property's description, default and other keys). It says
     ``"nullable": true`` instead: smolagents reads every input without it as required, and the
@@ -164,8 +176,9 @@ def plain(prop: Any) -> Any:
         rest = [t for t in typ if t != "null"]
         if rest:
             out["type"] = rest[0] if len(rest) == 1 else rest
-    if isinstance(out.get("enum"), list) and None in out["enum"] and len(out["enum"]) > 1:
-        out["enum"] = [v for v in out["enum"] if v is not None]
+    enum = out.get("enum")
+    if isinstance(enum, list) and None in enum and len(enum) > 1:
+        out["enum"] = [v for v in enum if v is not None]
     options = out.get("anyOf")
     if isinstance(options, list) and _NULL in options:
         rest = [o for o in options if o != _NULL]
@@ -180,22 +193,22 @@ def plain(prop: Any) -> Any:
 _SCALARS = ("string", "number", "integer", "boolean")
 
 
-def one_branch(prop: dict[str, Any]) -> dict[str, Any]:
+def one_branch(prop: dict[str, object]) -> dict[str, object]:
     """A union without ``null`` as one of its branches: ``[T, list of T]`` as the list, a choice of
-    plain scalars as its string (else number, else the first). Any other union is kept."""
+    plain scalars as its string (else number, else the first). Every other union is kept."""
     options = prop.get("anyOf")
-    if not isinstance(options, list) or len(options) < 2 or _NULL in options \
-            or not all(isinstance(o, dict) for o in options):
+    branches = [o for o in options if isinstance(o, dict)] if isinstance(options, list) else []
+    if len(branches) < 2 or branches != options or _NULL in branches:
         return prop
-    chosen: dict[str, Any] | None = None
-    if len(options) == 2:
-        for one, other in (options, options[::-1]):
+    chosen: dict[str, object] | None = None
+    if len(branches) == 2:
+        for one, other in (branches, branches[::-1]):
             if one.get("type") == "array" and one.get("items") == other:
                 chosen = one
-    if chosen is None and all(o.get("type") in _SCALARS and set(o) <= {"type", "format"} for o in options):
-        types = [o["type"] for o in options]
+    if chosen is None and all(o.get("type") in _SCALARS and set(o) <= {"type", "format"} for o in branches):
+        types = [o["type"] for o in branches]
         pick = next((t for t in ("string", "number") if t in types), types[0])
-        chosen = next(o for o in options if o["type"] == pick)
+        chosen = next(o for o in branches if o["type"] == pick)
     if chosen is None:
         return prop
     out = {**chosen, **{k: v for k, v in prop.items() if k != "anyOf"}}

@@ -9,16 +9,18 @@ change without breaking a plugin's type checking.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, overload
 
 if TYPE_CHECKING:  # pragma: no cover
+    from mcp.server.apps import ResourceCsp, ResourcePermissions
+
     from plexor.hints import Cache
 
 __all__ = ["ModelRegistrar", "PromptRegistrar", "ResourceRegistrar", "TemplateRegistrar", "ToolRegistrar"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 # An icon: a data:image/ or https: URI, or an MCP Icon dict; or a list of them (see plexor.hints).
-Icons = str | Mapping[str, Any] | Sequence[str | Mapping[str, Any]] | None
+Icons = str | Mapping[str, object] | Sequence[str | Mapping[str, object]] | None
 
 
 class ToolRegistrar(Protocol):
@@ -33,12 +35,12 @@ class ToolRegistrar(Protocol):
         *,
         description: str | None = None,
         title: str | None = None,
-        annotations: dict[str, Any] | None = None,
-        output_schema: dict[str, Any] | None = None,
+        annotations: Mapping[str, object] | None = None,
+        output_schema: Mapping[str, object] | None = None,
         ready_required: bool = True,
         blocking: bool | None = None,
-        meta: dict[str, Any] | None = None,
-        input_schema: dict[str, Any] | None = None,
+        meta: Mapping[str, object] | None = None,
+        input_schema: Mapping[str, object] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
         task: str = "forbidden",
         detach: str = "start",
@@ -75,8 +77,8 @@ class ResourceRegistrar(Protocol):
         *,
         name: str | None = None,
         description: str | None = None,
-        csp: Any = None,
-        permissions: Any = None,
+        csp: Mapping[str, object] | ResourceCsp | None = None,
+        permissions: Mapping[str, object] | ResourcePermissions | None = None,
         domain: str | None = None,
         prefers_border: bool | None = None,
         blocking: bool | None = None,
@@ -95,7 +97,7 @@ class TemplateRegistrar(Protocol):
         name: str | None = None,
         description: str | None = None,
         mime_type: str = "application/json",
-        complete: dict[str, Callable[..., Any]] | None = None,
+        complete: Mapping[str, Callable[..., object]] | None = None,
         ready_required: bool = True,
         blocking: bool | None = None,
         icons: Icons = None,
@@ -117,4 +119,8 @@ class ModelRegistrar(Protocol):
 
     def __call__(self, *models: type) -> None: ...
 
-    def migration(self, version: int, func: Callable[..., Any] | None = None) -> Any: ...
+    @overload
+    def migration(self, version: int, func: F) -> F: ...
+
+    @overload
+    def migration(self, version: int, func: None = None) -> Callable[[F], F]: ...

@@ -7,10 +7,10 @@ These are plugin API (exported from ``plexor``); the kernel fills them in from
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from plexor.errors import ConfigError
 
@@ -26,19 +26,19 @@ class Setting:
 
     key: str
     type: type
-    default: Any = None
+    default: object = None
     help: str = ""
-    choices: tuple[Any, ...] | None = None
+    choices: tuple[object, ...] | None = None
 
     @property
     def type_name(self) -> str:
         return _TYPE_NAMES.get(self.type, getattr(self.type, "__name__", str(self.type)))
 
-    def coerce(self, value: Any, source: str) -> Any:
+    def coerce(self, value: object, source: str) -> object:
         """Check and convert ``value``; ``source`` (a file or variable) is named in any error."""
         if value is None:
             return None
-        out: Any
+        out: object
         if isinstance(value, str) and self.type is not str:
             out = self._from_text(value, source)
         else:
@@ -62,7 +62,7 @@ class Setting:
             )
         return out
 
-    def _from_text(self, text: str, source: str) -> Any:
+    def _from_text(self, text: str, source: str) -> object:
         t = self.type
         if t is bool:
             low = text.strip().lower()
@@ -96,7 +96,7 @@ class Setting:
                 self._fail(text, source)
         return text
 
-    def _fail(self, value: Any, source: str) -> None:
+    def _fail(self, value: object, source: str) -> NoReturn:
         hint = {
             bool: "true or false",
             int: "a whole number such as 30",
@@ -126,9 +126,9 @@ class ConfigSpec:
         self,
         key: str,
         type: type = str,  # noqa: A002 - mirrors the declaration people write
-        default: Any = None,
+        default: object = None,
         help: str = "",  # noqa: A002
-        choices: list[Any] | tuple[Any, ...] | None = None,
+        choices: Sequence[object] | None = None,
     ) -> None:
         """Declare ``key`` with its ``type`` (str, int, float, bool, list, dict, Path) and ``default``."""
         from plexor.errors import PluginError
@@ -144,7 +144,7 @@ class ConfigSpec:
         self.settings[key] = Setting(key, type, default, help, tuple(choices) if choices is not None else None)
 
 
-class Settings(Mapping[str, Any]):
+class Settings(Mapping[str, Any]):  # each value has the type its plugin declared: a plugin uses it as that type
     """A plugin's validated settings; read as ``settings["key"]`` or ``settings.key``.
 
     ``data_dir`` is the plugin's own folder under the data directory;
@@ -154,7 +154,7 @@ class Settings(Mapping[str, Any]):
     def __init__(
         self,
         plugin: str,
-        values: dict[str, Any],
+        values: Mapping[str, object],
         data_dir: Path,
         sources: dict[str, str] | None = None,
         warnings: list[str] | None = None,

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mcp.shared.message import CloseSSEStreamCallback
     from mcp.types import ProgressToken, RequestId
 
-    from plexor.asking import Exchange
+    from plexor.exchange import Exchange
 
 T = TypeVar("T")
 N = TypeVar("N", int, float)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mcp.shared.message import CloseSSEStreamCallback
     from mcp.types import ProgressToken, RequestId
 
-    from plexor.asking import Exchange
+    from plexor.exchange import Exchange
 
 __all__ = ["Pipeline"]
 S = TypeVar("S", ToolSpec, PromptSpec)

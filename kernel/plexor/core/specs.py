@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from plexor.core.dispatch import Target
 from plexor.errors import PluginError
-from plexor.schema import Signature, analyse, schema_hash
+from plexor.schema import analyse, schema_hash
+from plexor.signature import Signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from jsonschema.protocols import Validator

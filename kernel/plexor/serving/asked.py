@@ -13,10 +13,11 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from plexor.asking import AskError, Exchange, InputRequired, client_capabilities
+from plexor.asking import AskError, InputRequired
 from plexor.core.eras import stateless_era
 from plexor.core.kernel import Kernel
 from plexor.errors import PlexorError
+from plexor.exchange import Exchange, client_capabilities
 
 __all__ = ["BAD_STATE", "asked", "check_input_responses", "exchange_of", "progress_token",
            "state_key", "state_keys"]

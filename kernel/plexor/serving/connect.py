@@ -137,7 +137,7 @@ def _asking_caps(ctx: Any) -> frozenset[str]:
     ``elicitation`` is form-mode elicitation, ``elicitation.url`` URL mode, ``sampling.tools``
     sampling with tools (the sub-capabilities ``plexor.asking.covers`` checks).
     """
-    from plexor.asking import client_capabilities, declares
+    from plexor.exchange import client_capabilities, declares
 
     caps = client_capabilities(ctx.session)
     names = {name for name in ("elicitation", "sampling", "roots") if declares(caps, name)}
@@ -257,7 +257,8 @@ async def _first_answer(send: Any, responses: Any, state: Any) -> Any:
 
 def _check_answerable(ctx: Any, wire: dict[str, Any]) -> None:
     """Refuse (``AskError``) questions a 2026-07-28 end client did not declare it can answer."""
-    from plexor.asking import can_answer, client_capabilities, covers, missing_capability, question_from_wire
+    from plexor.asking import question_from_wire
+    from plexor.exchange import can_answer, client_capabilities, covers, missing_capability
 
     caps = client_capabilities(ctx.session)
     for key, request in wire.items():
@@ -272,7 +273,8 @@ async def _ask_end_client(ctx: Any, wire: dict[str, Any]) -> dict[str, Any]:
     """One round of questions asked of an older end client over its own session; its answers, typed for upstream."""
     import mcp_types as types
 
-    from plexor.asking import Exchange, client_capabilities, question_from_wire
+    from plexor.asking import question_from_wire
+    from plexor.exchange import Exchange, client_capabilities
 
     exchange = Exchange(capabilities=lambda: client_capabilities(ctx.session), session=ctx.session,
                         request_id=ctx.request_id)

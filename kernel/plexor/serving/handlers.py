@@ -26,6 +26,7 @@ from plexor.serving.boot import Boot
 from plexor.serving.errors import SERVER_NOT_READY, protocol_error
 from plexor.serving.lists import offset, page, saw, unseen_change
 from plexor.serving.session import check_order, explain_params
+from plexor.signature import properties, required_names
 
 __all__ = ["ASKING_METHODS", "Handlers"]
 
@@ -278,8 +279,7 @@ class Handlers:
         for p in self.kernel.registry.prompts.values():
             if p.withdrawn:
                 continue
-            props = p.signature.input_schema.get("properties", {})
-            required = set(p.signature.input_schema.get("required", []))
+            props, required = properties(p.signature.input_schema), required_names(p.signature.input_schema)
             all_p.append(types.Prompt.model_validate({
                 "name": p.name, "description": p.description, "icons": p.icons or self.plugin_icons(p.plugin),
                 "arguments": [{"name": n, "description": props[n].get("description"), "required": n in required} for n in props],

@@ -181,12 +181,14 @@ def _event_store(setup: ServerSetup) -> EventStore:
     database), else this process's memory."""
     from plexor.features.state.memory_events import MemoryEventStore
     from plexor.limits import value
+    from plexor.serving.http_options import HttpOptions
 
     store: EventStore | None = setup.kernel.pm.hook.plexor_event_store(setup=setup)
     if store is not None:
         return store
     environ = setup.kernel.environ
-    return MemoryEventStore(setup.options.event_history, int(value("event_store_session_bytes", environ)),
+    history = (setup.options or HttpOptions()).event_history  # Streamable HTTP always has its options
+    return MemoryEventStore(history, int(value("event_store_session_bytes", environ)),
                             int(value("event_store_bytes", environ)))
 
 

@@ -26,6 +26,8 @@ def plexor_asgi_wrapper(app: Any, setup: ServerSetup) -> Any:
     from plexor.features.auth import protect
 
     opts = setup.options
+    if opts is None:  # stdio: no HTTP app to wrap
+        return None
     guarded, oauth = protect(app, setup.kernel, setup.server, token=opts.token, max_body=opts.max_body_bytes,
                              issuer=opts.auth_issuer, resource=opts.resource_url, profile=opts.profile)
     setup.shared["authenticates"] = oauth  # the static token is then checked by the guard, as a caller with every scope
@@ -39,8 +41,10 @@ def plexor_request_layers(setup: ServerSetup) -> list[Any] | None:
     if setup.transport != "stdio" or setup.profile is None:
         return None  # over HTTP the guard adds the layer with the policy it built (plexor.features.auth.protect)
     from plexor.extending import RequestLayer
-    from plexor.features.auth import stdio_layer
+    from plexor.features.auth import Profile, stdio_layer
 
+    if not isinstance(setup.profile, Profile):
+        raise TypeError(f"the stdio profile must be a plexor.features.auth Profile, not {type(setup.profile).__name__}")
     return [RequestLayer("authorization", stdio_layer(setup.kernel, setup.profile), name="authorization")]
 
 

@@ -20,10 +20,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 def _protocol(setup: ServerSetup) -> TaskProtocol:
     """The one task protocol of this server, shared by its layer and its methods."""
+    from plexor.features.tasks.protocol import TaskProtocol
+
     proto = setup.shared.get("tasks")
-    if proto is None:
+    if not isinstance(proto, TaskProtocol):
         from plexor.core.kernel import Kernel
-        from plexor.features.tasks.protocol import TaskProtocol
 
         kernel = setup.kernel
         if not isinstance(kernel, Kernel):  # a server serves a whole kernel: tasks run its pipeline

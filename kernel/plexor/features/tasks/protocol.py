@@ -173,7 +173,7 @@ class TaskProtocol:
             capabilities = dict(caps) if isinstance(caps, dict) else {}
             ttl = None
         else:
-            from plexor.asking import client_capabilities
+            from plexor.exchange import client_capabilities
 
             capabilities = client_capabilities(ctx.session)
             raw_ttl = params["task"].get("ttl")
@@ -335,7 +335,8 @@ class TaskProtocol:
         return task_fields(fresh or row, False)
 
     async def update(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
-        from plexor.asking import AskError, check_answer, question_from_wire
+        from plexor.asking import AskError, question_from_wire
+        from plexor.exchange import check_answer
 
         row = await self._find(ctx, params, "tasks/update")
         responses = params.input_responses
@@ -376,7 +377,8 @@ class TaskProtocol:
 
     async def result(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         """2025-11-25 ``tasks/result``: wait for the end; meanwhile carry the task's questions to this client."""
-        from plexor.asking import Exchange, question_from_wire
+        from plexor.asking import question_from_wire
+        from plexor.exchange import Exchange
 
         row = await self._find(ctx, params, "tasks/result")
         tasks = self.tasks

@@ -19,9 +19,10 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from plexor.asking import Elicit, Exchange, ListRoots, Question, Sample, check_answer, declares, missing_capability
+from plexor.asking import Elicit, ListRoots, Question, Sample
 from plexor.core.results import Outcome
 from plexor.errors import PlexorError
+from plexor.exchange import Exchange, check_answer, declares, missing_capability
 from plexor.features.tasks.bounds import check_new_task, over_budget, oversized, release, run_limit
 from plexor.features.tasks.store import TaskRow, TaskStore
 from plexor.limits import overran
