@@ -293,7 +293,7 @@ async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
     from mcp import Client, StdioServerParameters
     from mcp.shared.exceptions import MCPError
 
-    from plexor.daemon import read_registry, registry_path, stop_daemon
+    from plexor.features.daemon.process import read_registry, registry_path, stop_daemon
     from plexor.features.tasks.client import TasksClient
 
     home = tmp_path / "home"
@@ -332,7 +332,7 @@ async def test_connect_with_a_profile_to_a_daemon_without_profiles_is_refused(tm
     from conformance.serving import fixture_env
     from mcp import Client, StdioServerParameters
 
-    from plexor.daemon import read_registry, registry_path, stop_daemon
+    from plexor.features.daemon.process import read_registry, registry_path, stop_daemon
 
     home = tmp_path / "home"
     (home / "config").mkdir(parents=True)
