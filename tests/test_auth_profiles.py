@@ -108,7 +108,7 @@ async def test_serve_profile_is_the_default_of_every_connection(tmp_path):
 async def test_connect_profile_shows_a_stdio_client_only_its_profile(tmp_path):
     from mcp import Client, StdioServerParameters
 
-    from plexor.daemon import read_registry, registry_path, stop_daemon
+    from plexor.features.daemon.process import read_registry, registry_path, stop_daemon
 
     home = tmp_path / "home"
     (home / "config").mkdir(parents=True)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from plexor import __version__
-from plexor.bundle import manifest
+from plexor.features.install.bundle import manifest
 
 
 def test_a_misspelt_plugin_is_a_usage_error_and_nothing_is_written(tmp_path):

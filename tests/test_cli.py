@@ -533,7 +533,7 @@ try:
 except SystemExit:
     pass
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "pydantic", "pluggy", "structlog", "anyio", "peewee")
-               or m.startswith("plexor_") or m in ("plexor.serving.command", "plexor.install", "plexor.core.kernel"))
+               or m.startswith("plexor_") or m in ("plexor.serving.command", "plexor.features.install.clients", "plexor.core.kernel"))
 print("HEAVY", ",".join(heavy), file=sys.stderr)
 """
 

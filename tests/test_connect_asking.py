@@ -14,7 +14,7 @@ from conformance.serving import fixture_env
 from conftest import install_fake_dist
 from test_asking import Traveller
 
-from plexor.daemon import read_registry, registry_path, stop_daemon
+from plexor.features.daemon.process import read_registry, registry_path, stop_daemon
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from conformance.serving import fixture_env
 from mcp.shared.exceptions import MCPError
 
 from plexor import __version__
-from plexor.daemon import (
+from plexor.features.daemon.process import (
     _alive,
     daemon_health,
     ensure_daemon,

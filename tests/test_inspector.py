@@ -285,7 +285,7 @@ def test_unknown_resource_names_what_is_served(http_client):
 def test_plexor_connect_clients_share_one_daemon(inspector, tmp_path):
     """docs/clients.md's recommended command, `plexor connect`: each launch relays to one shared daemon,
     which also answers over HTTP with the token from its registry."""
-    from plexor.daemon import read_registry, stop_daemon
+    from plexor.features.daemon.process import read_registry, stop_daemon
 
     home = tmp_path / "home"
     registry = home / "data" / "daemon.json"

@@ -154,7 +154,7 @@ async def test_the_written_command_starts_a_server(run, home, tmp_path):
 
 
 def test_claude_desktop_from_the_microsoft_store_is_preferred_on_windows(tmp_path):
-    from plexor.install import CLIENTS, config_path
+    from plexor.features.install.clients import CLIENTS, config_path
 
     local, roaming = tmp_path / "AppData" / "Local", tmp_path / "AppData" / "Roaming"
     env = {"LOCALAPPDATA": str(local), "APPDATA": str(roaming)}

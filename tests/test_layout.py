@@ -48,11 +48,11 @@ LAYERS = {
     **dict.fromkeys(("plexor.builtin", "plexor.features"), FEATURES),
     # serving: the server and how requests reach it
     **dict.fromkeys(("plexor.serving", "plexor.transports"), SERVING),
-    # cli: the commands (`plexor serve` and `plexor connect` are commands, though they live in serving/)
+    # cli: the commands (`plexor serve` lives in serving/; `plexor connect` and its stdio relay, which serve MCP
+    # on stdio, are the daemon feature's, in features/daemon/)
     **dict.fromkeys(("plexor.__main__", "plexor.cli", "plexor.launcher", "plexor.help_cache",
-                     "plexor.plugin_commands", "plexor.config_cmd", "plexor.install", "plexor.bundle",
-                     "plexor.daemon", "plexor.healthcheck", "plexor.testing", "plexor.serving.command",
-                     "plexor.serving.connect"), CLI),
+                     "plexor.plugin_commands", "plexor.config_cmd", "plexor.healthcheck", "plexor.testing",
+                     "plexor.serving.command", "plexor.features.daemon.command", "plexor.features.daemon.relay"), CLI),
 }
 
 #: Imports allowed against the layers: (importer, imported) -> why. Keep it empty.

@@ -200,7 +200,7 @@ def test_a_drained_server_settles_its_running_tasks_for_the_others(tmp_path):
 def test_the_daemon_answers_for_a_task_another_process_started(tmp_path):
     from conformance.serving import fixture_env
 
-    from plexor.daemon import ensure_daemon, stop_daemon
+    from plexor.features.daemon.process import ensure_daemon, stop_daemon
 
     home = tmp_path / "home"
     with serve_http(home, env=ENV) as first:

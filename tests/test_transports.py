@@ -420,7 +420,7 @@ def test_stdin_eof_ends_the_process_in_bounded_time_while_a_shutdown_hook_hangs(
 def test_plexor_connect_answers_every_request_with_a_readable_id(tmp_path):
     from conformance.serving import fixture_env
 
-    from plexor.daemon import _alive, read_registry, registry_path, stop_daemon
+    from plexor.features.daemon.process import _alive, read_registry, registry_path, stop_daemon
 
     home = tmp_path / "home"
     home.mkdir()

@@ -67,7 +67,7 @@ for name in names:
 
 from pathlib import Path
 import tempfile
-from plexor.daemon import _lock
+from plexor.features.daemon.process import _lock
 with _lock(Path(tempfile.mkdtemp()) / "daemon.json"):
     pass
 print(json.dumps({"imported": len(names), "failed": failed}))
@@ -125,7 +125,7 @@ del signal.SIGKILL
 DAEMON = r"""
 import json, os, sys
 import sitecustomize as rules
-from plexor.daemon import _alive, ensure_daemon, stop_daemon
+from plexor.features.daemon.process import _alive, ensure_daemon, stop_daemon
 
 out = {}
 info = ensure_daemon(dict(os.environ), wait=90)
@@ -184,7 +184,7 @@ def test_daemon_liveness_and_stopping_without_posix_process_calls(plexor_home, t
 
 
 def test_the_daemon_starts_detached_on_each_system():
-    from plexor.daemon import _detached
+    from plexor.features.daemon.process import _detached
 
     # Windows: its own process group (the starting console's Ctrl+C does not reach it), no window.
     assert _detached(True) == {"creationflags": 0x200 | 0x08000000}

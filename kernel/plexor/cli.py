@@ -9,15 +9,16 @@ tool refuses, ``InvalidArgument``; a bad ``plexor.toml`` or ``PLEXOR_*`` variabl
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 
 from plexor import plugin_commands
-from plexor.core.config import LOG_LEVELS
 from plexor.plugin_commands import (
     PluginGroup,
     _quiet_logs,
@@ -26,7 +27,13 @@ from plexor.plugin_commands import (
 )
 from plexor.version import __version__
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.core.kernel import Kernel
+    from plexor.core.results import Outcome
+
 __all__ = ["main", "run_kernel"]
+
+T = TypeVar("T")
 
 ENV_HELP = (
     "Environment: PLEXOR_HOME=DIR keeps config, data and logs under DIR; PLEXOR_PLUGINS=a,b loads only "
@@ -40,7 +47,11 @@ ENV_HELP = (
     "server keeps (PLEXOR_MAX_*, PLEXOR_EVENT_STORE_*_BYTES, PLEXOR_AUTH_FETCH_*): docs/security.md#limits."
 )
 
-def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
+@overload
+def run_kernel(func: Callable[[Kernel], Awaitable[T]], *, plugins: list[str] | None = None) -> T: ...
+@overload
+def run_kernel(func: Callable[[Kernel], T], *, plugins: list[str] | None = None) -> T: ...
+def run_kernel(func: Callable[[Kernel], object], *, plugins: list[str] | None = None) -> object:
     """Start a kernel (optionally with only ``plugins``), run ``await func(kernel)``, stop it.
 
     For plugin commands: ``run_kernel(lambda k: do_sweep(k), plugins=["arbor"])``.
@@ -54,7 +65,7 @@ def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
     if plugins is not None:
         environ["PLEXOR_PLUGINS"] = ",".join(plugins)
 
-    async def go() -> Any:
+    async def go() -> object:
         try:
             kernel = Kernel(environ=environ)
             kernel.load()
@@ -64,7 +75,7 @@ def run_kernel(func: Any, *, plugins: list[str] | None = None) -> Any:
         await kernel.start()
         try:
             result = func(kernel)
-            if hasattr(result, "__await__"):
+            if inspect.isawaitable(result):
                 result = await result
             return result
         finally:
@@ -93,53 +104,8 @@ def main() -> None:
     """
 
 
-# serve, config, install, uninstall and bundle are added when used: PluginGroup.lazy_commands.
-
-
-@main.command("connect")
-@click.option("--log-level", default=None, type=click.Choice(LOG_LEVELS, case_sensitive=False), help="Log level (JSON lines on stderr); as PLEXOR_LOG_LEVEL.")
-@click.option("--profile", default=None, help="Show this client only the tools of a profile ([plexor.profiles.NAME] of plexor.toml).")
-def connect_cmd(log_level: str | None, profile: str | None) -> None:
-    """Serve MCP on stdio by relaying to the shared daemon (started when absent; restarted if it dies).
-
-    Configure MCP clients to launch `plexor connect` instead of `plexor serve`:
-    every client then shares one background process (one model, one watcher, one set of connections).
-    """
-    from plexor.log import configure
-
-    configure(log_level or os.environ.get("PLEXOR_LOG_LEVEL") or "warning", force=True)
-    if profile is not None:  # a usage error whatever stdin is, as for serve; the daemon refuses it too
-        from plexor.core.config import load_config_file, paths
-        from plexor.serving.command import profile_for_stdio
-
-        where = paths().config_file
-        try:
-            profile_for_stdio(load_config_file(where), profile, where)
-        except Exception as exc:  # noqa: BLE001 - a ConfigError: say what to fix
-            click.echo(f"error: {exc.render() if hasattr(exc, 'render') else exc}", err=True)
-            sys.exit(2)
-    from plexor.serving.stdin import unusable_stdin
-
-    why = unusable_stdin()
-    if why is not None:  # a supervisor's stdin: no client can ever come, so no daemon is started for it
-        click.echo(f"plexor connect: stdin {why}: nothing to relay on stdio. MCP clients launch `plexor connect` "
-                   "with a pipe on stdin; to run the shared server as a service, use `plexor serve --transport http`.",
-                   err=True)
-        return
-    import anyio
-
-    from plexor.daemon import DaemonError
-    from plexor.serving.connect import run_connect
-
-    try:
-        anyio.run(lambda: run_connect(profile=profile))
-    except DaemonError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
-
-
-def _started(func: Any) -> Any:
-    return run_kernel(func)
+# serve and config are added when used (PluginGroup.lazy_commands), and so are the built-in features' commands:
+# connect (the daemon feature), install, uninstall and bundle (the install feature): plexor.extending.plexor_cli_commands.
 
 
 @main.command("plugins")
@@ -152,7 +118,7 @@ def plugins_cmd(as_json: bool) -> None:
     """
     _quiet_logs()
 
-    async def listing(kernel: Any) -> list[dict[str, Any]]:
+    async def listing(kernel: Kernel) -> list[dict[str, Any]]:
         import time
 
         import anyio
@@ -162,7 +128,7 @@ def plugins_cmd(as_json: bool) -> None:
             await anyio.sleep(0.05)
         return [r.describe() for r in sorted(kernel.records.values(), key=lambda r: r.name)]
 
-    rows = _started(listing)
+    rows = run_kernel(listing)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -200,43 +166,45 @@ def tools_cmd(as_json: bool) -> None:
             good.append(t)
         except Exception as exc:  # noqa: BLE001 - one bad signature must not hide the other tools
             click.echo(f"warning: {exc}", err=True)
-    tools: list[dict[str, Any]] = [
-        {"name": t.name, "plugin": t.plugin, "description": t.description, "input_schema": t.signature.input_schema,
-         **({"output_schema": t.signature.output_schema} if t.signature.output_schema else {}),
-         **({"annotations": t.annotations} if t.annotations else {})}
-        for t in sorted(good, key=lambda t: t.name)
-    ]
+    good.sort(key=lambda t: t.name)
     if as_json:
-        click.echo(json.dumps(tools, indent=2))
+        click.echo(json.dumps([
+            {"name": t.name, "plugin": t.plugin, "description": t.description, "input_schema": t.signature.input_schema,
+             **({"output_schema": t.signature.output_schema} if t.signature.output_schema else {}),
+             **({"annotations": t.annotations} if t.annotations else {})}
+            for t in good], indent=2))
         return
-    accepts = {t.name: t.signature.accepts or t.signature.input_schema for t in good}  # unions whole, for people
     import textwrap
 
-    from plexor.signature import properties, type_text  # the wording of the kernel's argument errors
+    from plexor.signature import properties, required_names, type_text  # the wording of the kernel's argument errors
 
-    for entry in tools:
-        first = (entry["description"] or "").strip().split("\n\n")[0]
-        click.echo(f"{entry['name']}  [{entry['plugin']}]")
+    for t in good:
+        first = (t.description or "").strip().split("\n\n")[0]
+        click.echo(f"{t.name}  [{t.plugin}]")
         click.echo(textwrap.fill(" ".join(first.split()), 100, initial_indent="    ", subsequent_indent="    "))
-        props = properties(accepts[entry["name"]])
-        required = set(entry["input_schema"].get("required", []))
+        props = properties(t.signature.accepts or t.signature.input_schema)  # unions whole, for people
+        required = required_names(t.signature.input_schema)
         for name, prop in props.items():
             click.echo(f"    - {name}: {type_text(prop)}{' (required)' if name in required else ''}")
 
 
-def _takes(prop: dict[str, Any], kinds: tuple[str, ...]) -> bool:
+def _takes(prop: Mapping[str, object], kinds: tuple[str, ...]) -> bool:
     typ = prop.get("type")
     if typ in kinds or (isinstance(typ, list) and any(k in typ for k in kinds)) or ("object" in kinds and "$ref" in prop):
         return True
-    return any(_takes(option, kinds) for option in prop.get("anyOf", []) + prop.get("oneOf", []))
+    options: list[object] = []
+    for key in ("anyOf", "oneOf"):
+        found = prop.get(key)
+        options.extend(found if isinstance(found, list) else [])
+    return any(isinstance(option, Mapping) and _takes(option, kinds) for option in options)
 
 
-def _takes_string(prop: dict[str, Any]) -> bool:
+def _takes_string(prop: Mapping[str, object]) -> bool:
     return _takes(prop, ("string",))
 
 
-def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: dict[str, Any]) -> dict[str, Any]:
-    args: dict[str, Any] = {}
+def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: Mapping[str, object]) -> dict[str, object]:
+    args: dict[str, object] = {}
     if raw_json:
         try:
             loaded = json.loads(raw_json)
@@ -245,12 +213,14 @@ def _parse_args(pairs: tuple[str, ...], raw_json: str | None, schema: dict[str, 
         if not isinstance(loaded, dict):
             raise click.UsageError("--json must be a JSON object, e.g. '{\"key\": \"value\"}'")
         args.update(loaded)
-    props = schema.get("properties", {})
+    found = schema.get("properties")
+    props = found if isinstance(found, Mapping) else {}
     for pair in pairs:
         if "=" not in pair:
             raise click.UsageError(f"--arg {pair!r} must look like key=value")
         key, value = pair.split("=", 1)
-        prop = props.get(key, {})
+        prop = props.get(key)
+        prop = prop if isinstance(prop, Mapping) else {}
         if value.lstrip()[:1] in ("[", "{") and _takes(prop, ("array", "object")):
             try:  # "--arg select=[...]" is a list when a list is accepted
                 args[key] = json.loads(value)
@@ -276,22 +246,23 @@ def call_cmd(tool: str, pairs: tuple[str, ...], raw_json: str | None) -> None:
     _quiet_logs()
     from plexor.errors import NotFound
 
-    async def go(kernel: Any) -> Any:
+    async def go(kernel: Kernel) -> tuple[str, str] | Outcome:
         try:
             spec = kernel.resolve_tool(tool)
         except NotFound as exc:  # a name that is not there is usage (2); a failed plugin's tool fails (1) unless
-            rec = kernel.records.get(exc.data.get("plugin", ""))  # its configuration failed it (2: fix that)
+            rec = kernel.records.get(str(exc.data.get("plugin", "")))  # its configuration failed it (2: fix that)
             failed = exc.data.get("state") == "failed" and not (rec is not None and rec.failed_by_config)
             return ("failed" if failed else "usage", exc.render())
         try:
             args = _parse_args(pairs, raw_json, spec.signature.accepts or spec.signature.input_schema)
         except click.UsageError as exc:
             return ("usage", exc.format_message())
-        return ("ok", await kernel.call_tool(spec.name, args))
+        return await kernel.call_tool(spec.name, args)
 
-    kind, outcome = _started(go)
-    if kind in ("usage", "failed"):
-        click.echo(outcome, err=kind == "usage")
+    outcome = run_kernel(go)
+    if isinstance(outcome, tuple):  # ("usage" | "failed", what to say)
+        kind, said = outcome
+        click.echo(said, err=kind == "usage")
         sys.exit(2 if kind == "usage" else 1)
     click.echo(outcome.text)
     if outcome.is_error:  # InvalidArgument and ConfigError: 2 (change the input); any other failure: 1

@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.core.kernel import Kernel
 
 __all__ = ["config_cmd"]
 
@@ -24,13 +27,13 @@ HEADER = """\
 """
 
 
-def _toml_value(value: Any) -> str:
+def _toml_value(value: object) -> str:
     if isinstance(value, Path):
         value = str(value)
     return json.dumps(value) if not isinstance(value, bool) else str(value).lower()
 
 
-def starter_text(kernel: Any) -> str:
+def starter_text(kernel: Kernel) -> str:
     """The commented starter file: each loaded plugin's declared settings with their defaults and help."""
     from plexor.settings import ConfigSpec
 

@@ -10,7 +10,8 @@ as in pytest's ``pytest_addhooks`` and datasette's ``asgi_wrapper``/``actor_from
 The server's own features are plugins of these hooks, shipped with the kernel and listed by
 ``plexor plugins`` like any other (:data:`FEATURES`): ``tasks`` (long-running calls),
 ``auth`` (OAuth, scopes, profiles, audit), ``telemetry`` (OpenTelemetry, ``/metrics``) and
-``bus`` (notifications and the event store shared across processes). ``PLEXOR_DISABLE`` turns
+``bus`` (notifications and the event store shared across processes), ``install`` (``plexor install``,
+``uninstall`` and ``bundle``) and ``daemon`` (the shared daemon and ``plexor connect``). ``PLEXOR_DISABLE`` turns
 one off; ``PLEXOR_PLUGINS`` never does (a list of content plugins must not drop the server's
 security by omission). ``docs/authoring.md#extending-the-server`` has a working example.
 
@@ -49,6 +50,8 @@ FEATURES: Mapping[str, str] = {
     "auth": "plexor.features.auth.plugin",
     "telemetry": "plexor.features.telemetry.plugin",
     "bus": "plexor.features.bus",
+    "install": "plexor.features.install.plugin",
+    "daemon": "plexor.features.daemon.plugin",
 }
 
 #: SDK middleware: ``async (ctx, call_next) -> result``.
@@ -228,6 +231,21 @@ def plexor_principal(scope: Mapping[str, object], kernel: KernelBase) -> str | N
 
     :param scope: the ASGI scope of the HTTP request.
     :param kernel: the kernel serving it.
+
+    .. versionadded:: 0.3.0
+    """
+
+
+@hookspec
+def plexor_cli_commands() -> Mapping[str, str] | None:
+    """Top-level ``plexor`` commands of a built-in feature: command name -> ``"module:attribute"`` of its click
+    command, imported only when the command runs or ``plexor --help`` lists it.
+
+    The ``plexor`` command asks the built-in features (:data:`FEATURES`) alone, without loading a plugin, so
+    ``plexor install`` starts no kernel; a third-party plugin adds ``plexor <plugin> ...`` with
+    ``plexor_register_commands`` instead. A feature turned off with ``PLEXOR_DISABLE`` loses its commands
+    (invoked, each says which variable removed it, exit 2). The names are the core commands' own
+    (:data:`plexor.plugin_commands.CORE_COMMANDS`): no plugin may take them.
 
     .. versionadded:: 0.3.0
     """

@@ -19,8 +19,10 @@ HELP_FILE = "cli-help.txt"
 # Variables that platformdirs (or PLEXOR_HOME) reads to place the config and data directories.
 _DIR_VARIABLES = ("HOME", "USERPROFILE", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "APPDATA", "LOCALAPPDATA")
 # The modules whose text makes up the core commands' help (an editable checkout changes without a new version).
-_COMMAND_MODULES = ("cli.py", "plugin_commands.py", "install.py", "config_cmd.py", "bundle.py",
-                    os.path.join("serving", "command.py"))
+_COMMAND_MODULES = ("cli.py", "plugin_commands.py", "config_cmd.py", os.path.join("serving", "command.py"),
+                    os.path.join("features", "install", "clients.py"), os.path.join("features", "install", "bundle.py"),
+                    os.path.join("features", "install", "plugin.py"), os.path.join("features", "daemon", "command.py"),
+                    os.path.join("features", "daemon", "plugin.py"))
 
 
 def guess_data_dir(environ: Mapping[str, str]) -> str | None:

@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from plexor.version import __version__
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.core.kernel import Kernel
 
 __all__ = ["CORE_COMMANDS", "PluginGroup"]
 
@@ -31,13 +35,13 @@ class PluginGroup(click.Group):
     environ: dict[str, str] | None = None  # None: os.environ (plexor.testing.plugin_cli sets its own)
     _stand_ins: dict[str, click.Command] | None = None  # while --help is rendered from the cache
     # Core commands imported when used (`plexor paths` needs neither the transports nor the client table).
+    # The built-in features' commands (connect, install, uninstall, bundle) come from their plugins:
+    # feature_commands(), also imported when used.
     lazy_commands: dict[str, str] = {  # noqa: RUF012 - read-only: name -> "module:attribute"
         "serve": "plexor.serving.command:serve",
-        "install": "plexor.install:install_cmd",
-        "uninstall": "plexor.install:uninstall_cmd",
         "config": "plexor.config_cmd:config_cmd",
-        "bundle": "plexor.bundle:bundle_cmd",
     }
+    _features: dict[str, tuple[str, str]] | None = None  # feature_commands(), once asked for
 
     def get_help(self, ctx: click.Context) -> str:
         """The root help; a clean rendering is also saved for :mod:`plexor.launcher` to print next time."""
@@ -105,8 +109,15 @@ class PluginGroup(click.Group):
             _save_help_cache(self.environ, {n: [c.help, c.short_help, c.hidden] for n, (c, _) in self._plugin_commands.items()})
         return self._plugin_commands
 
+    def _feature_commands(self) -> dict[str, tuple[str, str]]:
+        if self._features is None:
+            self._features = feature_commands()
+        return self._features
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        core = set(super().list_commands(ctx)) | set(self.lazy_commands)
+        off = disabled_features(self.environ)
+        features = {name for name, (feature, _) in self._feature_commands().items() if feature not in off}
+        core = set(super().list_commands(ctx)) | set(self.lazy_commands) | features
         if self._stand_ins is not None:
             return sorted(core | set(self._stand_ins))
         return sorted(core | set(self._load_plugin_commands()))
@@ -129,19 +140,74 @@ class PluginGroup(click.Group):
         if cmd is not None:
             return cmd
         if cmd_name in self.lazy_commands:
-            import importlib
-
-            module, _, attr = self.lazy_commands[cmd_name].partition(":")
-            command: click.Command = getattr(importlib.import_module(module), attr)
+            command = _imported(self.lazy_commands[cmd_name])
             self.add_command(command, cmd_name)
             return command
+        feature, target = self._feature_commands().get(cmd_name, ("", ""))
+        if target:  # never added to the group: whether its feature is on depends on each group's environment
+            return _disabled_command(cmd_name, feature) if feature in disabled_features(self.environ) else _imported(target)
         if self._stand_ins is not None and cmd_name in self._stand_ins:
             return self._stand_ins[cmd_name]
         found = self._load_plugin_commands().get(cmd_name)
         return found[0] if found else None
 
 
-def _help_cache(environ: dict[str, str] | None) -> tuple[Any, str]:
+def feature_commands() -> dict[str, tuple[str, str]]:
+    """The built-in features' top-level commands, disabled ones included: name -> (feature, "module:attribute").
+
+    Asked of the features alone (:data:`plexor.extending.FEATURES`, their ``plexor_cli_commands`` hook), with
+    no kernel and no other plugin loaded: their plugin modules import only ``plexor`` and the standard library.
+    """
+    import importlib
+
+    import pluggy
+
+    from plexor import extending
+
+    pm = pluggy.PluginManager("plexor")
+    pm.add_hookspecs(extending)
+    for name, module in extending.FEATURES.items():
+        pm.register(importlib.import_module(module), name=name)
+    found: dict[str, tuple[str, str]] = {}
+    for impl in pm.hook.plexor_cli_commands.get_hookimpls():
+        answer = impl.function()
+        for command, target in (answer.items() if isinstance(answer, Mapping) else ()):
+            found[str(command)] = (impl.plugin_name, str(target))
+    return found
+
+
+def disabled_features(environ: Mapping[str, str] | None) -> set[str]:
+    """The built-in features that ``PLEXOR_DISABLE`` turns off in ``environ`` (``None``: this process's)."""
+    from plexor.extending import FEATURES
+
+    env = os.environ if environ is None else environ
+    return {name.strip() for name in env.get("PLEXOR_DISABLE", "").split(",")} & set(FEATURES)
+
+
+def _imported(target: str) -> click.Command:
+    """The click command at ``"module:attribute"``."""
+    import importlib
+
+    module, _, attr = target.partition(":")
+    command = getattr(importlib.import_module(module), attr)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{target} is not a click command")
+    return command
+
+
+def _disabled_command(name: str, feature: str) -> click.Command:
+    """What ``plexor NAME`` runs when the built-in feature that adds it is turned off: it says so, exit 2."""
+    def explain() -> None:
+        click.echo(f"plexor {name}: the built-in plugin {feature!r} that adds this command is disabled by "
+                   f"PLEXOR_DISABLE; remove {feature} from PLEXOR_DISABLE to use it.", err=True)
+        sys.exit(2)
+
+    return click.Command(name, callback=explain, hidden=True, help=f"(unavailable: PLEXOR_DISABLE turns {feature} off)",
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                           "help_option_names": []})
+
+
+def _help_cache(environ: dict[str, str] | None) -> tuple[Path, str]:
     import hashlib
 
     from plexor.core.config import paths
@@ -172,7 +238,7 @@ def _load_help_cache(environ: dict[str, str] | None) -> dict[str, Any] | None:
     return data.get("commands") if isinstance(data, dict) and data.get("key") == key else None
 
 
-def _save_help_cache(environ: dict[str, str] | None, commands: dict[str, Any]) -> None:
+def _save_help_cache(environ: dict[str, str] | None, commands: Mapping[str, object]) -> None:
     try:
         path, key = _help_cache(environ)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +249,7 @@ def _save_help_cache(environ: dict[str, str] | None, commands: dict[str, Any]) -
         pass
 
 
-def _close_databases(kernel: Any) -> None:
+def _close_databases(kernel: Kernel) -> None:
     for rec in kernel.records.values():
         db, rec.database = rec.database, None
         if db is not None and not db.is_closed():
@@ -218,7 +284,7 @@ LOG_JSON = False  # `plexor --log-json`: JSON log lines on stderr as well as the
 _shown: set[str] = set()
 
 
-def _report(kernel: Any, *, strict: bool = True) -> None:
+def _report(kernel: Kernel, *, strict: bool = True) -> None:
     """Print the kernel's configuration warnings as plain lines; unknown plugin names are a usage error."""
     unknown = getattr(kernel, "unknown_plugins", [])
     for text in [*getattr(kernel, "warnings", []), *([] if strict else unknown)]:

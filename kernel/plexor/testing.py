@@ -30,12 +30,19 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from click.testing import Result
+    from mcp import Client
+
+    from plexor.core.kernel import Kernel
+    from plexor.plugin_commands import PluginGroup
 
 __all__ = ["Harness", "app_page_problems", "plexor", "plexor_config", "plexor_home", "plexor_postgres", "plugin_cli",
            "write_config"]
@@ -44,7 +51,7 @@ __all__ = ["Harness", "app_page_problems", "plexor", "plexor_config", "plexor_ho
 POSTGRES = os.environ.get("PLEXOR_TEST_POSTGRES") or "postgresql://postgres@127.0.0.1:5432/test"
 
 
-def plugin_cli(environ: dict[str, str] | None = None) -> Any:
+def plugin_cli(environ: dict[str, str] | None = None) -> PluginGroup:
     """A fresh ``plexor`` root click group whose plugin commands are configured from ``environ``.
 
     The same group the console script runs (core commands plus every plugin's,
@@ -61,15 +68,13 @@ def plugin_cli(environ: dict[str, str] | None = None) -> Any:
     return group
 
 
-def write_config(home: Path, tables: dict[str, dict[str, Any]]) -> Path:
+def write_config(home: Path, tables: Mapping[str, Mapping[str, object]]) -> Path:
     """Write ``plexor.toml`` under ``home`` from ``{plugin: {key: value}}``."""
-    import json
-
     lines: list[str] = []
     for table, values in tables.items():
         lines.append(f'["{table}"]')
         for key, value in values.items():
-            lines.append(f"{key} = {_toml(value, json)}")
+            lines.append(f"{key} = {_toml(value)}")
         lines.append("")
     path = home / "config" / "plexor.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,7 +82,9 @@ def write_config(home: Path, tables: dict[str, dict[str, Any]]) -> Path:
     return path
 
 
-def _toml(value: Any, json: Any) -> str:
+def _toml(value: object) -> str:
+    import json
+
     if value is None:
         raise ValueError("TOML has no null: leave the key out to get its default")
     if isinstance(value, bool):
@@ -85,12 +92,11 @@ def _toml(value: Any, json: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml(v, json) for v in value) + "]"
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)} = {_toml(v, json)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)} = {_toml(v)}" for k, v in value.items()) + "}"
     # A JSON string without \u escapes for non-ASCII is a valid TOML basic string.
-    text: str = json.dumps(str(value), ensure_ascii=False)
-    return text
+    return json.dumps(str(value), ensure_ascii=False)
 
 
 _URL_ATTRS = {"src", "href", "action", "formaction", "srcset", "poster", "data", "background", "xlink:href", "ping"}
@@ -110,22 +116,23 @@ def app_page_problems(html: str) -> list[str]:
     import hashlib
     from html.parser import HTMLParser
 
-    found: dict[str, Any] = {"csp": None, "inline": [], "problems": []}
-
     class Page(HTMLParser):
         def __init__(self) -> None:
             super().__init__(convert_charrefs=True)
             self.open: tuple[str, list[str]] | None = None
+            self.csp: str | None = None
+            self.inline: list[tuple[str, str]] = []
+            self.problems: list[str] = []
 
         def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
             named = {k.lower(): v or "" for k, v in attrs}
             if tag == "meta" and named.get("http-equiv", "").lower() == "content-security-policy":
-                found["csp"] = named.get("content", "")
+                self.csp = named.get("content", "")
             for key, value in named.items():
                 if key.startswith("on"):
-                    found["problems"].append(f"<{tag}> has an inline event handler {key}")
+                    self.problems.append(f"<{tag}> has an inline event handler {key}")
                 elif key in _URL_ATTRS and not value.startswith(("data:", "#")):
-                    found["problems"].append(f"<{tag} {key}={value!r}> loads something")
+                    self.problems.append(f"<{tag} {key}={value!r}> loads something")
             if tag in ("script", "style"):
                 self.open = (tag, [])
 
@@ -135,19 +142,19 @@ def app_page_problems(html: str) -> list[str]:
 
         def handle_endtag(self, tag: str) -> None:
             if self.open is not None and tag == self.open[0]:
-                found["inline"].append((tag, "".join(self.open[1])))
+                self.inline.append((tag, "".join(self.open[1])))
                 self.open = None
 
-    Page().feed(html)
-    problems: list[str] = found["problems"]
-    csp: str | None = found["csp"]
+    page = Page()
+    page.feed(html)
+    problems, csp = page.problems, page.csp
     if csp is None:
         return [*problems, "no Content-Security-Policy <meta http-equiv> in the page"]
     rules = {part.split()[0]: part.split()[1:] for part in csp.split(";") if part.split()}
     for rule in ("default-src", "connect-src"):
         if rules.get(rule) != ["'none'"]:
             problems.append(f"the CSP's {rule} is {rules.get(rule)}, not 'none'")
-    for tag, text in found["inline"]:
+    for tag, text in page.inline:
         digest = "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
         if rules.get(f"{tag}-src") != [digest]:
             problems.append(f"the CSP's {tag}-src does not allow exactly the page's inline <{tag}> ({digest})")
@@ -169,7 +176,7 @@ class Harness:
         return environ
 
     def cli(self, args: list[str], *, installed: Iterable[str] | None = None, env: dict[str, str] | None = None,
-            input: str | None = None) -> Any:  # noqa: A002 - click's name
+            input: str | None = None) -> Result:  # noqa: A002 - click's name
         """Run ``plexor ARGS`` in-process (plugin commands included); returns click's ``Result``."""
         from click.testing import CliRunner
 
@@ -179,11 +186,11 @@ class Harness:
     @asynccontextmanager
     async def kernel(
         self,
-        plugins: Iterable[tuple[str, Any]] = (),
+        plugins: Iterable[tuple[str, object]] = (),
         *,
         installed: Iterable[str] | None = None,
         env: dict[str, str] | None = None,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[Kernel]:
         """A started kernel with ``plugins`` (objects) and/or ``installed`` (entry-point names); stopped afterwards."""
         from plexor.core.kernel import Kernel
 
@@ -197,13 +204,13 @@ class Harness:
     @asynccontextmanager
     async def client(
         self,
-        plugins: Iterable[tuple[str, Any]] = (),
+        plugins: Iterable[tuple[str, object]] = (),
         *,
         installed: Iterable[str] | None = None,
         env: dict[str, str] | None = None,
         mode: str = "legacy",
         **client_kwargs: Any,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[Client]:
         """An MCP ``Client`` connected in memory to a started kernel; ``client.kernel`` is the kernel."""
         from mcp import Client
 
@@ -223,7 +230,7 @@ class Harness:
         env: dict[str, str] | None = None,
         args: Iterable[str] = (),
         **client_kwargs: Any,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[Client]:
         """Launch ``python -m plexor serve`` in a subprocess and connect over stdio."""
         from mcp import Client, StdioServerParameters
 
@@ -249,10 +256,10 @@ def plexor_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def plexor_config(plexor_home: Path) -> Any:
+def plexor_config(plexor_home: Path) -> Callable[[Mapping[str, Mapping[str, object]]], Path]:
     """``plexor_config({"plugin": {"key": value}})`` writes the test's ``plexor.toml``."""
 
-    def write(tables: dict[str, dict[str, Any]]) -> Path:
+    def write(tables: Mapping[str, Mapping[str, object]]) -> Path:
         return write_config(plexor_home, tables)
 
     return write
@@ -265,7 +272,7 @@ def plexor(plexor_home: Path) -> Harness:
 
 
 @pytest.fixture
-def plexor_postgres() -> Any:
+def plexor_postgres() -> Iterator[str]:
     """A PostgreSQL schema of this test's own: yields the database URL whose ``search_path`` is it.
 
     The schema is dropped afterwards, so tests running at once (pytest-xdist workers, other sessions on the

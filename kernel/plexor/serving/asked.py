@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from collections.abc import Mapping
 
 import mcp_types as types
+from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter
 
 from plexor.asking import AskError, InputRequired
 from plexor.core.eras import stateless_era
@@ -48,24 +50,27 @@ def state_keys(kernel: Kernel) -> list[bytes]:
     return request_state_keys(kernel.environ, kernel.paths.data_dir, kernel.log)
 
 
-def exchange_of(ctx: Any) -> Exchange:
+def exchange_of(ctx: ServerRequestContext) -> Exchange:
     """What ``ctx.ask`` needs for this request: the era, the client's capabilities, the answers so far."""
     modern = stateless_era(ctx)
-    raw = ctx.params or {}
+    raw: Mapping[str, object] = ctx.params or {}
+    state, responses = raw.get("requestState"), raw.get("inputResponses")
     resumed = None
-    if modern and raw.get("requestState") is not None:
+    if modern and state is not None:
         try:  # the boundary has verified and decrypted it: plaintext this server minted
-            resumed = json.loads(raw["requestState"])
+            if not isinstance(state, (str, bytes, bytearray)):
+                raise TypeError(state)
+            resumed = json.loads(state)
         except (TypeError, ValueError):
             raise MCPError(types.INVALID_PARAMS, "Invalid or expired requestState: " + BAD_STATE) from None
-    return Exchange(
+    return Exchange(  # inputResponses are checked before (check_input_responses)
         modern=modern, capabilities=lambda: client_capabilities(ctx.session),
-        responses=raw.get("inputResponses") if modern else None, resumed=resumed,
+        responses=responses if modern and isinstance(responses, Mapping) else None, resumed=resumed,
         session=ctx.session, request_id=ctx.request_id,
     )
 
 
-def asked(exc: BaseException, exchange: Exchange, *, tool: bool = False) -> Any:
+def asked(exc: BaseException, exchange: Exchange, *, tool: bool = False) -> types.InputRequiredResult | types.CallToolResult:
     """Answer a call that asked the client something (or could not); re-raise anything else."""
     inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 else exc
     if isinstance(inner, InputRequired):
@@ -83,7 +88,7 @@ def asked(exc: BaseException, exchange: Exchange, *, tool: bool = False) -> Any:
     raise exc
 
 
-def check_input_responses(value: Any) -> None:
+def check_input_responses(value: object) -> None:
     """Refuse malformed ``inputResponses`` with advice, before the SDK's terse params error."""
     if not isinstance(value, dict):
         raise MCPError(types.INVALID_PARAMS, (
@@ -107,16 +112,17 @@ def check_input_responses(value: Any) -> None:
 
 
 @functools.cache
-def _response_adapter() -> Any:
+def _response_adapter() -> TypeAdapter[types.InputResponse]:
     """Validates one answer against the union of answer shapes (built once, on first use)."""
-    from pydantic import TypeAdapter
-
     return TypeAdapter(types.InputResponse)
 
 
-def progress_token(meta: Any) -> Any:
+def progress_token(meta: object) -> str | int | None:
+    """The request's progress token (a string or an integer, as MCP defines it), if it has one."""
     if meta is None:
         return None
     if isinstance(meta, dict):
-        return meta.get("progressToken", meta.get("progress_token"))
-    return getattr(meta, "progress_token", None)
+        token = meta.get("progressToken", meta.get("progress_token"))
+    else:
+        token = getattr(meta, "progress_token", None)
+    return token if isinstance(token, (str, int)) else None

@@ -6,7 +6,9 @@ import contextlib
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -106,7 +108,12 @@ def _report_daemon(transport: str) -> None:
     """``serve --daemon``: start the shared daemon (or find the one running) and print its registry, without the token."""
     if transport != "http":
         raise click.UsageError("--daemon serves Streamable HTTP: use --transport http --daemon")
-    from plexor.daemon import DaemonError, ensure_daemon
+    from plexor.plugin_commands import disabled_features
+
+    if "daemon" in disabled_features(None):
+        raise click.UsageError("--daemon starts the shared daemon of the built-in plugin 'daemon', which PLEXOR_DISABLE "
+                               "turns off; remove daemon from PLEXOR_DISABLE to use it")
+    from plexor.features.daemon.process import DaemonError, ensure_daemon
 
     try:
         info = ensure_daemon()
@@ -233,7 +240,7 @@ def stdio_hint() -> str:
             "Serve over HTTP instead:  plexor serve --transport http")
 
 
-def profile_for_stdio(config: dict[str, Any], name: str | None, where: Any) -> Any:
+def profile_for_stdio(config: Mapping[str, object], name: str | None, where: Path | str) -> Profile | None:
     """The ``Profile`` of ``serve --profile NAME`` over stdio (read from the file: the kernel loads later), or None."""
     if name is None:
         return None
@@ -271,7 +278,7 @@ def _read_token_file(path: str, token: str | None) -> str:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr() -> Any:
+def _stdout_to_stderr() -> Iterator[None]:
     """Send fd 1 and ``sys.stdout`` to stderr for the duration (both restored afterwards)."""
     sys.stdout.flush()
     saved = os.dup(1)
@@ -285,24 +292,23 @@ def _stdout_to_stderr() -> Any:
         os.close(saved)
 
 
-def _registry_path() -> Any:
-    from plexor.daemon import registry_path
+def _registry_path() -> Path:
+    from plexor.features.daemon.process import registry_path
 
     return registry_path()
 
 
-def _daemon_hooks(registry: str, opts: Any) -> tuple[Any, Any]:
+def _daemon_hooks(registry: str, opts: HttpOptions) -> tuple[Callable[[], None], Callable[[], None]]:
     import time
-    from pathlib import Path
 
-    from plexor.daemon import plugin_selection, remove_registry, write_registry
+    from plexor.features.daemon.process import plugin_selection, remove_registry, write_registry
 
     path = Path(registry)
     pid = os.getpid()
 
     def ready() -> None:
         write_registry(path, {"pid": pid, "host": opts.host, "port": opts.port,
-                              "url": f"http://{opts.host}:{opts.port}/mcp", "token": opts.token,
+                              "url": f"http://{opts.host}:{opts.port}/mcp", "token": opts.token or "",  # the daemon always has one
                               "version": __version__, "started_at": time.time(), "plugins": plugin_selection()})
 
     return ready, lambda: remove_registry(path, pid)

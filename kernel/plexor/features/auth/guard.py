@@ -268,17 +268,21 @@ class AccessGuard:
                             f'error_description="{_quoted(what)} needs more scope"').encode())])
 
     def _calls(self, body: bytes) -> list[Target]:
-        """What each request of a JSON-RPC body (a batch too) reaches; junk gives none (the SDK answers it)."""
+        """What the JSON-RPC request of a body reaches; junk and batches give none (the SDK answers them).
+
+        No era of MCP serves a batch: the SDK refuses it whole and ``plexor.serving.guard.AnswerIds``
+        answers each of its ids (-32600). Deciding its items here would answer a 403 that leaves
+        every id unanswered, and audit ``allow`` for calls that never run; were a batch ever
+        dispatched, the SDK layer would still decide each of its requests.
+        """
         try:
             parsed = json.loads(body)
         except (ValueError, RecursionError):
             return []  # the SDK (or plexor.serving.bounds.NestingLimit) answers it
-        out: list[Target] = []
-        for message in parsed if isinstance(parsed, list) else [parsed]:
-            method = message.get("method") if isinstance(message, dict) else None
-            if isinstance(method, str) and decided(self.policy, method):
-                out.extend(targets(self.policy, method, message.get("params")))
-        return out
+        method = parsed.get("method") if isinstance(parsed, dict) else None
+        if not isinstance(method, str) or not decided(self.policy, method):
+            return []
+        return targets(self.policy, method, parsed.get("params"))
 
 
 def _claimed_profile(claims: Mapping[str, object] | None, claim: str) -> str | None:

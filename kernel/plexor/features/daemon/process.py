@@ -43,15 +43,38 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Protocol, Required, TypedDict
 
 from plexor.version import __version__
 
-__all__ = ["DaemonError", "daemon_health", "ensure_daemon", "plugin_selection", "read_registry", "registry_path",
-           "start_daemon", "stop_daemon", "write_registry"]
+__all__ = ["DaemonError", "Log", "Registry", "daemon_health", "ensure_daemon", "plugin_selection", "read_registry",
+           "registry_path", "start_daemon", "stop_daemon", "write_registry"]
 
 REGISTRY = "daemon.json"
+
+
+class Registry(TypedDict, total=False):
+    """A daemon's registry (``daemon.json``): where it listens, its token, and how to tell it is alive."""
+
+    pid: Required[int]
+    port: Required[int]
+    token: Required[str]
+    version: Required[str]
+    host: str
+    url: str
+    started_at: float
+    alive: str  # the file whose lock the daemon holds while it runs
+    plugins: str  # plugin_selection() of the daemon
+
+
+class Log(Protocol):
+    """What the daemon's helpers log to (:func:`plexor.log.get_logger`)."""
+
+    def debug(self, event: str, **values: object) -> object: ...
+    def info(self, event: str, **values: object) -> object: ...
+    def warning(self, event: str, **values: object) -> object: ...
 
 
 class DaemonError(RuntimeError):
@@ -97,7 +120,7 @@ def registry_path(environ: dict[str, str] | None = None) -> Path:
     return _data_dir(environ) / f"daemon-{key}.json"
 
 
-def write_registry(path: Path, info: dict[str, Any]) -> None:
+def write_registry(path: Path, info: Registry) -> None:
     """Write the registry atomically, readable by this user only (it holds the token).
 
     Written by the daemon about itself, it first takes the daemon's liveness lock and starts
@@ -115,14 +138,30 @@ def write_registry(path: Path, info: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def read_registry(path: Path) -> dict[str, Any] | None:
+def read_registry(path: Path) -> Registry | None:
+    """The registry at ``path``; ``None`` when there is none, or it is not one (its required fields checked)."""
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(info, dict) or not {"pid", "port", "token", "version"} <= set(info):
+    if not isinstance(info, dict):
         return None
-    return info
+    pid, port, token, version = (info.get(k) for k in ("pid", "port", "token", "version"))
+    if not (isinstance(pid, int) and isinstance(port, int) and isinstance(token, str) and isinstance(version, str)):
+        return None
+    found: Registry = {"pid": pid, "port": port, "token": token, "version": version}
+    host, url, started, alive, plugins = (info.get(k) for k in ("host", "url", "started_at", "alive", "plugins"))
+    if isinstance(host, str):
+        found["host"] = host
+    if isinstance(url, str):
+        found["url"] = url
+    if isinstance(started, (int, float)):
+        found["started_at"] = float(started)
+    if isinstance(alive, str):
+        found["alive"] = alive
+    if isinstance(plugins, str):
+        found["plugins"] = plugins
+    return found
 
 
 def remove_registry(path: Path, pid: int) -> None:
@@ -175,7 +214,7 @@ class _Liveness:
 _held: dict[Path, _Liveness] = {}  # in the daemon: registry path -> its liveness
 
 
-def _alive(info: dict[str, Any]) -> bool:
+def _alive(info: Registry) -> bool:
     """Whether the daemon of the registry ``info`` still runs (on every system; no signal is sent).
 
     It does while it holds the lock on its ``alive`` file. A registry without one (a daemon of an
@@ -204,7 +243,7 @@ def _alive(info: dict[str, Any]) -> bool:
     return False
 
 
-def daemon_health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:
+def daemon_health(info: Registry, timeout: float = 2.0) -> dict[str, object] | None:
     """``GET /healthz`` of the daemon in ``info``; ``None`` when it does not answer."""
     import urllib.error
     import urllib.request
@@ -213,21 +252,21 @@ def daemon_health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] 
                                  headers={"Authorization": f"Bearer {info['token']}"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback URL we built
-            found: dict[str, Any] = json.loads(resp.read())
-            return found
+            found = json.loads(resp.read())
+            return found if isinstance(found, dict) else None
     except urllib.error.HTTPError as exc:  # 503 while starting or draining: the body still says which
         try:
-            body: dict[str, Any] | None = json.loads(exc.read()) if exc.code == 503 else None
+            body = json.loads(exc.read()) if exc.code == 503 else None
         except (OSError, ValueError):
             body = None
-        return body
+        return body if isinstance(body, dict) else None
     except (OSError, ValueError, urllib.error.URLError):
         return None
 
 
 # ------------------------------------------------------------------ lifecycle
 @contextlib.contextmanager
-def _lock(path: Path) -> Any:
+def _lock(path: Path) -> Iterator[None]:
     """An exclusive lock so that two ``plexor connect`` starting together start one daemon."""
     from filelock import FileLock  # flock on POSIX, LockFileEx on Windows
 
@@ -236,11 +275,12 @@ def _lock(path: Path) -> Any:
         yield
 
 
-def _ready(health: dict[str, Any] | None) -> bool:
-    return bool(health) and health.get("kernel", {}).get("state") == "ready"  # type: ignore[union-attr]
+def _ready(health: Mapping[str, object] | None) -> bool:
+    kernel = health.get("kernel") if health else None
+    return isinstance(kernel, Mapping) and kernel.get("state") == "ready"
 
 
-def start_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0) -> dict[str, Any]:
+def start_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0) -> Registry:
     """Start a daemon process for this data directory and wait until it is healthy; returns its registry."""
     env = dict(os.environ if environ is None else environ)
     path = registry_path(env)
@@ -250,12 +290,13 @@ def start_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0) -
     log_dir.mkdir(parents=True, exist_ok=True)
     env["PLEXOR_TOKEN"] = secrets.token_urlsafe(32)
     env.setdefault("PLEXOR_LOG_LEVEL", "info")
+    detached = _detached(os.name == "nt")
     with open(log_dir / "daemon.log", "ab") as log:
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "plexor", "serve", "--transport", "http", "--host", "127.0.0.1", "--port", "0",
              "--registry", str(path)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env, close_fds=True,
-            **_detached(os.name == "nt"),
+            creationflags=detached.get("creationflags", 0), start_new_session=bool(detached.get("start_new_session")),
         )
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
@@ -271,7 +312,7 @@ def start_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0) -
     raise DaemonError(f"the Plexor daemon did not become healthy within {wait:g} s; see {log_dir / 'daemon.log'}")
 
 
-def _detached(windows: bool) -> dict[str, Any]:
+def _detached(windows: bool) -> dict[str, int]:
     """Popen options that keep the daemon alive when the terminal or the client that started it goes away."""
     if windows:  # its own process group (no Ctrl+C of the starting console) and no console window
         return {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0x200)
@@ -285,7 +326,7 @@ def _terminate(pid: int) -> None:
         os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
-def stop_daemon(info: dict[str, Any], *, wait: float = 30.0) -> None:
+def stop_daemon(info: Registry, *, wait: float = 30.0) -> None:
     """Ask the daemon to stop (in-flight calls finish) and wait for it to exit; terminate it after ``wait``."""
     pid = int(info["pid"])
     alive = info.get("alive")
@@ -309,7 +350,7 @@ def stop_daemon(info: dict[str, Any], *, wait: float = 30.0) -> None:
 
 
 def ensure_daemon(environ: dict[str, str] | None = None, *, wait: float = 60.0,
-                  log: Any = None) -> dict[str, Any]:
+                  log: Log | None = None) -> Registry:
     """The running daemon's registry; start one if none answers; replace one of another version."""
     env = dict(os.environ if environ is None else environ)
     path = registry_path(env)

@@ -21,11 +21,14 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from plexor.version import __version__
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from importlib.metadata import Distribution
 
 __all__ = ["build_bundle", "bundle_cmd", "manifest"]
 
@@ -46,13 +49,13 @@ main(["serve", *sys.argv[1:]], prog_name="plexor")
 '''
 
 
-def _distributions(names: list[str]) -> dict[str, Any]:
+def _distributions(names: list[str]) -> dict[str, Distribution]:
     """The installed distribution of each plugin named (a did-you-mean usage error for a name not installed)."""
     import difflib
     from importlib.metadata import entry_points
 
     found = {ep.name: ep for ep in entry_points(group="plexor")}
-    dists: dict[str, Any] = {}
+    dists: dict[str, Distribution] = {}
     problems = []
     for name in names:
         ep = found.get(name)
@@ -67,7 +70,7 @@ def _distributions(names: list[str]) -> dict[str, Any]:
     return dists
 
 
-def _requirement(dist: Any) -> str:
+def _requirement(dist: Distribution) -> str:
     """What pip installs ``dist`` from: the folder it was installed from (a checkout), else its exact version."""
     from urllib.parse import unquote, urlparse
 
@@ -115,7 +118,7 @@ def _first_sentence(text: str) -> str:
     return head + "." if dot else paragraph
 
 
-def manifest(names: list[str], versions: dict[str, str], tools: list[dict[str, str]]) -> dict[str, Any]:
+def manifest(names: list[str], versions: dict[str, str], tools: list[dict[str, str]]) -> dict[str, object]:
     """The bundle's ``manifest.json`` (MCPB manifest 0.3) for the plugins ``names``."""
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     plugins = ", ".join(f"{n} {versions[n]}" for n in names) or "none (the kernel's own tools only)"
@@ -149,7 +152,7 @@ def manifest(names: list[str], versions: dict[str, str], tools: list[dict[str, s
     }
 
 
-def build_bundle(names: list[str], output: Path) -> dict[str, Any]:
+def build_bundle(names: list[str], output: Path) -> dict[str, object]:
     """Build the bundle of the plugins ``names`` at ``output``; returns its manifest."""
     from importlib.metadata import distribution
 
@@ -192,4 +195,5 @@ def bundle_cmd(plugins: tuple[str, ...], output: Path | None) -> None:
     data = build_bundle(names, target)
     size = target.stat().st_size / 1_000_000
     click.echo(f"wrote {target} ({size:.1f} MB): Plexor {__version__} with "
-               f"{', '.join(names) or 'no plugins'}, {len(data['tools'])} tools; open it with Claude Desktop to install")
+               f"{', '.join(names) or 'no plugins'}, {len(tools) if isinstance(tools := data['tools'], list) else 0} tools; "
+               "open it with Claude Desktop to install")

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import click
 
@@ -95,9 +95,9 @@ def config_path(client: Client, scope: str, project: Path | None = None, *, plat
     return home / ".codeium" / "windsurf" / "mcp_config.json"
 
 
-def server_entry(client: Client, mode: str, env: dict[str, str]) -> dict[str, Any]:
+def server_entry(client: Client, mode: str, env: dict[str, str]) -> dict[str, object]:
     """The entry that starts Plexor: this interpreter, by absolute path, running ``-m plexor <mode>``."""
-    entry: dict[str, Any] = {"type": "stdio"} if client.typed else {}
+    entry: dict[str, object] = {"type": "stdio"} if client.typed else {}
     entry.update(command=str(Path(sys.executable).absolute()), args=["-m", "plexor", mode])
     if env:
         entry["env"] = dict(env)
@@ -118,9 +118,11 @@ def _client(name: str) -> Client:
     return CLIENTS[name]
 
 
-def _read(path: Path, key: str) -> dict[str, Any]:
+def _read(path: Path, key: str) -> tuple[dict[str, object], dict[str, object]]:
+    """The client's file, and its table of servers (``key``, added when absent)."""
     if not path.exists():
-        return {}
+        fresh: dict[str, object] = {}
+        return {key: fresh}, fresh
     try:
         data = json.loads(path.read_text(encoding="utf-8") or "{}")
     except json.JSONDecodeError as exc:
@@ -128,13 +130,14 @@ def _read(path: Path, key: str) -> dict[str, Any]:
               "Fix it by hand (comments are not supported here), or print the entry with --print and paste it.")
     except OSError as exc:
         _fail(f"cannot read {path}: {exc.strerror}", "Check the file's permissions.")
-    if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
+    servers: object = data.setdefault(key, {}) if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(servers, dict):
         _fail(f"{path} does not hold a JSON object with a {key!r} object; it was left as it is",
               "Fix it by hand, or print the entry with --print and paste it.")
-    return dict(data)
+    return data, servers
 
 
-def _write(path: Path, data: dict[str, Any]) -> Path | None:
+def _write(path: Path, data: Mapping[str, object]) -> Path | None:
     """Back the old file up to ``<file>.bak``, then replace it atomically; returns the backup's path."""
     backup = None
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -213,8 +216,7 @@ def install_cmd(client: str, mode: str, plugins: str | None, pairs: tuple[str, .
         click.echo(f"# add to {path}", err=True)
         click.echo(json.dumps({spec.key: {name: entry}}, indent=2))
         return
-    data = _read(path, spec.key)
-    servers = data.setdefault(spec.key, {})
+    data, servers = _read(path, spec.key)
     old = servers.get(name)
     if old == entry:
         click.echo(f"{spec.title}: {name!r} is already in {path} as it would be written; nothing changed.")
@@ -238,8 +240,7 @@ def uninstall_cmd(client: str, name: str, scope: str | None, file_: Path | None)
     """Remove Plexor's entry from an MCP client's configuration (the file is copied to <file>.bak first)."""
     spec = _client(client)
     path = _target(spec, scope, file_)
-    data = _read(path, spec.key)
-    servers = data.get(spec.key, {})
+    data, servers = _read(path, spec.key)
     if name not in servers:
         others = ", ".join(sorted(servers)) or "none"
         click.echo(f"{spec.title}: no server named {name!r} in {path} (servers there: {others}); nothing changed.")

@@ -1,0 +1,218 @@
+"""The relay's side towards the daemon: SDK ``Client``s to it, reconnecting, and restarting it when it died.
+
+One client per set of capabilities the relay declares upstream (:data:`Caps`): the daemon must see what the
+*end* client can answer (``ctx.can_ask``), whether it takes tasks (the ``io.modelcontextprotocol/tasks``
+extension), and, for a 2025-11-25 end client's tasks and tool list, that era itself. A relay serves one end
+client, so in practice that is a handful of clients; on 2026-07-28 a client costs no handshake, only a
+connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.client.session import ClientRequestContext, ClientSession
+
+from plexor.features.daemon.process import DaemonError, Log, Registry, ensure_daemon
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import httpx2
+    from anyio.abc import TaskGroup
+    from mcp.server.session import ServerSession
+
+__all__ = ["Caps", "Upstream"]
+
+#: What the relay declares upstream for a request: ``elicitation``, ``elicitation.url``, ``sampling``,
+#: ``sampling.tools``, ``roots`` (the end client's asking capabilities), ``tasks`` (the tasks extension) and
+#: ``legacy`` (a 2025-11-25 connection, for that era's tasks and tool list).
+Caps = frozenset[str]
+T = TypeVar("T")
+A = TypeVar("A", bound=types.Result)
+
+
+class Upstream:
+    """SDK ``Client``s to the daemon, each owned by a background task of ``tg``; reconnects on demand."""
+
+    def __init__(self, environ: dict[str, str], log: Log, tg: TaskGroup, profile: str | None = None) -> None:
+        self.environ = environ
+        self.log = log
+        self.profile = profile
+        self.clients: dict[Caps, tuple[Client, anyio.Event]] = {}
+        self.info: Registry | None = None
+        self._lock = anyio.Lock()
+        self._tg = tg
+        self.generation = 0
+        self.end = EndClient()
+
+    async def _own(self, url: str, token: str, caps: Caps, ready: anyio.Event, failure: list[Exception]) -> None:
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        close = anyio.Event()
+        try:
+            headers = {"Authorization": f"Bearer {token}"}
+            if self.profile:  # the daemon shows this client only the profile's tools (plexor.features.auth.guard)
+                headers["Plexor-Profile"] = self.profile
+            http = create_mcp_http_client(headers=headers)
+            async with http, _client(url, http, caps, self.end) as client:
+                self.clients[caps] = (client, close)
+                ready.set()
+                await close.wait()
+        except Exception as exc:  # noqa: BLE001 - reported to the waiting request, or (once closed) dropped
+            if not ready.is_set():
+                failure.append(exc)
+                ready.set()
+            else:
+                self.log.debug("connect_upstream_closed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            if caps in self.clients and self.clients[caps][1] is close:
+                del self.clients[caps]
+
+    async def connect(self, caps: Caps = frozenset(), *, restart: bool = False) -> Client:
+        async with self._lock:
+            if restart:
+                self.close()
+                self.clients.clear()
+                self.info = None
+            if caps in self.clients:
+                return self.clients[caps][0]
+            info = self.info
+            if info is None:
+                environ = self.environ
+                found = await anyio.to_thread.run_sync(lambda: ensure_daemon(environ, log=self.log))
+                self.info = info = found
+                self.generation += 1
+                self.log.info("connect_upstream", url=info["url"], pid=info["pid"], generation=self.generation)
+            url, token = info["url"], info["token"]
+            ready = anyio.Event()
+            failure: list[Exception] = []
+            self._tg.start_soon(self._own, url, token, caps, ready, failure)
+            await ready.wait()
+            if failure:
+                self.info = None  # check (and if need be restart) the daemon next time
+                raise DaemonError(f"cannot reach the Plexor daemon at {url}: {failure[0]}")
+            return self.clients[caps][0]
+
+    async def request(self, op: Callable[[Client], Awaitable[T]], caps: Caps = frozenset()) -> T:
+        """Run ``op(client)``; on a broken connection restart/reconnect and run it once more."""
+        from mcp.shared.exceptions import MCPError
+
+        client = await self.connect(caps)
+        generation = self.generation
+        try:
+            return await op(client)
+        except MCPError as exc:
+            if exc.error.code not in (types.CONNECTION_CLOSED,) and "onnect" not in str(exc):
+                raise  # a real answer from the daemon: pass it on
+            failure: Exception = exc
+        except Exception as exc:  # noqa: BLE001 - transport errors (httpx2, closed streams)
+            failure = exc
+        self.log.warning("connect_upstream_lost", error=f"{type(failure).__name__}: {failure}", action="reconnect and retry once")
+        client = await self.connect(caps, restart=self.generation == generation)
+        return await op(client)
+
+    def close(self) -> None:
+        for _client, close in list(self.clients.values()):
+            close.set()
+
+
+def _client(url: str, http: httpx2.AsyncClient, caps: Caps, end: EndClient) -> RelayClient:
+    """A client declaring ``caps`` upstream. On 2026-07-28 a tool that asks answers with ``InputRequiredResult``,
+    which the relay passes on or resolves (:mod:`plexor.features.daemon.asking`): the callbacks only declare the
+    capabilities, the daemon never sends requests mid-call on that protocol. A 2025-11-25 connection (``legacy``)
+    serves the end client's tasks: the daemon asks a task's questions on it during ``tasks/result``, and ``end``
+    passes them on to the end client."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    from plexor.features.tasks.client import TasksClient
+
+    asks_forms, legacy = bool(caps & {"elicitation", "elicitation.url"}), "legacy" in caps
+    return RelayClient(
+        streamable_http_client(url, http_client=http), mode="legacy" if legacy else "2026-07-28", cache=None,
+        elicitation_callback=(end.elicit if legacy else _never_elicit) if asks_forms else None,
+        sampling_callback=(end.sample if legacy else _never_sample) if "sampling" in caps else None,
+        sampling_capabilities=types.SamplingCapability(tools=types.SamplingToolsCapability())
+        if "sampling.tools" in caps else None,
+        list_roots_callback=(end.roots if legacy else _never_roots) if "roots" in caps else None,
+        extensions=[TasksClient()] if "tasks" in caps else None,
+    ).declaring(caps)
+
+
+class RelayClient(Client):
+    """The SDK ``Client``, declaring elicitation upstream exactly as the end client did.
+
+    The SDK declares both form and URL mode whenever there is an elicitation callback; the daemon
+    must see which of the two the end client answers (``ctx.can_ask("elicitation.url")``).
+    """
+
+    _relayed: Caps = frozenset()
+
+    def declaring(self, caps: Caps) -> RelayClient:
+        self._relayed = caps
+        return self
+
+    async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
+        session = await super()._build_session(exit_stack)
+        build, caps = session._build_capabilities, self._relayed
+        if not caps & {"elicitation", "elicitation.url"}:
+            return session
+        elicitation = types.ElicitationCapability(
+            form=types.FormElicitationCapability() if "elicitation" in caps else None,
+            url=types.UrlElicitationCapability() if "elicitation.url" in caps else None)
+
+        def exact(version: str) -> types.ClientCapabilities:
+            return build(version).model_copy(update={"elicitation": elicitation})
+
+        setattr(session, "_build_capabilities", exact)  # noqa: B010 - SDK private: no public way to narrow the ad
+        return session
+
+
+class EndClient:
+    """The end client, as the daemon's 2025-11-25 task questions reach it: each passed on over the relay's own
+    session (the one end client a relay serves), its answer or refusal passed back."""
+
+    def __init__(self) -> None:
+        self.session: ServerSession | None = None
+
+    async def _ask(self, request: types.ServerRequest, result: type[A]) -> A | types.ErrorData:
+        from mcp.shared.exceptions import MCPError
+
+        if self.session is None:
+            return types.ErrorData(code=types.INTERNAL_ERROR, message="plexor connect has no client to ask yet")
+        try:
+            return await self.session.send_request(request, result)
+        except MCPError as exc:
+            return exc.error
+
+    async def elicit(self, context: ClientRequestContext,
+                     params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+        return await self._ask(types.ElicitRequest(params=params), types.ElicitResult)
+
+    async def sample(self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+                     ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        if params.tools:
+            return await self._ask(types.CreateMessageRequest(params=params), types.CreateMessageResultWithTools)
+        return await self._ask(types.CreateMessageRequest(params=params), types.CreateMessageResult)
+
+    async def roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        return await self._ask(types.ListRootsRequest(), types.ListRootsResult)
+
+
+def _refusal() -> types.ErrorData:
+    return types.ErrorData(code=types.INTERNAL_ERROR, message="plexor connect answers questions through InputRequiredResult")
+
+
+async def _never_elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ErrorData:
+    return _refusal()
+
+
+async def _never_sample(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.ErrorData:
+    return _refusal()
+
+
+async def _never_roots(context: ClientRequestContext) -> types.ErrorData:
+    return _refusal()
