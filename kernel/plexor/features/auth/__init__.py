@@ -126,10 +126,12 @@ def stdio_layer(kernel: Kernel, profile: Profile) -> Middleware:
     return access_middleware(policy, every=Access(policy, profile=profile))
 
 
-def stdio_scopes(config_file: Path) -> dict[str, tuple[str, ...]]:
+def stdio_scopes(config_file: Path | str) -> dict[str, tuple[str, ...]]:
     """``[plexor.auth.scopes]`` read from the file (under stdio the kernel loads its plugins, and settings, later)."""
+    from pathlib import Path
+
     from plexor.core.config import load_config_file
 
-    section = load_config_file(config_file).get("plexor")
+    section = load_config_file(Path(config_file)).get("plexor")
     table = section.get("auth") if isinstance(section, dict) else None
     return auth_config(table, where=f"[plexor.auth] of {config_file}").scopes
