@@ -1,17 +1,11 @@
-"""What a task keeps of how its call ended: the wire ``CallToolResult`` of an outcome, or the JSON-RPC error
-of a failure, as ``tools/call`` would have answered them."""
+"""What a task keeps of how its call failed: the JSON-RPC error ``tools/call`` would have answered.
+(A result is kept as :meth:`plexor.core.results.Outcome.wire` shapes it, as the server answers it.)"""
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING
-
 from plexor.errors import PlexorError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from plexor.core.results import Outcome
-
-__all__ = ["WORKER_DIED", "tool_error", "tool_result"]
+__all__ = ["WORKER_DIED", "tool_error"]
 
 WORKER_DIED = -32603
 
@@ -32,14 +26,3 @@ def tool_error(exc: BaseException) -> dict[str, object]:
         return {"code": WORKER_DIED, "message": inner.render(), "data": inner.payload()}
     return {"code": WORKER_DIED, "message": f"the task failed: {type(inner).__name__}: {inner}",
             "data": {"type": "unexpected"}}
-
-
-def tool_result(outcome: Outcome) -> dict[str, object]:
-    """A tool's :class:`Outcome` as the wire ``CallToolResult`` (what ``tools/call`` would have answered)."""
-    out: dict[str, object] = {"content": [{"type": "text", "text": outcome.text}, *outcome.content],
-                              "isError": bool(outcome.is_error)}
-    if outcome.data is not None:
-        out["structuredContent"] = outcome.data
-    if outcome.meta:
-        out["_meta"] = json.loads(json.dumps(outcome.meta, default=str))
-    return out

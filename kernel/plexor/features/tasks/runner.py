@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from plexor.core.results import Outcome
 from plexor.features.tasks.bounds import check_new_task, over_budget, oversized, release, run_limit
-from plexor.features.tasks.results import WORKER_DIED, tool_error, tool_result
+from plexor.features.tasks.results import WORKER_DIED, tool_error
 from plexor.features.tasks.session import Layers, TaskExchange, TaskRequest, TaskSession, Unstored, layered
 from plexor.features.tasks.store import TaskRow, TaskStore
 from plexor.limits import overran
@@ -209,7 +209,7 @@ class Tasks:
         answer = await call(TaskRequest({"name": row.tool, "arguments": row.arguments}, f"task:{task_id}",
                                         TaskSession(self, task_id), row.era))
         if isinstance(answer, Outcome):  # the pipeline's own answer
-            return tool_result(answer), bool(answer.is_error)
+            return answer.wire(), bool(answer.is_error)
         wire = answer.model_dump(by_alias=True, exclude_none=True, mode="json") if isinstance(answer, BaseModel) else answer
         if not isinstance(wire, dict):
             raise TypeError(f"the request path answered a task's call with {type(wire).__name__}, not a result")
