@@ -128,8 +128,8 @@ def in_process(issuer: Issuer, calls: int, rounds: int) -> None:
     from plexor.core.kernel import Kernel
     from plexor.features.auth import auth_config
     from plexor.features.auth.guard import AccessGuard
+    from plexor.features.auth.jwks import JwtVerifier
     from plexor.features.auth.scopes import ScopePolicy
-    from plexor.features.auth.tokens import JwtVerifier
     from plexor.log import configure
     from plexor.serving.guard import BearerAuth
 

@@ -1,7 +1,7 @@
 """The token verifier on its own: key rotation, an unreachable issuer, the verified-token cache.
 
 A real JWKS over HTTP (a stdlib server in a thread, whose key set the test changes) and real
-tokens signed with PyJWT; :class:`plexor.features.auth.tokens.JwtVerifier` is the kernel's own code.
+tokens signed with PyJWT; :class:`plexor.features.auth.jwks.JwtVerifier` is the kernel's own code.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 from auth.support import Issuer, free_port, rsa_jwk
 
 from plexor.features.auth import auth_config
-from plexor.features.auth.tokens import JwtVerifier, TokenRefused
+from plexor.features.auth.jwks import JwtVerifier
+from plexor.features.auth.tokens import TokenRefused
 
 pytestmark = pytest.mark.anyio
 RESOURCE = "https://mcp.example/mcp"
@@ -32,19 +33,19 @@ def issuer():
 
 
 async def test_a_rotated_key_is_fetched_once_and_an_unknown_one_refused(issuer, monkeypatch):
-    import plexor.features.auth.tokens as tokens
+    import plexor.features.auth.jwks as jwks
 
     old = issuer.publish("old")
     verifier = JwtVerifier(auth_config({"issuer": issuer.url, "resource": RESOURCE}))
     assert (await verifier.check(issuer.token(old, "old"))).scopes == ["a:read"]
     assert issuer.fetches == 1
     new = issuer.publish("new")  # the authorization server rotates: the new key is published, then used
-    monkeypatch.setattr(tokens, "MIN_REFRESH", 0.0)
+    monkeypatch.setattr(jwks, "MIN_REFRESH", 0.0)
     assert (await verifier.check(issuer.token(new, "new"))).subject == "s"
     assert issuer.fetches == 2
     await verifier.check(issuer.token(old, "old", jti="2"))  # both keys known now: no fetch
     assert issuer.fetches == 2
-    monkeypatch.setattr(tokens, "MIN_REFRESH", 3600.0)  # an unknown kid within the window: refused without a fetch
+    monkeypatch.setattr(jwks, "MIN_REFRESH", 3600.0)  # an unknown kid within the window: refused without a fetch
     stranger, _ = rsa_jwk("stranger")
     with pytest.raises(TokenRefused) as refused:
         await verifier.check(issuer.token(stranger, "stranger"))

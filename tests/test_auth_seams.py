@@ -24,14 +24,13 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from auth.support import Issuer, free_port, served_plexor
+from auth.support import Issuer, client, free_port, raw, served_plexor
 from conformance.serving import INIT, MCP_HEADERS
 
 pytestmark = pytest.mark.anyio
 
 PROFILES = {"reader": {"tools": ["ledger_balance", "plexor_*"]}, "health": {"tools": ["plexor_health"]}}
 ERAS = ["2025-11-25", "2026-07-28"]
-TASKS = "io.modelcontextprotocol/tasks"
 
 
 @pytest.fixture
@@ -56,33 +55,6 @@ def stack(tmp_path_factory):
 def token(stack: Any, scope: str, **claims: Any) -> str:
     issuer, key, _ = stack
     return issuer.token(key, "k1", scope=scope, **({"sub": "alice", "client_id": "app"} | claims))
-
-
-@contextlib.asynccontextmanager
-async def client(url: str, bearer: str, era: str, **headers: str) -> Any:
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
-    from plexor.features.tasks.client import TasksClient
-
-    mode = "legacy" if era == "2025-11-25" else era
-    extensions = [TasksClient()] if era != "2025-11-25" else []
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}", **headers}, timeout=30) as http, \
-            Client(streamable_http_client(url, http_client=http), mode=mode, extensions=extensions) as c:
-        yield c
-
-
-async def raw(c: Any, method: str, params: dict[str, Any], *, era: str) -> dict[str, Any]:
-    """A request as sent on the wire (the typed API has no task-augmented call); in 2026-07-28 with the
-    tasks extension declared in the request's ``_meta``, as a tasks-aware client sends it."""
-    from plexor.features.tasks.client import task_request
-
-    if era == "2025-11-25":  # the SDK's 2025-11-25 session checks results by method: it refuses a task's
-        answer: dict[str, Any] = await c.session._dispatcher.send_raw_request(method, params, {})
-        return answer
-    params = {**params, "_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}}
-    return await task_request(c.session, method, params)
 
 
 def posts(px: Any) -> list[dict[str, Any]]:

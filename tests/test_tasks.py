@@ -23,8 +23,8 @@ from pydantic import TypeAdapter
 from plexor import AskError, Context, Elicit, Result
 from plexor.core.kernel import Kernel
 from plexor.features.tasks.client import TasksClient, task_request
-from plexor.features.tasks.protocol import TASKS_EXTENSION
 from plexor.features.tasks.runner import tasks_of
+from plexor.features.tasks.wire import TASKS_EXTENSION
 from plexor.serving.server import build_server
 
 ANY: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
@@ -379,7 +379,7 @@ def test_a_task_belongs_to_the_oauth_user_across_tokens_else_to_the_local_user()
     from starlette.requests import Request
 
     from plexor.features.auth.guard import principal_of
-    from plexor.features.tasks.protocol import _owner
+    from plexor.features.tasks.wire import task_owner
 
     issuer = "https://issuer.example"
 
@@ -394,12 +394,12 @@ def test_a_task_belongs_to_the_oauth_user_across_tokens_else_to_the_local_user()
     def static(authorization: str) -> Any:  # the guard leaves a static token's principal "" (the local user)
         return SimpleNamespace(request=Request({"type": "http", "headers": [(b"authorization", authorization.encode())]}))
 
-    assert _owner(SimpleNamespace(request=None)) == ""  # stdio: the local user
-    assert _owner(ctx("Bearer one", "alice")) == _owner(ctx("Bearer two", "alice"))  # a refreshed token
-    assert _owner(ctx("Bearer one", "alice")) != _owner(ctx("Bearer one", "bob"))
-    assert _owner(ctx("Bearer one", "alice")) != _owner(ctx("Bearer one", "alice", iss="https://other.example"))
-    assert _owner(ctx("Bearer one", "alice")) != _owner(ctx("Bearer one", "alice", "another-app"))
-    assert _owner(static("Bearer one")) == _owner(static("Bearer two")) == ""  # a static token (the daemon's)
-    assert _owner(ctx("Bearer one", "static-token")) not in ("", _owner(ctx("Bearer one", "alice")))  # no token names it
-    no_subject = {_owner(ctx("Bearer one", None)), _owner(ctx("Bearer two", None)), _owner(ctx("Bearer two", ""))}
+    assert task_owner(SimpleNamespace(request=None)) == ""  # stdio: the local user
+    assert task_owner(ctx("Bearer one", "alice")) == task_owner(ctx("Bearer two", "alice"))  # a refreshed token
+    assert task_owner(ctx("Bearer one", "alice")) != task_owner(ctx("Bearer one", "bob"))
+    assert task_owner(ctx("Bearer one", "alice")) != task_owner(ctx("Bearer one", "alice", iss="https://other.example"))
+    assert task_owner(ctx("Bearer one", "alice")) != task_owner(ctx("Bearer one", "alice", "another-app"))
+    assert task_owner(static("Bearer one")) == task_owner(static("Bearer two")) == ""  # a static token (the daemon's)
+    assert task_owner(ctx("Bearer one", "static-token")) not in ("", task_owner(ctx("Bearer one", "alice")))  # no token names it
+    no_subject = {task_owner(ctx("Bearer one", None)), task_owner(ctx("Bearer two", None)), task_owner(ctx("Bearer two", ""))}
     assert len(no_subject) == 2 and "" not in no_subject  # a token without a subject shares with nobody

@@ -18,23 +18,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from plexor.asking import Question
     from plexor.core.base import KernelBase
-    from plexor.exchange import Exchange
+    from plexor.exchange import Exchange, Session
     from plexor.handle import PluginHandle
     from plexor.settings import Settings
 
 T = TypeVar("T")
 
-__all__ = ["DETACHER", "Context", "Detacher", "Session", "connection_of"]
-
-
-class Session(Protocol):
-    """The channel a call logs and reports progress on: the SDK's ``ServerSession``, or a stand-in for
-    one (a task's, whose progress becomes its status message)."""
-
-    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None: ...
-
-    async def send_log_message(self, level: LoggingLevel, data: object, logger: str | None = None,
-                               related_request_id: RequestId | None = None) -> None: ...
+__all__ = ["DETACHER", "Context", "Detacher", "connection_of"]
 
 
 class Detacher(Protocol):

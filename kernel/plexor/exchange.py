@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from plexor.asking import (
     INVALID_PARAMS,
@@ -28,10 +28,21 @@ from plexor.errors import PlexorError
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import mcp_types
     from mcp.server.session import ServerSession
+    from mcp_types import LoggingLevel, RequestId
     from pydantic import ValidationError
 
-__all__ = ["CAPABILITY_OF_METHOD", "Exchange", "can_answer", "check_answer", "client_capabilities", "covers",
+__all__ = ["CAPABILITY_OF_METHOD", "Exchange", "Session", "can_answer", "check_answer", "client_capabilities", "covers",
            "declares", "missing_capability", "requirement", "unseen_client"]
+
+
+class Session(Protocol):
+    """The channel a call logs and reports progress on: the SDK's ``ServerSession``, or a stand-in for
+    one (a task's, whose progress becomes its status message)."""
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None: ...
+
+    async def send_log_message(self, level: LoggingLevel, data: object, logger: str | None = None,
+                               related_request_id: RequestId | None = None) -> None: ...
 
 
 def requirement(question: Question) -> dict[str, object]:

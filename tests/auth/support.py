@@ -5,6 +5,8 @@
   issue and check Plexor refuses them.
 - :func:`served_plexor` runs ``plexor serve --transport http`` as a resource server of it, with
   the ``ledger`` test plugin (``tests/auth/site``), which appends every call it receives to a file.
+- :func:`client` is the SDK's own client over Streamable HTTP with a bearer token, in either era, and
+  :func:`raw` sends a request as it goes on the wire (a task-augmented call, a plugin's own method).
 - :func:`user_agent` plays the person at the browser: it follows the authorization URL, submits
   the login and consent forms, and returns the code and state from the final redirect.
 """
@@ -272,6 +274,37 @@ def served_plexor(home: Path, port: int, *, auth: dict[str, Any] | None = None, 
     extra = ("--token", static) if static else ()
     with serve_http(home, "--port", str(port), *extra, *args, env=env, token=static) as served:
         yield Plexor(served.base, served.url, record, served.stderr_path, static or "")
+
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+@contextlib.asynccontextmanager
+async def client(url: str, bearer: str, era: str, **headers: str) -> Any:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from plexor.features.tasks.client import TasksClient
+
+    mode = "legacy" if era == "2025-11-25" else era
+    extensions = [TasksClient()] if era != "2025-11-25" else []
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}", **headers}, timeout=30) as http, \
+            Client(streamable_http_client(url, http_client=http), mode=mode, extensions=extensions) as c:
+        yield c
+
+
+async def raw(c: Any, method: str, params: dict[str, Any], *, era: str) -> dict[str, Any]:
+    """A request as sent on the wire (the typed API has no task-augmented call); in 2026-07-28 with the
+    tasks extension declared in the request's ``_meta``, as a tasks-aware client sends it."""
+    from plexor.features.tasks.client import task_request
+
+    if era == "2025-11-25":  # the SDK's 2025-11-25 session checks results by method: it refuses a task's
+        answer: dict[str, Any] = await c.session._dispatcher.send_raw_request(method, params, {})
+        return answer
+    params = {**params, "_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}}
+    return await task_request(c.session, method, params)
+
 
 
 class _Forms(html.parser.HTMLParser):

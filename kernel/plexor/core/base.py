@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mcp.shared.message import CloseSSEStreamCallback
     from mcp.types import ProgressToken, RequestId
 
-    from plexor.exchange import Exchange
+    from plexor.exchange import Exchange, Session
 
 T = TypeVar("T")
 N = TypeVar("N", int, float)
@@ -45,7 +45,7 @@ class Request:
 
     kind: str  # "tool", "uri", "prompt", "completion" or "listing": also the key naming it in error contexts
     name: str
-    session: ServerSession | None = None
+    session: ServerSession | Session | None = None  # a task's run has a stand-in (plexor.features.tasks)
     request_id: RequestId | None = None
     progress_token: ProgressToken | None = None
     close_sse_stream: CloseSSEStreamCallback | None = None

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mcp.shared.message import CloseSSEStreamCallback
     from mcp.types import ProgressToken, RequestId
 
-    from plexor.exchange import Exchange
+    from plexor.exchange import Exchange, Session
 
 __all__ = ["Pipeline"]
 S = TypeVar("S", ToolSpec, PromptSpec)
@@ -147,7 +147,7 @@ class Pipeline(KernelBase):
         return spec
 
     async def call_tool(self, name: str, arguments: Mapping[str, object] | None = None, *,
-                        session: ServerSession | None = None, request_id: RequestId | None = None,
+                        session: ServerSession | Session | None = None, request_id: RequestId | None = None,
                         progress_token: ProgressToken | None = None, close_sse_stream: CloseSSEStreamCallback | None = None,
                         exchange: Exchange | None = None) -> Outcome:
         """Run a tool and return its :class:`Outcome`; failures become error outcomes, never exceptions.

@@ -32,6 +32,15 @@ class Outcome:
     error: PlexorError | None = None
     content: list[dict[str, object]] = dataclasses.field(default_factory=list)
 
+    def wire(self) -> dict[str, object]:
+        """The ``CallToolResult`` as JSON (``_meta`` too): what ``tools/call`` answers and a task keeps."""
+        out: dict[str, object] = {"content": [{"type": "text", "text": self.text}, *self.content], "isError": self.is_error}
+        if self.data is not None:
+            out["structuredContent"] = self.data
+        if self.meta:
+            out["_meta"] = json.loads(json.dumps(self.meta, default=str))
+        return out
+
 
 def _jsonable(value: object) -> object:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -9,12 +9,14 @@ PostgreSQL, ``PLEXOR_EVENT_STORE=shared``); otherwise the kernel keeps both in t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from plexor.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.extending import ServerSetup
+    from plexor.features.state.events import SharedEventStore
+    from plexor.notify import Backend
 
 
 def _database_url(setup: ServerSetup) -> str | None:
@@ -24,7 +26,7 @@ def _database_url(setup: ServerSetup) -> str | None:
 
 
 @hookimpl
-def plexor_notifier_backend(setup: ServerSetup) -> Any:
+def plexor_notifier_backend(setup: ServerSetup) -> Backend | None:
     """The kernel database's bus when other processes may serve this kernel's data."""
     opts, environ = setup.options, setup.kernel.environ
     shares = (opts is not None and opts.workers > 1 or _database_url(setup) is not None
@@ -37,7 +39,7 @@ def plexor_notifier_backend(setup: ServerSetup) -> Any:
 
 
 @hookimpl
-def plexor_event_store(setup: ServerSetup) -> Any:
+def plexor_event_store(setup: ServerSetup) -> SharedEventStore | None:
     """Stateful Streamable HTTP's events in the kernel's database, so a stream resumes through any process."""
     from plexor.features.state.events import wants_shared_store
 

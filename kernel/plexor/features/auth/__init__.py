@@ -3,7 +3,8 @@
 ``docs/security.md`` is the user's guide. The pieces:
 
 - :mod:`plexor.features.auth.config`: ``[plexor.auth]`` and ``[plexor.profiles.NAME]`` of ``plexor.toml``;
-- :mod:`plexor.features.auth.tokens`: JWT validation against the issuer's JWKS (PyJWT), or RFC 7662 introspection;
+- :mod:`plexor.features.auth.jwks`: JWT validation against the issuer's JWKS (PyJWT), or
+  :mod:`plexor.features.auth.introspection`: RFC 7662 introspection; both on :mod:`plexor.features.auth.tokens`;
 - :mod:`plexor.features.auth.scopes`: the scopes each tool, resource and prompt needs; a connection's ``Access``;
 - :mod:`plexor.features.auth.guard`: the ASGI guard (401/403, protected resource metadata);
 - :mod:`plexor.features.auth.layer`: the SDK server's authorization layer, which also filters lists;
@@ -14,14 +15,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from plexor.features.auth.config import AuthConfig, Profile, auth_config, profiles_config
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from plexor.core.kernel import Kernel
+    from plexor.features.auth.layer import Middleware
 
 __all__ = ["AuthConfig", "Profile", "auth_config", "load", "profiles_config", "protect", "stdio_layer", "stdio_scopes"]
 
 
-def load(kernel: Any, *, issuer: str | None = None, resource: str | None = None) -> tuple[AuthConfig, dict[str, Profile]]:
+class Layers(Protocol):
+    """The server's request path (:class:`plexor.serving.layers.RequestPath`), where the authorization layer goes."""
+
+    def add(self, position: str, layer: Middleware, name: str | None = None) -> None: ...
+
+
+@runtime_checkable
+class Served(Protocol):
+    """The SDK server being protected (:class:`plexor.serving.server.PlexorServer`)."""
+
+    @property
+    def path(self) -> Layers: ...
+
+
+def load(kernel: Kernel, *, issuer: str | None = None, resource: str | None = None) -> tuple[AuthConfig, dict[str, Profile]]:
     """The kernel's ``[plexor.auth]`` and ``[plexor.profiles]`` (the built-in plugin's settings), checked."""
     rec = kernel.records.get("plexor")
     settings = rec.settings if rec is not None else None
@@ -32,17 +55,19 @@ def load(kernel: Any, *, issuer: str | None = None, resource: str | None = None)
             profiles_config(profiles, f"[plexor.profiles] of {kernel.paths.config_file}"))
 
 
-def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: int, issuer: str | None = None,
-            resource: str | None = None, profile: str | None = None) -> tuple[Any, bool]:
+def protect(app: ASGIApp, kernel: Kernel, server: Served, *, token: str | None, max_body: int, issuer: str | None = None,
+            resource: str | None = None, profile: str | None = None) -> tuple[ASGIApp, bool]:
     """``app`` behind the access guard when OAuth or profiles are configured; (app, whether OAuth is on).
 
     With OAuth off the static token (if any) stays the caller's job (``BearerAuth``); with OAuth on
     the guard accepts the static token too, as a caller with every scope.
     """
     from plexor.features.auth.guard import AccessGuard
+    from plexor.features.auth.introspection import IntrospectionVerifier
+    from plexor.features.auth.jwks import JwtVerifier
     from plexor.features.auth.layer import access_middleware
     from plexor.features.auth.scopes import ScopePolicy
-    from plexor.features.auth.tokens import make_verifier
+    from plexor.features.auth.tokens import Verifier
 
     config, profiles = load(kernel, issuer=issuer, resource=resource)
     if not config.enabled and not profiles:
@@ -59,7 +84,9 @@ def protect(app: Any, kernel: Any, server: Any, *, token: str | None, max_body: 
                           f"Use one of: {', '.join(sorted(profiles)) or 'none'} (the [plexor.profiles] of {kernel.paths.config_file}).")
     policy = ScopePolicy(kernel, config.scopes)
     server.path.add("authorization", access_middleware(policy))  # before tasks (plexor.serving.layers)
-    verifier = make_verifier(config) if config.enabled else None
+    verifier: Verifier | None = None
+    if config.enabled:
+        verifier = IntrospectionVerifier(config) if config.introspection_endpoint else JwtVerifier(config)
     guard = AccessGuard(app, policy, config, profiles, verifier=verifier, static_token=token if config.enabled else None,
                         max_body=max_body, default_profile=profile)
     return guard, config.enabled
@@ -69,13 +96,13 @@ class NoProfiles:
     """In front of a server with no profiles: a request naming one (``Plexor-Profile``, ``/mcp/NAME``; e.g. from
     ``plexor connect --profile``) is answered 404 ``unknown_profile``, never served with every tool."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         from plexor.features.auth.guard import PROFILE_HEADER
 
         self.app = app
         self.header = PROFILE_HEADER  # looked up once, not imported on every request
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path: str = scope["path"]
             named = path[5:] if path.startswith("/mcp/") and path.count("/") == 2 and len(path) > 5 else None
@@ -89,7 +116,7 @@ class NoProfiles:
         await self.app(scope, receive, send)
 
 
-def stdio_layer(kernel: Any, profile: Profile) -> Any:
+def stdio_layer(kernel: Kernel, profile: Profile) -> Middleware:
     """The authorization layer of the stdio client of ``serve --profile``: the same as HTTP's, with that
     profile and the operator's ``[plexor.auth.scopes]`` (which ``scope:SCOPE`` entries of a profile match against)."""
     from plexor.features.auth.layer import access_middleware
@@ -99,10 +126,12 @@ def stdio_layer(kernel: Any, profile: Profile) -> Any:
     return access_middleware(policy, every=Access(policy, profile=profile))
 
 
-def stdio_scopes(config_file: Any) -> dict[str, tuple[str, ...]]:
+def stdio_scopes(config_file: Path | str) -> dict[str, tuple[str, ...]]:
     """``[plexor.auth.scopes]`` read from the file (under stdio the kernel loads its plugins, and settings, later)."""
+    from pathlib import Path
+
     from plexor.core.config import load_config_file
 
-    section = load_config_file(config_file).get("plexor")
+    section = load_config_file(Path(config_file)).get("plexor")
     table = section.get("auth") if isinstance(section, dict) else None
     return auth_config(table, where=f"[plexor.auth] of {config_file}").scopes

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime
-from typing import Any
 
 __all__ = ["audit"]
 
@@ -28,11 +27,11 @@ def _enabled() -> bool:
     return log.wanted_level(INFO) <= INFO
 
 
-def audit(decision: str, *, reason: str | None = None, **fields: Any) -> None:
+def audit(decision: str, *, reason: str | None = None, **fields: object) -> None:
     """Write one decision (``allow``/``deny``); fields that are None are left out."""
     if not _enabled():
         return
-    record: dict[str, Any] = {"event": "authorization", "logger": "plexor.audit", "audit": True, "decision": decision}
+    record: dict[str, object] = {"event": "authorization", "logger": "plexor.audit", "audit": True, "decision": decision}
     if reason is not None:
         record["reason"] = reason
     record.update((k, v) for k, v in fields.items() if v is not None)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 from plexor.errors import ConfigError
@@ -88,7 +87,7 @@ class Profile:
         return False
 
 
-def _text(table: Mapping[str, Any], key: str, where: str) -> str | None:
+def _text(table: Mapping[str, object], key: str, where: str) -> str | None:
     value = table.get(key)
     if value is None:
         return None
@@ -97,7 +96,7 @@ def _text(table: Mapping[str, Any], key: str, where: str) -> str | None:
     return value.strip()
 
 
-def _words(value: Any, key: str, where: str) -> tuple[str, ...]:
+def _words(value: object, key: str, where: str) -> tuple[str, ...]:
     """A list of strings, or one space-separated string."""
     if isinstance(value, str):
         return tuple(value.split())
@@ -115,7 +114,7 @@ def _url(value: str | None, key: str, where: str) -> str | None:
     return value
 
 
-def auth_config(table: Mapping[str, Any] | None, *, issuer: str | None = None, resource: str | None = None,
+def auth_config(table: Mapping[str, object] | None, *, issuer: str | None = None, resource: str | None = None,
                 where: str = "[plexor.auth] of plexor.toml") -> AuthConfig:
     """Check ``[plexor.auth]``; ``issuer``/``resource`` (command line) win over the file."""
     table = dict(table or {})
@@ -161,7 +160,7 @@ def auth_config(table: Mapping[str, Any] | None, *, issuer: str | None = None, r
     return cfg
 
 
-def profiles_config(table: Mapping[str, Any] | None, where: str = "[plexor.profiles] of plexor.toml") -> dict[str, Profile]:
+def profiles_config(table: Mapping[str, object] | None, where: str = "[plexor.profiles] of plexor.toml") -> dict[str, Profile]:
     """``[plexor.profiles.NAME] tools = [...]  exclude = [...]`` as profiles by name."""
     out: dict[str, Profile] = {}
     for name, body in dict(table or {}).items():

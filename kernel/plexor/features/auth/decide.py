@@ -18,7 +18,6 @@ must admit one of the plugin's tools).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from plexor.core.specs import ToolSpec
 from plexor.features.auth.scopes import Access, ScopePolicy
@@ -53,7 +52,7 @@ def decided(policy: ScopePolicy, method: str) -> bool:
     return method in DECIDED or method in policy.kernel.protocol_methods
 
 
-def targets(policy: ScopePolicy, method: str, params: Any) -> list[Target]:
+def targets(policy: ScopePolicy, method: str, params: object) -> list[Target]:
     """What a request reaches (none when it names nothing known: the kernel answers that with guidance)."""
     kernel = policy.kernel
     added = kernel.protocol_methods.get(method)
@@ -69,7 +68,7 @@ def targets(policy: ScopePolicy, method: str, params: Any) -> list[Target]:
         return _prompt(policy, method, params.get("name"))
     if method == "completion/complete":
         raw = params.get("ref")
-        ref: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        ref: dict[str, object] = raw if isinstance(raw, dict) else {}
         if ref.get("type") == "ref/prompt":
             return _prompt(policy, method, ref.get("name"))
         return _uris(policy, method, [ref.get("uri")])
@@ -80,12 +79,12 @@ def targets(policy: ScopePolicy, method: str, params: Any) -> list[Target]:
     return _uris(policy, method, [params.get("uri")])
 
 
-def _prompt(policy: ScopePolicy, method: str, name: Any) -> list[Target]:
+def _prompt(policy: ScopePolicy, method: str, name: object) -> list[Target]:
     prompt = policy.kernel.find_prompt(str(name))
     return [] if prompt is None else [Target(method, prompt.name, prompt.plugin, policy.plugin_scopes(prompt.plugin))]
 
 
-def _uris(policy: ScopePolicy, method: str, uris: list[Any]) -> list[Target]:
+def _uris(policy: ScopePolicy, method: str, uris: list[object]) -> list[Target]:
     out = []
     for uri in uris:
         plugin = policy.kernel.resource_plugin(str(uri)) if isinstance(uri, str) else None

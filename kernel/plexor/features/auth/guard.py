@@ -23,14 +23,19 @@ import hmac
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Literal
 
 from plexor.features.auth.audit import audit
 from plexor.features.auth.config import AuthConfig, Profile
 from plexor.features.auth.decide import Target, decide, decided, targets
 from plexor.features.auth.scopes import Access, ScopePolicy, granted_scopes
-from plexor.features.auth.tokens import IntrospectionVerifier, JwtVerifier, TokenRefused
+from plexor.features.auth.tokens import TokenRefused, Verifier
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["ACCESS_KEY", "PROFILE_HEADER", "AccessGuard", "principal_of", "unknown_profile"]
 
@@ -44,14 +49,14 @@ def _quoted(text: str) -> str:
     return "".join(c for c in text if c not in '"\\' and 32 <= ord(c) < 127)
 
 
-async def _answer(send: Any, status: int, body: dict[str, Any], headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+async def _answer(send: Send, status: int, body: dict[str, object], headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     raw = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode()), *headers]})
     await send({"type": "http.response.body", "body": raw})
 
 
-async def unknown_profile(send: Any, name: str, profiles: dict[str, Profile]) -> None:
+async def unknown_profile(send: Send, name: str, profiles: dict[str, Profile]) -> None:
     """404 for a request naming a profile the server does not have."""
     known = ", ".join(sorted(profiles)) or "none are configured"
     await _answer(send, 404, {"error": "unknown_profile", "message": f"no profile named {name!r}",
@@ -61,8 +66,8 @@ async def unknown_profile(send: Any, name: str, profiles: dict[str, Profile]) ->
 class AccessGuard:
     """Token, profile and per-call scope checks in front of every MCP route (see the module doc)."""
 
-    def __init__(self, app: Any, policy: ScopePolicy, config: AuthConfig, profiles: dict[str, Profile], *,
-                 verifier: JwtVerifier | IntrospectionVerifier | None, static_token: str | None, max_body: int,
+    def __init__(self, app: ASGIApp, policy: ScopePolicy, config: AuthConfig, profiles: dict[str, Profile], *,
+                 verifier: Verifier | None, static_token: str | None, max_body: int,
                  default_profile: str | None = None) -> None:
         self.app = app
         self.policy = policy
@@ -74,7 +79,7 @@ class AccessGuard:
         self.default_profile = default_profile or config.default_profile
         self._known: OrderedDict[bytes, _Known] = OrderedDict()  # verified tokens, most recent last
         self.metadata_url: str | None = None
-        self.metadata_app: Any = None
+        self.metadata_app: ASGIApp | None = None
         if verifier is not None:
             self._metadata()
 
@@ -87,9 +92,9 @@ class AccessGuard:
         resource = AnyHttpUrl(str(self.config.resource))
         # The issuer as a string: the metadata model keeps an empty path empty, while AnyHttpUrl("http://as")
         # would add a "/" and break the client's exact issuer comparison (RFC 8414 section 3.3).
-        issuer: Any = str(self.config.issuer)
-        routes = create_protected_resource_routes(
-            resource_url=resource, authorization_servers=[issuer],
+        issuer = str(self.config.issuer)
+        routes = create_protected_resource_routes(  # the SDK's signature says AnyHttpUrl; its model takes a str too
+            resource_url=resource, authorization_servers=[issuer],  # type: ignore[list-item]
             scopes_supported=self.policy.every_scope(), resource_name=self.config.resource_name or "Plexor",
             resource_documentation=AnyHttpUrl(self.config.documentation) if self.config.documentation else None)
         root = "/.well-known/oauth-protected-resource"
@@ -99,7 +104,7 @@ class AccessGuard:
         self.metadata_app = Starlette(routes=routes)
 
     # ----------------------------------------------------------------- the request
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -111,13 +116,14 @@ class AccessGuard:
         if path.startswith("/mcp/") and path.count("/") == 2 and len(path) > 5:
             path_profile = path[5:]
             scope = {**scope, "path": "/mcp", "raw_path": b"/mcp"}
-        headers = scope.get("headers") or ()
+        headers: Iterable[tuple[bytes, bytes]] = scope.get("headers") or ()
         access = Access(self.policy)
-        user: Any = None
+        user: AuthenticatedUser | None = None
         if self.verifier is not None:
-            user = await self._authenticate(scope, headers, access, send)
-            if user is False:
+            found = await self._authenticate(scope, headers, access, send)
+            if found is False:
                 return
+            user = found
         wanted = [v.decode("latin-1").strip() for k, v in headers if k == PROFILE_HEADER]
         claim = self.config.profile_claim
         try:
@@ -157,7 +163,8 @@ class AccessGuard:
         finally:
             auth_context_var.reset(reset)
 
-    async def _authenticate(self, scope: Any, headers: Any, access: Access, send: Any) -> Any:
+    async def _authenticate(self, scope: Scope, headers: Iterable[tuple[bytes, bytes]], access: Access,
+                            send: Send) -> AuthenticatedUser | Literal[False] | None:
         """The token's user (``AuthenticatedUser``), None for the static token, False when refused (answered)."""
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 
@@ -195,7 +202,7 @@ class AccessGuard:
         known.fill(access)
         return known.user
 
-    async def _unauthorized(self, send: Any, reason: str | None, description: str) -> None:
+    async def _unauthorized(self, send: Send, reason: str | None, description: str) -> None:
         parts = []
         if reason is not None:
             parts += ['error="invalid_token"', f'error_description="{_quoted(description)}"']
@@ -209,7 +216,7 @@ class AccessGuard:
                                               "'Authorization: Bearer <token>'."},
                       [(b"www-authenticate", ("Bearer " + ", ".join(parts)).encode())])
 
-    async def _check_body(self, scope: Any, receive: Any, send: Any, access: Access) -> Callable[[], Any] | None:
+    async def _check_body(self, scope: Scope, receive: Receive, send: Send, access: Access) -> Receive | None:
         """Read the body; answer 403 for a call the token lacks scopes for (None), else a receive that replays it."""
         chunks: list[bytes] = []
         size = 0
@@ -237,10 +244,10 @@ class AccessGuard:
                 await self._forbidden(send, target)
                 return None
             if decision.allowed:  # a profile's refusal is the SDK layer's to answer (and audit)
-                audit("allow", **fields)
+                audit("allow", reason=None, **fields)
         sent = False
 
-        async def replay() -> Any:
+        async def replay() -> Message:
             nonlocal sent
             if not sent:
                 sent = True
@@ -249,7 +256,7 @@ class AccessGuard:
 
         return replay
 
-    async def _forbidden(self, send: Any, target: Target) -> None:
+    async def _forbidden(self, send: Send, target: Target) -> None:
         scope_text = " ".join(target.needed)
         what = f"{target.method} {target.name}"
         await _answer(send, 403, {
@@ -261,20 +268,24 @@ class AccessGuard:
                             f'error_description="{_quoted(what)} needs more scope"').encode())])
 
     def _calls(self, body: bytes) -> list[Target]:
-        """What each request of a JSON-RPC body (a batch too) reaches; junk gives none (the SDK answers it)."""
+        """What the JSON-RPC request of a body reaches; junk and batches give none (the SDK answers them).
+
+        No era of MCP serves a batch: the SDK refuses it whole and ``plexor.serving.guard.AnswerIds``
+        answers each of its ids (-32600). Deciding its items here would answer a 403 that leaves
+        every id unanswered, and audit ``allow`` for calls that never run; were a batch ever
+        dispatched, the SDK layer would still decide each of its requests.
+        """
         try:
             parsed = json.loads(body)
         except (ValueError, RecursionError):
             return []  # the SDK (or plexor.serving.bounds.NestingLimit) answers it
-        out: list[Target] = []
-        for message in parsed if isinstance(parsed, list) else [parsed]:
-            method = message.get("method") if isinstance(message, dict) else None
-            if isinstance(method, str) and decided(self.policy, method):
-                out.extend(targets(self.policy, method, message.get("params")))
-        return out
+        method = parsed.get("method") if isinstance(parsed, dict) else None
+        if not isinstance(method, str) or not decided(self.policy, method):
+            return []
+        return targets(self.policy, method, parsed.get("params"))
 
 
-def _claimed_profile(claims: dict[str, Any] | None, claim: str) -> str | None:
+def _claimed_profile(claims: Mapping[str, object] | None, claim: str) -> str | None:
     """The profile a token's claim names (None when it has no such claim); ValueError when the claim is not
     a name: a non-empty string, or a list of exactly one (custom claims are often arrays)."""
     if not claims or claim not in claims:
@@ -293,7 +304,7 @@ class _Known:
     __slots__ = ("claims", "client", "credentials", "expires_at", "issuer", "principal", "scopes", "subject", "token_id",
                  "user")
 
-    def __init__(self, found: Any, user: Any, token: bytes) -> None:
+    def __init__(self, found: AccessToken, user: AuthenticatedUser, token: bytes) -> None:
         from starlette.authentication import AuthCredentials
 
         self.user = user

@@ -8,8 +8,8 @@ line behind the HTTP guard's 403, :mod:`plexor.features.auth.guard`, and the onl
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from plexor.features.auth.audit import audit
 from plexor.features.auth.decide import Target, decide, targets
@@ -17,21 +17,22 @@ from plexor.features.auth.guard import ACCESS_KEY
 from plexor.features.auth.scopes import Access, ScopePolicy
 from plexor.features.auth.search import FIND_TOOLS, find_tools, find_tools_wire
 
-__all__ = ["access_middleware"]
+if TYPE_CHECKING:  # pragma: no cover
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+
+__all__ = ["Middleware", "access_middleware"]
+
+#: SDK middleware, as the request path takes it.
+Middleware = Callable[["ServerRequestContext[object, object]", "CallNext"], Awaitable["HandlerResult"]]
 
 
-def _access_of(ctx: Any) -> Access | None:
-    request = getattr(ctx, "request", None)
-    scope = getattr(request, "scope", None)
+def _access_of(ctx: ServerRequestContext[object, object]) -> Access | None:
+    scope = getattr(ctx.request, "scope", None)  # a Starlette request over HTTP; None under stdio
     found = scope.get(ACCESS_KEY) if isinstance(scope, dict) else None
     return found if isinstance(found, Access) and found.restricted else None
 
 
-def _field(result: Any, key: str) -> Any:
-    return result.get(key) if isinstance(result, dict) else None
-
-
-def _refusal(target: Target, reason: str, missing: tuple[str, ...], access: Access) -> Any:
+def _refusal(target: Target, reason: str, missing: tuple[str, ...], access: Access) -> HandlerResult:
     """What the SDK layer answers a request the decision refused: a tool's error result, else invalid params."""
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
@@ -48,27 +49,29 @@ def _refusal(target: Target, reason: str, missing: tuple[str, ...], access: Acce
                    f"its profile do not include it): {target.method} refused", {"reason": reason, "target": target.name})
 
 
-def _filter(policy: ScopePolicy, access: Access, method: str, result: Any) -> Any:
+def _filter(policy: ScopePolicy, access: Access, method: str, result: HandlerResult) -> HandlerResult:
     """A list's page with only what ``access`` may use."""
-    if method == "tools/list" and isinstance(_field(result, "tools"), list):
+    if not isinstance(result, dict):
+        return result
+    if method == "tools/list" and isinstance(result.get("tools"), list):
         tools = policy.kernel.registry.tools
         result["tools"] = [t for t in result["tools"] if t.get("name") not in tools or access.tool_visible(tools[t["name"]])]
         if access.profile is not None and access.profile.search and not result.get("nextCursor"):
             result["tools"].append(find_tools_wire())
-    elif method == "resources/list" and isinstance(_field(result, "resources"), list):
+    elif method == "resources/list" and isinstance(result.get("resources"), list):
         result["resources"] = [r for r in result["resources"]
                                if access.plugin_visible(policy.plugin_of_uri(str(r.get("uri", ""))))]
-    elif method == "resources/templates/list" and isinstance(_field(result, "resourceTemplates"), list):
+    elif method == "resources/templates/list" and isinstance(result.get("resourceTemplates"), list):
         result["resourceTemplates"] = [t for t in result["resourceTemplates"]
                                        if access.plugin_visible(policy.plugin_of_uri(str(t.get("uriTemplate", ""))))]
-    elif method == "prompts/list" and isinstance(_field(result, "prompts"), list):
+    elif method == "prompts/list" and isinstance(result.get("prompts"), list):
         prompts = policy.kernel.registry.prompts
         result["prompts"] = [p for p in result["prompts"]
                              if p.get("name") not in prompts or access.plugin_visible(prompts[p["name"]].plugin)]
     return result
 
 
-def access_middleware(policy: ScopePolicy, *, every: Access | None = None) -> Callable[..., Any]:
+def access_middleware(policy: ScopePolicy, *, every: Access | None = None) -> Middleware:
     """SDK middleware (the ``authorization`` layer): the one decision for every request, and every list filtered.
 
     It runs before the ``tasks`` layer (``plexor.serving.layers``), so a tool call refused here
@@ -77,12 +80,12 @@ def access_middleware(policy: ScopePolicy, *, every: Access | None = None) -> Ca
     """
     import mcp_types as types
 
-    async def middleware(ctx: Any, call_next: Any) -> Any:
+    async def middleware(ctx: ServerRequestContext[object, object], call_next: CallNext) -> HandlerResult:
         access = _access_of(ctx) or every
         if access is None:
             return await call_next(ctx)
         method = ctx.method
-        params: dict[str, Any] = dict(ctx.params) if isinstance(ctx.params, dict) else {}
+        params: dict[str, object] = dict(ctx.params) if isinstance(ctx.params, dict) else {}
         if method == "tools/call" and access.profile is not None and access.profile.search \
                 and params.get("name") == FIND_TOOLS:
             args = params.get("arguments")

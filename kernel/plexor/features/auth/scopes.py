@@ -11,13 +11,16 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from plexor.core.kernel import Kernel
 from plexor.core.specs import MethodSpec, ToolSpec
 from plexor.features.auth.config import Profile
 
-__all__ = ["Access", "ScopePolicy", "granted_scopes"]
+if TYPE_CHECKING:  # pragma: no cover
+    from starlette.authentication import AuthCredentials
+
+__all__ = ["Access", "ScopePolicy", "Who", "granted_scopes"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
@@ -27,6 +30,16 @@ def granted_scopes(scopes: list[str] | tuple[str, ...] | frozenset[str]) -> froz
     out = set(scopes)
     out.update(s[:-6] + ":read" for s in scopes if s.endswith(":write"))
     return frozenset(out)
+
+
+class Who(TypedDict):
+    """Who a connection is, for the audit log."""
+
+    subject: str | None
+    client: str | None
+    issuer: str | None
+    token_id: str | None
+    profile: str | None
 
 
 class ScopePolicy:
@@ -96,8 +109,8 @@ class Access:
     client: str | None = None
     issuer: str | None = None
     token_id: str | None = None
-    claims: dict[str, Any] | None = None
-    credentials: Any = None  # starlette AuthCredentials of the token (the SDK reads scope["auth"])
+    claims: dict[str, object] | None = None
+    credentials: AuthCredentials | None = None  # the token's (the SDK reads scope["auth"])
 
     @property
     def restricted(self) -> bool:
@@ -133,6 +146,6 @@ class Access:
                    for s in self.policy.kernel.registry.tools.values() if s.plugin == plugin) \
             or f"plugin:{plugin}" in profile.tools
 
-    def who(self) -> dict[str, Any]:
+    def who(self) -> Who:
         return {"subject": self.subject, "client": self.client, "issuer": self.issuer, "token_id": self.token_id,
                 "profile": self.profile.name if self.profile else None}

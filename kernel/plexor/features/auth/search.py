@@ -8,7 +8,7 @@ finds: with ``search`` on, a profile narrows what is *listed*, not what may be c
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
 
 from plexor.features.auth.scopes import Access, ScopePolicy
 
@@ -18,7 +18,7 @@ FIND_TOOLS = "plexor_find_tools"
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-def find_tools_wire() -> dict[str, Any]:
+def find_tools_wire() -> dict[str, object]:
     """The tool as ``tools/list`` shows it."""
     return {
         "name": FIND_TOOLS,
@@ -33,7 +33,7 @@ def find_tools_wire() -> dict[str, Any]:
     }
 
 
-def find_tools(access: Access, policy: ScopePolicy, arguments: dict[str, Any]) -> dict[str, Any]:
+def find_tools(access: Access, policy: ScopePolicy, arguments: Mapping[str, object]) -> dict[str, object]:
     """The result of a call: tools whose name or description share words with the query, best first."""
     query = arguments.get("query")
     limit = arguments.get("limit", 10)
@@ -52,7 +52,7 @@ def find_tools(access: Access, policy: ScopePolicy, arguments: dict[str, Any]) -
         score = len(words & haystack)
         if score:
             scored.append((-score, spec.name, spec))
-    found: list[dict[str, Any]] = []
+    found: list[dict[str, object]] = []
     lines = []
     for _, _, spec in sorted(scored, key=lambda item: (item[0], item[1]))[:limit]:
         lines.append(f"- {spec.name}: {spec.description.splitlines()[0] if spec.description else ''}")

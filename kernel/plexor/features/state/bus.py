@@ -33,13 +33,16 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from plexor.notify import KINDS, Event
 
 if TYPE_CHECKING:  # pragma: no cover
+    from psycopg2.extensions import connection
+
     from plexor.core.base import KernelBase
     from plexor.features.state.db import StateDB
+    from plexor.log import Logger
     from plexor.notify import Backend, Notifier
 
 __all__ = ["CHANNEL", "PostgresBus", "SqliteBus", "install", "shared_backend"]
@@ -49,7 +52,7 @@ KEEP_SECONDS = 60.0  # SQLite rows older than this are deleted
 _NOTIFY_LIMIT = 7900  # PostgreSQL refuses NOTIFY payloads of 8000 bytes or more
 
 
-def _log() -> Any:
+def _log() -> Logger:
     from plexor.log import get_logger
 
     return get_logger("plexor.bus")
@@ -125,7 +128,7 @@ class PostgresBus(_Base):
         self.retry = retry
         self.listening = threading.Event()  # set while the LISTEN connection is up
 
-    def _connect(self) -> Any:
+    def _connect(self) -> connection:
         import psycopg2
 
         conn = psycopg2.connect(self.dsn, connect_timeout=5, application_name="plexor-bus")

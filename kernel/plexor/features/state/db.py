@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 
 from plexor.errors import ConfigError
 
@@ -19,12 +19,13 @@ __all__ = ["DATABASE_FILE", "StateDB", "database_url", "kernel_state", "open_sta
 
 DATABASE_FILE = "plexor.sqlite3"
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 class StateDB:
     """The kernel's database: SQLite or PostgreSQL behind one small, synchronous API."""
 
-    def __init__(self, db: Any, location: str) -> None:
+    def __init__(self, db: Database, location: str) -> None:
         import peewee
 
         self.db = db
@@ -41,14 +42,16 @@ class StateDB:
     def _sql(self, sql: str) -> str:
         return sql if self.dialect == "sqlite" else sql.replace("?", "%s")
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+    def execute(self, sql: str, params: Sequence[object] = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
-        cursor = self.db.execute_sql(self._sql(sql), tuple(params))
+        # peewee-stubs leave Database.execute_sql untyped (a stub gap): the cursor is the DB-API driver's
+        cursor = self.db.execute_sql(self._sql(sql), tuple(params))  # type: ignore[no-untyped-call]
         return int(cursor.rowcount or 0)
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         """Run one query; returns its rows as tuples."""
-        return [tuple(row) for row in self.db.execute_sql(self._sql(sql), tuple(params)).fetchall()]
+        cursor = self.db.execute_sql(self._sql(sql), tuple(params))  # type: ignore[no-untyped-call]  # as in execute
+        return [tuple(row) for row in cursor.fetchall()]
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -65,7 +68,7 @@ class StateDB:
 
         return migrate(self.db, f"plexor.{component}", [], {n: step(f) for n, f in steps.items()})
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         """``fn(*args)`` in a worker thread (for calls that may wait on another process's lock)."""
         import anyio
 
@@ -119,7 +122,7 @@ def open_state(data_dir: Path, url: str | None = None) -> StateDB:
     return StateDB(db, str(path))
 
 
-def database_url(environ: Mapping[str, str], config: Mapping[str, Any]) -> str | None:
+def database_url(environ: Mapping[str, str], config: Mapping[str, object]) -> str | None:
     """The kernel's database URL: ``PLEXOR_DATABASE_URL``, else ``[plexor] database_url``, else None (SQLite)."""
     raw = environ.get("PLEXOR_DATABASE_URL")
     source = "PLEXOR_DATABASE_URL"

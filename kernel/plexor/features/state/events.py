@@ -26,16 +26,20 @@ clients), memory otherwise.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
 if TYPE_CHECKING:  # pragma: no cover
+    from mcp_types import JSONRPCMessage
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
     from plexor.features.state.db import StateDB
 
 __all__ = ["SESSION", "EndingSessions", "ForgetOnDelete", "ResumeAnywhere", "SessionBinding", "SharedEventStore", "current_session", "replay_elsewhere",
@@ -62,33 +66,48 @@ def current_session() -> str:
     return (cell.value or "") if cell is not None else ""
 
 
-def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
+def _header(scope: Scope | Message, name: bytes) -> str | None:
     for key, value in scope.get("headers") or ():
         if key.lower() == name:
             return bytes(value).decode("latin-1")
     return None
 
 
+@runtime_checkable
+class Releasing(Protocol):
+    """An event store that drops what it kept for a session that ended (both of the kernel's do)."""
+
+    async def release(self, session: str) -> None: ...
+
+
+@runtime_checkable
+class Forgets(Protocol):
+    """An event store that drops a session's events at once (the in-memory one)."""
+
+    def forget(self, session: str) -> None: ...
+
+
 class ForgetOnDelete:
     """ASGI middleware: once a ``DELETE`` of a session is answered with success, the store drops its events."""
 
-    def __init__(self, app: Any, store: Any) -> None:
+    def __init__(self, app: ASGIApp, store: EventStore) -> None:
         self.app, self.store = app, store
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session = _header(scope, b"mcp-session-id") if scope.get("type") == "http" else None
         if session is None or scope.get("method") != "DELETE":
             await self.app(scope, receive, send)
             return
-        async def watch(message: Any) -> None:
+        async def watch(message: Message) -> None:
             if message.get("type") == "http.response.start" and 200 <= int(message["status"]) < 300:
-                await self.store.release(session)  # before the client hears the session is gone
+                if isinstance(self.store, Releasing):  # a store without release keeps them until they expire
+                    await self.store.release(session)  # before the client hears the session is gone
             await send(message)
 
         await self.app(scope, receive, watch)
 
 
-class EndingSessions(dict):  # type: ignore[type-arg]
+class EndingSessions(dict[str, object]):
     """The SDK session manager's map of open sessions (id -> transport), telling ``store`` when one ends.
 
     However a session ends (a ``DELETE``, the idle timeout, a crash, or closed to make room for a newer
@@ -96,39 +115,38 @@ class EndingSessions(dict):  # type: ignore[type-arg]
     store kept for it is dropped then, at once (in memory), or by a task started then (in the shared
     table). Emptied at shutdown, it drops nothing: another process may still resume those streams."""
 
-    def __init__(self, store: Any, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, store: EventStore, sessions: Mapping[str, object]) -> None:
+        super().__init__(sessions)
         self.store = store
-        self._releasing: set[Any] = set()
+        self._releasing: set[asyncio.Task[None]] = set()
 
-    def pop(self, key: Any, *default: Any) -> Any:
+    def pop(self, key: str, *default: object) -> object:
         held = key in self
         value = super().pop(key, *default)
         if held:
             self._ended(key)
         return value
 
-    def __delitem__(self, key: Any) -> None:
+    def __delitem__(self, key: str) -> None:
         super().__delitem__(key)
         self._ended(key)
 
-    def _ended(self, session: Any) -> None:
-        import asyncio
-
-        forget = getattr(self.store, "forget", None)
-        if forget is not None:  # in memory: at once
-            forget(str(session))
+    def _ended(self, session: object) -> None:
+        if isinstance(self.store, Forgets):  # in memory: at once
+            self.store.forget(str(session))
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # pragma: no cover - only the event loop ends sessions
+            return
+        if not isinstance(self.store, Releasing):  # a store without release keeps them until they expire
             return
         task = loop.create_task(self.store.release(str(session)))
         self._releasing.add(task)
         task.add_done_callback(self._releasing.discard)
 
 
-def watch_sessions(manager: Any, store: Any) -> dict[str, Any]:
+def watch_sessions(manager: object, store: EventStore) -> dict[str, object]:
     """Make the session manager's map of open sessions an :class:`EndingSessions` over ``store``; that map."""
     if manager is None or not hasattr(manager, "_server_instances"):
         return {}
@@ -141,10 +159,10 @@ class SessionBinding:
     """ASGI middleware: puts the request's ``Mcp-Session-Id`` (or, for the request that opens a session,
     the one the response names) in :data:`SESSION`."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
@@ -155,7 +173,7 @@ class SessionBinding:
                 await self.app(scope, receive, send)
                 return
 
-            async def learn(message: Any) -> None:
+            async def learn(message: Message) -> None:
                 if message.get("type") == "http.response.start" and cell.value is None:
                     cell.value = _header(message, b"mcp-session-id")
                 await send(message)
@@ -217,7 +235,7 @@ class SharedEventStore(EventStore):
         if len(self._since) > 4096:
             self._since.clear()
 
-    def _trim(self, where: str, args: tuple[Any, ...], most: int, limit: str) -> None:
+    def _trim(self, where: str, args: tuple[object, ...], most: int, limit: str) -> None:
         """Delete the oldest events (of ``where``) beyond ``most`` bytes."""
         kept = 0
         size_of = "LENGTH(CAST(body AS BLOB))" if self.state.dialect == "sqlite" else "OCTET_LENGTH(body)"  # bytes
@@ -241,7 +259,7 @@ class SharedEventStore(EventStore):
         """Drop what a deleted session kept."""
         await self.state.run(self.forget_now, session)
 
-    async def store_event(self, stream_id: str, message: Any) -> str:
+    async def store_event(self, stream_id: str, message: JSONRPCMessage | None) -> str:
         body = None if message is None else message.model_dump_json(by_alias=True, exclude_unset=True)
         return str(await self.state.run(self._insert, current_session(), str(stream_id), body))
 
@@ -283,7 +301,7 @@ def _answers(body: str | None, stream: str) -> bool:
     return isinstance(raw, dict) and ("result" in raw or "error" in raw) and str(raw.get("id")) == stream
 
 
-async def replay_elsewhere(store: SharedEventStore, session: str, last_event_id: str, send: Callable[[Any], Awaitable[None]],
+async def replay_elsewhere(store: SharedEventStore, session: str, last_event_id: str, send: Send,
                            *, retry_ms: int, follow_seconds: float = 30.0, poll: float = 0.1) -> bool:
     """Serve a resumption for a session this process does not hold; False when there is nothing to resume.
 
@@ -322,10 +340,10 @@ class ResumeAnywhere:
     """ASGI middleware: ``GET`` with ``Last-Event-ID`` for a session this process does not hold is resumed
     from the shared store (:func:`replay_elsewhere`); everything else goes to ``app``."""
 
-    def __init__(self, app: Any, store: SharedEventStore, holds: Callable[[str], bool], *, retry_ms: int) -> None:
+    def __init__(self, app: ASGIApp, store: SharedEventStore, holds: Callable[[str], bool], *, retry_ms: int) -> None:
         self.app, self.store, self.holds, self.retry_ms = app, store, holds, retry_ms
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") == "http" and scope.get("method") == "GET":
             session, last = _header(scope, b"mcp-session-id"), _header(scope, b"last-event-id")
             if session and last and not self.holds(session) and await replay_elsewhere(

@@ -24,9 +24,12 @@ import secrets
 import string
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from plexor.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plexor.log import Logger
 
 __all__ = ["KEY_FILE", "KEY_VARIABLES", "MIN_KEY_BYTES", "configured_keys", "parse_key", "request_state_keys"]
 
@@ -89,7 +92,7 @@ def configured_keys(environ: Mapping[str, str]) -> tuple[list[bytes], list[bytes
     return None
 
 
-def request_state_keys(environ: Mapping[str, str], data_dir: Path, log: Any = None) -> list[bytes]:
+def request_state_keys(environ: Mapping[str, str], data_dir: Path, log: Logger | None = None) -> list[bytes]:
     """The key ring for ``requestState``: ``[sealing key, *keys still accepted]``.
 
     From the environment when a key is configured (see the module docstring), else the
@@ -109,7 +112,7 @@ def request_state_keys(environ: Mapping[str, str], data_dir: Path, log: Any = No
     return unique
 
 
-def _data_dir_key(data_dir: Path, log: Any) -> bytes:
+def _data_dir_key(data_dir: Path, log: Logger | None) -> bytes:
     """``<data>/request-state.key``, made atomically on first use; a per-process key when it cannot be kept."""
     path = data_dir / KEY_FILE
     try:

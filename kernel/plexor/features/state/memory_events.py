@@ -20,9 +20,13 @@ import collections
 import itertools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mcp.server.streamable_http import EventStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mcp.server.streamable_http import EventCallback
+    from mcp_types import JSONRPCMessage
 
 __all__ = ["MemoryEventStore"]
 
@@ -49,7 +53,7 @@ class MemoryEventStore(EventStore):
         """Bytes kept for ``session``."""
         return self._bytes.get(session, 0)
 
-    async def store_event(self, stream_id: str, message: Any) -> str:
+    async def store_event(self, stream_id: str, message: JSONRPCMessage | None) -> str:
         from plexor.features.state.events import current_session
         from plexor.limits import REFUSALS
 
@@ -106,7 +110,7 @@ class MemoryEventStore(EventStore):
         for session in [s for s in self._bytes if s and not self.holds(s)]:
             self.forget(session)
 
-    async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
+    async def replay_events_after(self, last_event_id: str, send_callback: EventCallback) -> str | None:
         import mcp_types as types
         from mcp.server.streamable_http import EventMessage
 

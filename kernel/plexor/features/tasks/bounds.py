@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.kernel import Kernel
     from plexor.features.tasks.store import TaskRow, TaskStore
 
 __all__ = ["check_new_task", "limit_runs", "over_budget", "oversized", "release", "run_limit", "stored_size"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
 
 class RunLimit:
     """The run-time limit of a kernel's plain calls (``kernel.keep(RunLimit, ...)``), set by the transport that has
@@ -26,7 +30,7 @@ def limit_runs(kernel: Kernel, seconds: float) -> None:
     kernel.keep(RunLimit, RunLimit).seconds = seconds
 
 
-def run_limit(kernel: Kernel, tool: Any, server: float | None = None) -> tuple[float | None, float | None]:
+def run_limit(kernel: Kernel, tool: object, server: float | None = None) -> tuple[float | None, float | None]:
     """(how long a call or task of ``tool`` may run, the server's limit): None when the server has no limit."""
     from plexor.limits import run_time
 
@@ -40,15 +44,22 @@ def run_limit(kernel: Kernel, tool: Any, server: float | None = None) -> tuple[f
 class Tasks(Protocol):
     """What admission reads of :class:`plexor.features.tasks.runner.Tasks` (which imports this module)."""
 
-    kernel: Any
-    store: TaskStore
-    started: dict[str, TaskRow]
-    pending: dict[str, int]
+    @property
+    def kernel(self) -> Kernel: ...
 
-    async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any: ...
+    @property
+    def store(self) -> TaskStore: ...
+
+    @property
+    def started(self) -> dict[str, TaskRow]: ...
+
+    @property
+    def pending(self) -> dict[str, int]: ...
+
+    async def db(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
 
 
-async def check_new_task(tasks: Tasks, owner: str, arguments: dict[str, Any]) -> None:
+async def check_new_task(tasks: Tasks, owner: str, arguments: Mapping[str, object]) -> None:
     """Refuse a task over ``PLEXOR_MAX_TASK_ARGUMENTS_BYTES``, past ``PLEXOR_MAX_TASKS_PER_CALLER`` running in this
     process, or past ``PLEXOR_MAX_STORED_TASKS_PER_CALLER`` kept (unexpired) anywhere.
 
@@ -100,12 +111,12 @@ def release(tasks: Tasks, owner: str) -> None:
         tasks.pending.pop(owner, None)
 
 
-def stored_size(value: Any) -> int:
+def stored_size(value: object) -> int:
     """The bytes ``value`` takes stored (UTF-8 JSON, as ``plexor.features.tasks.store`` writes it)."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
 
 
-def oversized(result: dict[str, Any], environ: Mapping[str, str]) -> str | None:
+def oversized(result: Mapping[str, object], environ: Mapping[str, str]) -> str | None:
     """Why ``result`` cannot be stored (over ``PLEXOR_MAX_TASK_RESULT_BYTES``), or None."""
     from plexor.limits import refuse, value
 
@@ -117,7 +128,7 @@ def oversized(result: dict[str, Any], environ: Mapping[str, str]) -> str | None:
                   "it to a file and return its path)")
 
 
-async def over_budget(tasks: Tasks, owner: str, result: dict[str, Any]) -> str | None:
+async def over_budget(tasks: Tasks, owner: str, result: Mapping[str, object]) -> str | None:
     """Why ``result`` cannot be kept: the caller's tasks would pass ``PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER``."""
     from plexor.limits import refuse, value
 

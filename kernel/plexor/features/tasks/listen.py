@@ -25,20 +25,25 @@ import asyncio
 import logging
 import weakref
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
-from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, event_matches, event_to_notification
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, ServerEvent, event_matches, event_to_notification
 from pydantic import BaseModel
 
-from plexor.features.tasks.protocol import _declares_tasks, _missing_capability, _owner, detailed
+from plexor.features.tasks.wire import declares_tasks, detailed, missing_tasks_capability, task_owner
 
 if TYPE_CHECKING:  # pragma: no cover
+    from anyio.streams.memory import MemoryObjectSendStream
+    from mcp.server.context import ServerRequestContext
+    from mcp_types import RequestId
+
     from plexor.core.kernel import Kernel
+    from plexor.features.tasks.runner import Tasks
     from plexor.notify import Event
 
 __all__ = ["MAX_TASK_IDS", "TASK_STATUS", "Listen", "TaskChanged"]
@@ -56,18 +61,26 @@ class TaskChanged:
     task_id: str
     owner: str
     updated_at: float
-    task: Mapping[str, Any] = field(default_factory=dict)
+    task: Mapping[str, object] = field(default_factory=dict)
+
+
+class EventBus(Protocol):
+    """The server's subscription bus (the SDK's ``SubscriptionBus``, carrying :class:`TaskChanged` too)."""
+
+    async def publish(self, event: ServerEvent | TaskChanged) -> None: ...
+
+    def subscribe(self, listener: Callable[[ServerEvent | TaskChanged], None]) -> Callable[[], object]: ...
 
 
 class _TaskNotification(BaseModel):
     """``notifications/tasks``: the SDK's typed notifications lack it (it is the extension's)."""
 
     method: str = "notifications/tasks"
-    params: dict[str, Any]
+    params: dict[str, object]
 
 
 def _honored(requested: types.SubscriptionFilter, task_ids: list[str] | None) -> types.SubscriptionFilter:
-    extra: dict[str, Any] = {"taskIds": task_ids} if task_ids else {}
+    extra: dict[str, object] = {"taskIds": task_ids} if task_ids else {}
     return types.SubscriptionFilter(
         tools_list_changed=True if requested.tools_list_changed else None,
         prompts_list_changed=True if requested.prompts_list_changed else None,
@@ -77,7 +90,7 @@ def _honored(requested: types.SubscriptionFilter, task_ids: list[str] | None) ->
     )
 
 
-def _requested_task_ids(ctx: Any, params: types.SubscriptionsListenRequestParams) -> list[str] | None:
+def _requested_task_ids(ctx: ServerRequestContext[object, object], params: types.SubscriptionsListenRequestParams) -> list[str] | None:
     raw = (params.notifications.model_extra or {}).get("taskIds")
     if raw is None:
         return None
@@ -91,8 +104,8 @@ def _requested_task_ids(ctx: Any, params: types.SubscriptionsListenRequestParams
     meta = params.meta or {}
     caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, Mapping) else None
     extensions = caps.get("extensions") if isinstance(caps, Mapping) else None
-    if not _declares_tasks(ctx) and not (isinstance(extensions, Mapping) and "io.modelcontextprotocol/tasks" in extensions):
-        raise _missing_capability("subscriptions/listen with notifications.taskIds")
+    if not declares_tasks(ctx) and not (isinstance(extensions, Mapping) and "io.modelcontextprotocol/tasks" in extensions):
+        raise missing_tasks_capability("subscriptions/listen with notifications.taskIds")
     return list(dict.fromkeys(raw))
 
 
@@ -117,12 +130,12 @@ class UriBytes:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._held: weakref.WeakKeyDictionary[Any, tuple[str, int]] = weakref.WeakKeyDictionary()
+        self._held: weakref.WeakKeyDictionary[object, tuple[str, int]] = weakref.WeakKeyDictionary()
 
     def of(self, who: str) -> int:
         return sum(size for owner, size in list(self._held.values()) if owner == who)
 
-    def take(self, who: str, holder: Any, uris: list[str]) -> None:
+    def take(self, who: str, holder: object, uris: list[str]) -> None:
         from plexor.limits import refuse
 
         more = sum(len(uri.encode()) for uri in uris)
@@ -134,7 +147,7 @@ class UriBytes:
         owner, size = self._held.get(holder, (who, 0))
         self._held[holder] = (owner, size + more)
 
-    def give_back(self, holder: Any, uris: list[str] | None = None) -> None:
+    def give_back(self, holder: object, uris: list[str] | None = None) -> None:
         """Give back what ``holder`` held for ``uris`` (all of it when None)."""
         owner, size = self._held.get(holder, ("", 0))
         left = 0 if uris is None else size - sum(len(uri.encode()) for uri in uris)
@@ -155,7 +168,7 @@ def uri_budget(kernel: Kernel) -> UriBytes:
     return kernel.keep(UriBytes, lambda: UriBytes(int(value("subscription_bytes_per_caller", kernel.environ))))
 
 
-def hold_uris(kernel: Kernel, ctx: Any, holder: Any, uris: list[str]) -> None:
+def hold_uris(kernel: Kernel, ctx: ServerRequestContext[object, object], holder: object | None, uris: list[str]) -> None:
     """Count ``uris`` as held by ``holder`` (a session's connection) for the caller of ``ctx``; refused past its budget."""
     from plexor.limits import principal
 
@@ -163,7 +176,7 @@ def hold_uris(kernel: Kernel, ctx: Any, holder: Any, uris: list[str]) -> None:
         uri_budget(kernel).take(principal(getattr(getattr(ctx, "request", None), "scope", None)), holder, uris)
 
 
-def release_uris(kernel: Kernel, holder: Any, uris: list[str]) -> None:
+def release_uris(kernel: Kernel, holder: object | None, uris: list[str]) -> None:
     """``holder`` no longer holds ``uris`` (unsubscribed)."""
     if holder is not None:
         uri_budget(kernel).give_back(holder, uris)
@@ -176,7 +189,7 @@ class Listen:
     :meth:`on_task_event` takes the notifier's ``tasks/status`` events.
     """
 
-    def __init__(self, bus: Any, kernel: Kernel, *, max_subscriptions: int | None = None, max_buffered_events: int = 1024) -> None:
+    def __init__(self, bus: EventBus, kernel: Kernel, *, max_subscriptions: int | None = None, max_buffered_events: int = 1024) -> None:
         from plexor.limits import PerCaller, value
 
         self._bus = bus
@@ -184,11 +197,11 @@ class Listen:
         self._max_subscriptions = max_subscriptions or int(value("listen_streams", kernel.environ))
         self._per_caller = PerCaller(int(value("listen_per_caller", kernel.environ)))
         self._max_buffered_events = max_buffered_events
-        self._streams: set[Any] = set()
+        self._streams: set[MemoryObjectSendStream[ServerEvent | TaskChanged]] = set()
         self._watched: Counter[str] = Counter()  # task id -> open streams that asked for it
         self._reads: set[asyncio.Task[None]] = set()
 
-    def _tasks(self) -> Any:
+    def _tasks(self) -> Tasks:
         from plexor.features.tasks.runner import tasks_of
 
         return tasks_of(self._kernel)
@@ -213,7 +226,7 @@ class Listen:
             await self._bus.publish(TaskChanged(row.task_id, row.owner, row.updated_at, detailed(row)))
 
     # -- one stream -----------------------------------------------------------------------------
-    async def __call__(self, ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+    async def __call__(self, ctx: ServerRequestContext[object, object], params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
         subscription_id = ctx.request_id
         if subscription_id is None:
             raise MCPError(types.INVALID_REQUEST, "subscriptions/listen requires a request id")
@@ -238,17 +251,17 @@ class Listen:
             budget.give_back(holder)
             self._per_caller.give_back(who)
 
-    async def _stream(self, ctx: Any, params: types.SubscriptionsListenRequestParams,
-                      subscription_id: Any) -> types.SubscriptionsListenResult:
+    async def _stream(self, ctx: ServerRequestContext[object, object], params: types.SubscriptionsListenRequestParams,
+                      subscription_id: RequestId) -> types.SubscriptionsListenResult:
         requested_ids = _requested_task_ids(ctx, params)
-        owner = _owner(ctx) if requested_ids is not None else ""
+        owner = task_owner(ctx) if requested_ids is not None else ""
         asked = frozenset(requested_ids or ())
         sdk_filter = _honored(params.notifications, None)
         uris = frozenset(sdk_filter.resource_subscriptions or ())
-        meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
-        send, recv = anyio.create_memory_object_stream[Any](self._max_buffered_events)
+        meta: dict[str, object] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
+        send, recv = anyio.create_memory_object_stream[ServerEvent | TaskChanged](self._max_buffered_events)
 
-        def deliver(event: Any) -> None:
+        def deliver(event: ServerEvent | TaskChanged) -> None:
             if isinstance(event, TaskChanged):
                 if event.task_id not in asked or event.owner != owner:
                     return
@@ -314,7 +327,7 @@ class Listen:
                 self._watched.pop(task_id, None)
 
     @staticmethod
-    async def _send_task(ctx: Any, changed: TaskChanged, meta: dict[str, Any], sent: dict[str, tuple[float, str, str]]) -> None:
+    async def _send_task(ctx: ServerRequestContext[object, object], changed: TaskChanged, meta: dict[str, object], sent: dict[str, tuple[float, str, str]]) -> None:
         """Send a task's state unless this stream already sent it (or a newer one, or its end)."""
         status = str(changed.task.get("status"))
         key = (changed.updated_at, status, str(changed.task.get("statusMessage", "")))

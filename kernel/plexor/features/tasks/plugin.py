@@ -8,11 +8,13 @@ no task: the capability, the extension and the methods are gone, and a ``task`` 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from plexor.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mcp_types import ServerCapabilities
+
     from plexor.core.base import KernelBase
     from plexor.extending import ProtocolMethod, RequestLayer, ServerSetup
     from plexor.features.tasks.protocol import TaskProtocol
@@ -25,11 +27,14 @@ def _protocol(setup: ServerSetup) -> TaskProtocol:
     proto = setup.shared.get("tasks")
     if not isinstance(proto, TaskProtocol):
         from plexor.core.kernel import Kernel
+        from plexor.features.tasks.methods import Served
 
-        kernel = setup.kernel
+        kernel, server = setup.kernel, setup.server
         if not isinstance(kernel, Kernel):  # a server serves a whole kernel: tasks run its pipeline
             raise TypeError(f"tasks need a plexor Kernel to run, not {type(kernel).__name__}")
-        proto = setup.shared["tasks"] = TaskProtocol(setup.server, kernel)
+        if not isinstance(server, Served):  # a task's run crosses its request path; results carry its serverInfo
+            raise TypeError(f"tasks need a plexor server (its request path and serverInfo), not {type(server).__name__}")
+        proto = setup.shared["tasks"] = TaskProtocol(server, kernel)
     return proto
 
 
@@ -43,7 +48,7 @@ def plexor_request_layers(setup: ServerSetup) -> list[RequestLayer]:
 @hookimpl
 def plexor_protocol_methods(setup: ServerSetup) -> list[ProtocolMethod]:
     from plexor.extending import ProtocolMethod
-    from plexor.features.tasks.protocol import TaskParams
+    from plexor.features.tasks.wire import TaskParams
 
     proto = _protocol(setup)
     # no scope: each answers only the task's owner (the caller's principal), so no token reaches another's task
@@ -53,8 +58,8 @@ def plexor_protocol_methods(setup: ServerSetup) -> list[ProtocolMethod]:
 
 
 @hookimpl
-def plexor_capabilities(capabilities: Any, protocol_version: str | None, setup: ServerSetup) -> None:
-    from plexor.features.tasks.protocol import TASKS_EXTENSION, advertise
+def plexor_capabilities(capabilities: ServerCapabilities, protocol_version: str | None, setup: ServerSetup) -> None:
+    from plexor.features.tasks.wire import TASKS_EXTENSION, advertise
 
     advertise(capabilities, protocol_version)
     capabilities.extensions = {**(capabilities.extensions or {}), TASKS_EXTENSION: {}}

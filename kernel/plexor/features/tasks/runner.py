@@ -9,26 +9,26 @@ running coroutine, a wake-up for answers, the session to notify).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import os
 import secrets
 import socket
 import time
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from plexor.asking import Elicit, ListRoots, Question, Sample
+from pydantic import BaseModel
+
 from plexor.core.results import Outcome
-from plexor.errors import PlexorError
-from plexor.exchange import Exchange, check_answer, declares, missing_capability
 from plexor.features.tasks.bounds import check_new_task, over_budget, oversized, release, run_limit
+from plexor.features.tasks.results import WORKER_DIED, tool_error
+from plexor.features.tasks.session import Layers, TaskExchange, TaskRequest, TaskSession, Unstored, layered
 from plexor.features.tasks.store import TaskRow, TaskStore
 from plexor.limits import overran
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plexor.context import Context
+    from mcp.server.session import ServerSession
+
     from plexor.core.base import KernelBase
     from plexor.core.kernel import Kernel
 
@@ -41,115 +41,11 @@ LEASE_SECONDS = 10.0  # a worker silent this long is presumed dead
 HEARTBEAT_SECONDS = 2.0
 SWEEP_SECONDS = 60.0
 MAX_ATTEMPTS = 3  # an idempotent task is run at most this many times
-WORKER_DIED = -32603
 
-
-class Unstored:
-    """A task not stored yet, and how it ended if it did before anyone needed it stored."""
-
-    def __init__(self, row: TaskRow) -> None:
-        self.row = row
-        self.storing = False
-        self.stored = asyncio.Event()
-        self.finished = asyncio.Event()
-        self.status = "completed"
-        self.message = ""
-        self.result: Any = None
-        self.error: Any = None
-
-
-class TaskSession:
-    """What a task's Context sees as its session: progress becomes the task's status message."""
-
-    def __init__(self, tasks: Tasks, task_id: str) -> None:
-        self._tasks = tasks
-        self._task_id = task_id
-        self._last = 0.0
-
-    async def report_progress(self, current: float, total: float | None = None, message: str | None = None) -> None:
-        now = time.monotonic()
-        if now - self._last < 0.2:  # a tight loop of progress must not become a tight loop of writes
-            return
-        self._last = now
-        shown = f"{current:g}/{total:g}" if total else (f"{current:g}" if current else "")
-        text = (message or "progress") + (f" ({shown})" if shown else "")
-        unstored = self._tasks.unstored.get(self._task_id)
-        if unstored is not None:  # a call that reports progress is a long one: it becomes a task now
-            unstored.row.status_message = text
-        await self._tasks.materialize(self._task_id)
-        await self._tasks.write(self._tasks.store.progress, self._task_id, text)
-
-    async def send_log_message(self, *args: Any, **kwargs: Any) -> None:
-        return None  # the protocol carries no log messages for tasks; ctx.log still logs locally
-
-
-class TaskExchange(Exchange):
-    """``ctx.ask`` inside a task: questions wait in the task (``input_required``) for the client's answers."""
-
-    def __init__(self, tasks: Tasks, row: TaskRow) -> None:
-        super().__init__(modern=True, capabilities=row.capabilities)
-        self._tasks = tasks
-        self.task_id = row.task_id
-        self.answers = dict(row.input_responses)  # answered before (a re-run after a worker died)
-
-    def can_ask(self, what: str) -> bool:
-        return declares(self.capabilities, what)
-
-    async def ask(self, questions: Mapping[str, Question]) -> dict[str, dict[str, Any]]:
-        tasks = self._tasks
-        out: dict[str, dict[str, Any]] = {}
-        pending: dict[str, Question] = {}
-        for key, question in questions.items():
-            if not isinstance(question, (Elicit, Sample, ListRoots)):
-                raise PlexorError(f"ctx.ask({key}=...) got {type(question).__name__}", "Pass Elicit(...), Sample(...) or ListRoots().")
-            if key in self.answers:
-                out[key] = check_answer(key, question, self.answers[key])
-            else:
-                pending[key] = question
-        if not pending:
-            return out
-        for key, question in pending.items():
-            if not declares(self.capabilities, question.capability):
-                raise missing_capability(key, question.method)
-        await tasks.materialize(self.task_id)
-        wake = tasks.wakeup(self.task_id)
-        message = "waiting for the client to answer: " + ", ".join(pending)
-        await tasks.write(tasks.store.ask, self.task_id, {k: q.wire() for k, q in pending.items()}, message)
-        tasks.notify(self.task_id)
-        while True:
-            answers = await tasks.write(tasks.store.answers, self.task_id)
-            if all(key in answers for key in pending):
-                break
-            wake.clear()
-            try:
-                await asyncio.wait_for(wake.wait(), 0.25)  # another worker may take the answer: poll too
-            except TimeoutError:
-                pass
-        for key, question in pending.items():
-            out[key] = self.answers[key] = check_answer(key, question, answers[key])
-        await tasks.write(tasks.store.resume, self.task_id)
-        tasks.notify(self.task_id)
-        return out
-
-
-@dataclasses.dataclass
-class TaskRequest:
-    """A task's run as the request layers see a ``tools/call`` (the fields of the SDK's request context they read)."""
-
-    params: dict[str, Any]
-    request_id: str
-    session: Any
-    protocol_version: str
-    method: str = "tools/call"
-    meta: Any = None
-    request: Any = None
-
-
-def _layered(layer: Any, inner: Any) -> Any:
-    async def call(ctx: TaskRequest) -> Any:
-        return await layer(ctx, inner)
-
-    return call
+P = ParamSpec("P")
+T = TypeVar("T")
+#: Tells a 2025-11-25 session that created a task of its new status (set by the protocol layer).
+Notifier = Callable[["ServerSession", TaskRow], Awaitable[None]]
 
 
 class Tasks:
@@ -170,21 +66,21 @@ class Tasks:
         self._ended: dict[str, asyncio.Event] = {}
         self.unstored: dict[str, Unstored] = {}  # tasks whose call may still be answered directly
         self._inline = False  # the event loop's SQLite connection is set not to wait for locks
-        self._sessions: dict[str, Any] = {}  # task id -> the 2025-11-25 session that created it (for status)
+        self._sessions: dict[str, ServerSession] = {}  # task id -> the 2025-11-25 session that created it (for status)
         self._loop_task: asyncio.Task[None] | None = None
         self._last_sweep = 0.0
-        self.notifier: Any = None  # async (session, row) -> None, set by the protocol layer
+        self.notifier: Notifier | None = None
         # The server's request path (plexor.serving.layers.RequestPath), set by the protocol layer: a task's
         # run crosses the layers after `tasks` that a plain call crosses (plugins' observers).
-        self.path: Any = None
+        self.path: Layers | None = None
 
-    async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def db(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A store call in a worker thread: SQLite may wait for another process's write lock."""
         import anyio
 
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
-    async def write(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A short store write: on SQLite done here when the file is free (a thread hop costs more than
         the write), in a worker thread when another process holds the lock (it may wait there)."""
         if self.store.state.dialect == "sqlite":
@@ -204,8 +100,7 @@ class Tasks:
         """A task as stored; on SQLite read here (WAL readers never wait), elsewhere in a worker thread."""
         if self.store.state.dialect == "sqlite":
             return self.store.get(task_id)
-        row: TaskRow | None = await self.db(self.store.get, task_id)
-        return row
+        return await self.db(self.store.get, task_id)
 
     def ended(self, task_id: str) -> asyncio.Event | None:
         """Set when a task running here ends (None when it does not run here)."""
@@ -217,8 +112,9 @@ class Tasks:
         return event
 
     # -- creating and running ------------------------------------------------------------
-    async def create(self, *, tool: str, arguments: dict[str, Any], era: str, owner: str, capabilities: dict[str, Any],
-                     ttl_ms: int | None, idempotent: bool, session: Any = None, start: bool = True,
+    async def create(self, *, tool: str, arguments: dict[str, object], era: str, owner: str,
+                     capabilities: dict[str, object], ttl_ms: int | None, idempotent: bool,
+                     session: ServerSession | None = None, start: bool = True,
                      store: bool = True) -> TaskRow:
         """Store a new task (durably: a ``tasks/get`` anywhere finds it once this returns) and start it here
         (unless ``start`` is false: a detaching call runs on as it is). With ``store`` false it is kept in
@@ -283,7 +179,8 @@ class Tasks:
             raise
         except BaseException as exc:  # noqa: BLE001 - a protocol-level failure becomes the task's error
             error = tool_error(exc)
-            if error.get("data", {}).get("type") == "unexpected":
+            data = error.get("data")
+            if isinstance(data, dict) and data.get("type") == "unexpected":
                 self.kernel.log.error("task_failed", task=task_id, error=error["message"])
             await self._finish(task_id, "failed", str(error["message"]).splitlines()[0], error=error)
             if not isinstance(exc, Exception):
@@ -297,26 +194,29 @@ class Tasks:
                 ended.set()
             self.notify(task_id, final=True)
 
-    async def _call(self, row: TaskRow) -> tuple[dict[str, Any], bool]:
+    async def _call(self, row: TaskRow) -> tuple[dict[str, object], bool]:
         """Run the task's call through the request layers after ``tasks`` (the ones a plain call crosses there:
         plugins' observers; the run-time limit is ``_run``'s), then the pipeline; its wire result and error flag."""
         task_id = row.task_id
 
-        async def pipeline(ctx: TaskRequest) -> Any:
+        async def pipeline(ctx: TaskRequest) -> object:
             return await self.kernel.call_tool(row.tool, row.arguments, session=ctx.session, request_id=ctx.request_id,
                                                exchange=TaskExchange(self, row))
 
-        call: Any = pipeline
+        call: Callable[[TaskRequest], Awaitable[object]] = pipeline
         for layer in reversed(self.path.between("tasks", "timeout") if self.path is not None else []):
-            call = _layered(layer, call)
+            call = layered(layer, call)
         answer = await call(TaskRequest({"name": row.tool, "arguments": row.arguments}, f"task:{task_id}",
                                         TaskSession(self, task_id), row.era))
         if isinstance(answer, Outcome):  # the pipeline's own answer
-            return tool_result(answer), bool(answer.is_error)
-        wire = answer.model_dump(by_alias=True, exclude_none=True, mode="json") if hasattr(answer, "model_dump") else answer
+            return answer.wire(), bool(answer.is_error)
+        wire = answer.model_dump(by_alias=True, exclude_none=True, mode="json") if isinstance(answer, BaseModel) else answer
+        if not isinstance(wire, dict):
+            raise TypeError(f"the request path answered a task's call with {type(wire).__name__}, not a result")
         return wire, bool(wire.get("isError"))
 
-    async def _finish(self, task_id: str, status: str, message: str, *, result: Any = None, error: Any = None) -> None:
+    async def _finish(self, task_id: str, status: str, message: str, *, result: dict[str, object] | None = None,
+                      error: dict[str, object] | None = None) -> None:
         unstored = self.unstored.get(task_id)
         if unstored is not None:  # not stored (yet): its call answers, or materialize() settles it once stored
             unstored.status, unstored.message, unstored.result, unstored.error = status, message, result, error
@@ -386,10 +286,10 @@ class Tasks:
         except Exception as exc:  # noqa: BLE001 - a notification must never fail the task; clients may poll
             self.kernel.log.debug("task_status_not_published", task=task_id, error=str(exc))
 
-    async def _notify(self, session: Any, task_id: str) -> None:
+    async def _notify(self, session: ServerSession, task_id: str) -> None:
         try:
             row = await self.db(self.store.get, task_id)
-            if row is not None:
+            if row is not None and self.notifier is not None:
                 await self.notifier(session, row)
         except Exception:  # noqa: BLE001 - a gone client
             self.kernel.log.debug("task_status_not_sent", task=task_id, exc_info=True)
@@ -467,68 +367,6 @@ class Tasks:
             await self.db(self.store.settle, task_id, "failed", advice,
                           error={"code": WORKER_DIED, "message": advice, "data": {"type": "server_stopped"}})
             self.publish(task_id)
-
-
-def tool_error(exc: BaseException) -> dict[str, Any]:
-    """The JSON-RPC error a failure would have been on ``tools/call``, for a failed task."""
-    from mcp.shared.exceptions import MCPError
-
-    from plexor.asking import AskError
-
-    inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 else exc
-    if isinstance(inner, AskError):
-        return {"code": inner.rpc_code, "message": inner.render(), "data": {**inner.data, "guidance": inner.guidance}}
-    if isinstance(inner, MCPError):
-        return {"code": inner.error.code, "message": inner.error.message,
-                **({"data": inner.error.data} if inner.error.data is not None else {})}
-    if isinstance(inner, PlexorError):
-        return {"code": WORKER_DIED, "message": inner.render(), "data": inner.payload()}
-    return {"code": WORKER_DIED, "message": f"the task failed: {type(inner).__name__}: {inner}",
-            "data": {"type": "unexpected"}}
-
-
-def tool_result(outcome: Any) -> dict[str, Any]:
-    """A tool's :class:`Outcome` as the wire ``CallToolResult`` (what ``tools/call`` would have answered)."""
-    out: dict[str, Any] = {"content": [{"type": "text", "text": outcome.text}, *outcome.content],
-                           "isError": bool(outcome.is_error)}
-    if outcome.data is not None:
-        out["structuredContent"] = outcome.data
-    if outcome.meta:
-        out["_meta"] = json.loads(json.dumps(outcome.meta, default=str))
-    return out
-
-
-class Detachable:
-    """A call of a ``detach="manual"`` tool that may still become a task (see :meth:`plexor.Context.detach`)."""
-
-    def __init__(self, tasks: Tasks, create: Any) -> None:
-        self.tasks = tasks
-        self.create = create  # async () -> TaskRow: stores the task (not started: the call goes on running)
-        self.row: TaskRow | None = None
-        self.detached = asyncio.Event()
-
-    @property
-    def became_task(self) -> bool:
-        return self.row is not None
-
-    async def __call__(self, ctx: Context, message: str | None = None) -> bool:
-        """:meth:`plexor.Context.detach` (set as ``plexor.context.DETACHER`` around the call): store the
-        task, switch ``ctx`` to it, and let the request answer."""
-        if self.row is not None:
-            return False
-        row = await self.create()
-        if message:
-            await self.tasks.write(self.tasks.store.progress, row.task_id, message)
-        exchange = TaskExchange(self.tasks, row)
-        exchange.answers.update(ctx.exchange.answers)  # answered before detaching
-        exchange.state = dict(ctx.exchange.state)
-        ctx.continue_in(TaskSession(self.tasks, row.task_id), exchange)
-        self.row = row
-        current = asyncio.current_task()
-        if current is not None:
-            self.tasks.running[row.task_id] = current  # tasks/cancel stops it
-        self.detached.set()
-        return True
 
 
 def tasks_of(kernel: Kernel) -> Tasks:

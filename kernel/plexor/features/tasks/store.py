@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +58,8 @@ class TaskRow:
     owner: str
     era: str
     tool: str
-    arguments: dict[str, Any]
-    capabilities: dict[str, Any]
+    arguments: dict[str, object]
+    capabilities: dict[str, object]
     status: str
     status_message: str | None
     created_at: float
@@ -66,10 +67,10 @@ class TaskRow:
     ttl_ms: int | None
     expires_at: float | None
     poll_ms: int
-    result: dict[str, Any] | None
-    error: dict[str, Any] | None
-    input_requests: dict[str, Any]
-    input_responses: dict[str, Any]
+    result: dict[str, object] | None
+    error: dict[str, object] | None
+    input_requests: dict[str, dict[str, object]]
+    input_responses: dict[str, dict[str, object]]  # each answer checked when it was taken
     worker: str
     host: str
     pid: int
@@ -98,7 +99,7 @@ class TaskRow:
         return cls(**d)
 
 
-def _dump(value: Any) -> str | None:
+def _dump(value: object) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -117,7 +118,7 @@ class TaskStore:
             # which leaves a task working until its lease runs out and it is settled like a dead worker's.
             self.state.execute("SET LOCAL synchronous_commit TO off")
 
-    def _quick(self, sql: str, params: Any) -> int:
+    def _quick(self, sql: str, params: Sequence[object]) -> int:
         """One change to an existing task (see :meth:`_relax`)."""
         if self.state.dialect == "sqlite":
             return self.state.execute(sql, params)
@@ -157,12 +158,13 @@ class TaskStore:
                                 "ORDER BY created_at, task_id LIMIT ? OFFSET ?", (owner, limit, offset))
         return [TaskRow.from_db(r) for r in rows]
 
-    def settle(self, task_id: str, status: str, message: str | None, *, result: Any = None, error: Any = None,
+    def settle(self, task_id: str, status: str, message: str | None, *, result: dict[str, object] | None = None,
+               error: dict[str, object] | None = None,
                worker: str | None = None) -> bool:
         """Move an active task to a terminal ``status``; False when it already ended (or another worker owns it)."""
         sql = ("UPDATE plexor_tasks SET status = ?, status_message = ?, result = ?, error = ?, input_requests = NULL, "
                "updated_at = ? WHERE task_id = ? AND status IN ('working', 'input_required')")
-        params: list[Any] = [status, message, _dump(result), _dump(error), time.time(), task_id]
+        params: list[object] = [status, message, _dump(result), _dump(error), time.time(), task_id]
         if worker is not None:
             sql += " AND worker = ?"
             params.append(worker)
@@ -172,7 +174,7 @@ class TaskStore:
         self._quick("UPDATE plexor_tasks SET status_message = ?, updated_at = ? "
                            "WHERE task_id = ? AND status = 'working'", (message, time.time(), task_id))
 
-    def ask(self, task_id: str, requests: dict[str, Any], message: str) -> bool:
+    def ask(self, task_id: str, requests: dict[str, dict[str, object]], message: str) -> bool:
         """Add ``requests`` to the pending input requests; the task becomes ``input_required``."""
         with self.state.transaction():
             self._relax()
@@ -187,7 +189,7 @@ class TaskStore:
                                (message, _dump(pending), time.time(), task_id))
             return True
 
-    def answer(self, task_id: str, responses: dict[str, Any]) -> list[str]:
+    def answer(self, task_id: str, responses: Mapping[str, object]) -> list[str]:
         """Record answers to pending requests (others are ignored); returns the keys taken."""
         with self.state.transaction():
             self._relax()
@@ -209,9 +211,10 @@ class TaskStore:
                                 "input_required" if pending else "working", task_id))
             return taken
 
-    def answers(self, task_id: str) -> dict[str, Any]:
+    def answers(self, task_id: str) -> dict[str, object]:
         rows = self.state.query("SELECT input_responses FROM plexor_tasks WHERE task_id = ?", (task_id,))
-        return json.loads(rows[0][0]) if rows and rows[0][0] else {}
+        found = json.loads(rows[0][0]) if rows and rows[0][0] else {}
+        return found if isinstance(found, dict) else {}
 
     def resume(self, task_id: str) -> None:
         """Back to ``working`` once every question is answered."""

@@ -27,12 +27,13 @@ in to a tool's arguments (``gen_ai.tool.call.arguments``, cut at 4 KiB).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from opentelemetry.metrics import MeterProvider
-    from opentelemetry.trace import TracerProvider
+    from opentelemetry.trace import Span, TracerProvider
+    from starlette.routing import Route
 
     from plexor.core.base import KernelBase
 
@@ -42,7 +43,8 @@ from plexor.features.telemetry.observer import Telemetry, _active
 __all__ = ["SWITCH", "Telemetry", "for_kernel", "from_environ", "http_trace_context", "metrics_route", "span"]
 
 
-def span(name: str, *, kind: str = "client", **attributes: Any) -> contextlib.AbstractContextManager[Any]:
+def span(name: str, *, kind: str = "client", **attributes: str | bool | int | float
+         ) -> contextlib.AbstractContextManager[Span | None]:
     """A child span of the current request, for a plugin's remote or storage call::
 
         with plexor.span("edgelake query", **{"server.address": host}):
@@ -115,7 +117,7 @@ def from_environ(kernel: KernelBase) -> Telemetry:
                      record_arguments=environ.get(RECORD_ARGUMENTS, "").strip().lower() not in _OFF)
 
 
-def metrics_route(telemetry: Telemetry) -> Any:
+def metrics_route(telemetry: Telemetry) -> Route:
     """``GET /metrics``: the metrics kept for Prometheus (the ``telemetry`` built-in plugin mounts it)."""
     from starlette.requests import Request as HttpRequest
     from starlette.responses import Response
@@ -128,7 +130,7 @@ def metrics_route(telemetry: Telemetry) -> Any:
     return Route("/metrics", metrics, methods=["GET"])
 
 
-async def http_trace_context(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+async def http_trace_context(ctx: ServerRequestContext[object, object], call_next: CallNext) -> HandlerResult:
     """SDK middleware: make the HTTP request's ``traceparent`` the current context, unless ``_meta`` has one."""
     headers = getattr(ctx.request, "headers", None)
     if headers is None or "traceparent" not in headers or (ctx.meta and "traceparent" in ctx.meta):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import Any
 
 SWITCH = "PLEXOR_OTEL"
 RECORD_ARGUMENTS = "PLEXOR_OTEL_RECORD_ARGUMENTS"
@@ -51,7 +50,7 @@ def _outcome(exc: BaseException) -> tuple[str, str | None]:
     return "error", kind
 
 
-def _arguments(values: Any) -> str:
+def _arguments(values: object) -> str:
     try:
         text = json.dumps(values, default=str, ensure_ascii=False)
     except (TypeError, ValueError):

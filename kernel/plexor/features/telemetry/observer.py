@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from plexor.context import connection_of
 from plexor.core.eras import is_stateless
@@ -25,13 +27,25 @@ from plexor.features.telemetry.metrics import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
-    from opentelemetry.trace import TracerProvider
+    from opentelemetry.metrics import CallbackOptions, Histogram, Meter, MeterProvider, Observation
+    from opentelemetry.trace import Span, TracerProvider
+    from opentelemetry.util.types import AttributeValue
+    from prometheus_client import CollectorRegistry
+    from prometheus_client import Histogram as PromHistogram
+    from prometheus_client.metrics_core import Metric
 
     from plexor.core.base import KernelBase, Request
     from plexor.handle import PluginGauge
 
-__all__ = ["Telemetry"]
+__all__ = ["Sessions", "Telemetry"]
+
+T = TypeVar("T")
+
+
+class Sessions(Protocol):
+    """The server's connections (``plexor.serving.handlers._Sessions``), counted at collection time."""
+
+    def all(self) -> Iterable[object]: ...
 
 # The request running in this context (set by Telemetry.observe): its telemetry and plugin, for span().
 _active: contextvars.ContextVar[_Target | None] = contextvars.ContextVar("plexor_telemetry", default=None)
@@ -52,7 +66,7 @@ class Telemetry:
     """
 
     def __init__(self, kernel: KernelBase, *, tracer_provider: TracerProvider | None = None,
-                 meter_provider: MeterProvider | None = None, registry: Any = None,
+                 meter_provider: MeterProvider | None = None, registry: CollectorRegistry | None = None,
                  record_arguments: bool = False) -> None:
         from opentelemetry import context, trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -70,10 +84,10 @@ class Telemetry:
         self._server, self._internal = SpanKind.SERVER, SpanKind.INTERNAL
         self._targets: dict[tuple[str, str, str, str | None], _Target] = {}
         self._error = Status(StatusCode.ERROR)
-        self.duration: Any = None
-        self.span_duration: Any = None
-        self.sessions: Any = None  # the server's connections (plexor.serving.handlers._Sessions), set when it is built
-        self._meter: Any = None
+        self.duration: Histogram | None = None
+        self.span_duration: Histogram | None = None
+        self.sessions: Sessions | None = None  # set when the server is built
+        self._meter: Meter | None = None
         if meter_provider is not None:
             self._meter = meter = meter_provider.get_meter("plexor", __version__)
             self.duration = meter.create_histogram(
@@ -87,9 +101,9 @@ class Telemetry:
                                           description=SESSIONS_HELP)
             self.span_duration = meter.create_histogram(
                 "plexor.span.duration", unit="s", description=SPAN_HELP, explicit_bucket_boundaries_advisory=list(BUCKETS))
-        self._histogram: Any = None
-        self._span_histogram: Any = None
-        self._span_children: dict[tuple[str, ...], Any] = {}
+        self._histogram: PromHistogram | None = None
+        self._span_histogram: PromHistogram | None = None
+        self._span_children: dict[tuple[str, ...], PromHistogram] = {}
         if registry is not None:
             from prometheus_client import Histogram
 
@@ -103,7 +117,7 @@ class Telemetry:
         kernel.gauges.follow(self.declare)
 
     # -- the pipeline's hook --------------------------------------------------------
-    async def observe(self, run: Callable[..., Awaitable[Any]], req: Request, plugin: str, *args: Any) -> Any:
+    async def observe(self, run: Callable[..., Awaitable[T]], req: Request, plugin: str, *args: object) -> T:
         """Run one pipeline request (``run(req, plugin, *args)``) inside its span, and time it."""
         connection = connection_of(req.session)
         version = getattr(connection, "protocol_version", None) if connection is not None else None
@@ -121,7 +135,7 @@ class Telemetry:
             finally:
                 _active.reset(token)
                 self._record(target, time.perf_counter() - started, outcome, error)
-        attributes = dict(target.metric)
+        attributes: dict[str, AttributeValue] = dict(target.metric)
         if req.kind == "uri":
             attributes["mcp.resource.uri"] = req.name  # on the span only: as a metric label it would not be bounded
         if req.request_id is not None:
@@ -198,13 +212,13 @@ class Telemetry:
                 current.set_status(self._error)
         self._record(target, 0.0, outcome, error)
 
-    def child(self, name: str, kind: str, attributes: dict[str, Any], target: _Target) -> _Child:
+    def child(self, name: str, kind: str, attributes: Mapping[str, AttributeValue], target: _Target) -> _Child:
         """A span beneath the current one, timed into ``plexor.span.duration`` (see :func:`span`)."""
         if kind not in self.kinds:
             raise ValueError(f"span kind {kind!r} is not one of 'client', 'internal', 'server'")
         return _Child(self, name, kind, attributes, target.plugin)
 
-    def record_span(self, plugin: str, name: str, attributes: dict[str, Any], seconds: float, outcome: str,
+    def record_span(self, plugin: str, name: str, attributes: Mapping[str, AttributeValue], seconds: float, outcome: str,
                      error: str | None) -> None:
         address = str(attributes.get("server.address", ""))
         port = str(attributes.get("server.port", ""))
@@ -277,6 +291,8 @@ class Telemetry:
         """The metrics in the Prometheus text format, and its content type."""
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+        if self.registry is None:
+            raise RuntimeError("this telemetry keeps no Prometheus registry: nothing to render for /metrics")
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
@@ -289,7 +305,7 @@ class _Target:
         self.telemetry = telemetry
         self.plugin = plugin or ""
         method = METHODS.get(kind, kind)
-        self.metric: dict[str, Any] = {"mcp.method.name": method}
+        self.metric: dict[str, str] = {"mcp.method.name": method}
         if plugin:
             self.metric["plexor.plugin.name"] = plugin
         self.name = method
@@ -304,7 +320,7 @@ class _Target:
         if version:
             self.metric["mcp.protocol.version"] = version
         self.labels = (method, plugin or "", tool, prompt, version or "")
-        self.ok: Any = None  # the Prometheus histogram's child for successful requests, made on first use
+        self.ok: PromHistogram | None = None  # the Prometheus histogram's child for successful requests, made on first use
 
 
 class _Child:
@@ -312,12 +328,13 @@ class _Child:
 
     __slots__ = ("telemetry", "name", "kind", "attributes", "plugin", "started", "inner")
 
-    def __init__(self, telemetry: Telemetry, name: str, kind: str, attributes: dict[str, Any], plugin: str) -> None:
+    def __init__(self, telemetry: Telemetry, name: str, kind: str, attributes: Mapping[str, AttributeValue],
+                 plugin: str) -> None:
         self.telemetry, self.name, self.kind, self.attributes, self.plugin = telemetry, name, kind, attributes, plugin
-        self.inner: Any = None
+        self.inner: AbstractContextManager[Span] | None = None
         self.started = 0.0
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Span | None:
         telemetry = self.telemetry
         current = None
         if telemetry.tracer is not None:
@@ -327,12 +344,13 @@ class _Child:
         self.started = time.perf_counter()
         return current
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool | None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool | None:
         seconds = time.perf_counter() - self.started
         outcome, error = ("ok", None) if exc is None else _outcome(exc)
         self.telemetry.record_span(self.plugin, self.name, self.attributes, seconds, outcome, error)
         if self.inner is not None:
-            return self.inner.__exit__(kind, exc, tb)  # type: ignore[no-any-return]
+            return self.inner.__exit__(kind, exc, tb)
         return None
 
 
@@ -343,7 +361,7 @@ class _Gauges:
         self.telemetry = telemetry
         self.kernel = telemetry.kernel
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
 
         yield GaugeMetricFamily("plexor_requests_in_flight", IN_FLIGHT_HELP, value=self.kernel.inflight)
@@ -375,5 +393,5 @@ class _Gauges:
                 family.add_metric(list(labels.values()), value)
             yield family
 
-    def describe(self) -> list[Any]:
+    def describe(self) -> list[Metric]:
         return []  # names are known only at collection: auto-describe would call collect() at registration

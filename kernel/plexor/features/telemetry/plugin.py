@@ -8,11 +8,13 @@ plugin adds what the HTTP server needs. ``PLEXOR_DISABLE=telemetry`` keeps telem
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from plexor.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from starlette.routing import Route
+
     from plexor.extending import RequestLayer, ServerSetup
 
 
@@ -28,7 +30,7 @@ def plexor_request_layers(setup: ServerSetup) -> list[RequestLayer] | None:
 
 
 @hookimpl
-def plexor_routes(setup: ServerSetup) -> list[Any] | None:
+def plexor_routes(setup: ServerSetup) -> list[Route] | None:
     """``GET /metrics``: the Prometheus text of every metric, when telemetry is on."""
     if setup.kernel.telemetry is None:
         return None
