@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcp.shared.subscriptions import ServerEvent
 
     from plexor.core.kernel import Kernel
+    from plexor.features.tasks.listen import TaskChanged
     from plexor.notify import Event
 
 __all__ = ["LOG_LEVEL", "SUBSCRIPTIONS", "Bus", "Changes", "Sessions", "state", "subscriptions"]
@@ -45,19 +46,20 @@ class Sessions:
 
 
 class Bus:
-    """The SDK's ``SubscriptionBus`` for ``subscriptions/listen`` streams, fed by the kernel's notifier."""
+    """The SDK's ``SubscriptionBus`` for ``subscriptions/listen`` streams, fed by the kernel's notifier (and carrying
+    the tasks extension's :class:`~plexor.features.tasks.listen.TaskChanged` too)."""
 
     def __init__(self) -> None:
-        self._listeners: dict[object, Callable[[ServerEvent], None]] = {}
+        self._listeners: dict[object, Callable[[ServerEvent | TaskChanged], None]] = {}
 
-    async def publish(self, event: ServerEvent) -> None:  # the SDK's interface; Plexor publishes via plexor.notify
+    async def publish(self, event: ServerEvent | TaskChanged) -> None:  # the SDK's interface; Plexor publishes via plexor.notify
         self.fan_out(event)
 
-    def fan_out(self, event: ServerEvent) -> None:
+    def fan_out(self, event: ServerEvent | TaskChanged) -> None:
         for listener in list(self._listeners.values()):
             listener(event)  # the SDK's listeners only enqueue, and never raise
 
-    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+    def subscribe(self, listener: Callable[[ServerEvent | TaskChanged], None]) -> Callable[[], None]:
         token = object()
         self._listeners[token] = listener
 

@@ -16,7 +16,6 @@ from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from mcp.server.streamable_http import StreamableHTTPServerTransport
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["SessionLimits", "limit_sessions"]
@@ -28,7 +27,7 @@ PEEK_BYTES = 4 * 1024 * 1024  # a POST larger than this is not read to see wheth
 class SessionLimits:
     """ASGI middleware in front of the SDK's session manager (``sessions``: its id -> transport mapping)."""
 
-    def __init__(self, app: ASGIApp, sessions: MutableMapping[str, StreamableHTTPServerTransport], *, per_caller: int, total: int) -> None:
+    def __init__(self, app: ASGIApp, sessions: MutableMapping[str, object], *, per_caller: int, total: int) -> None:
         self.app, self.sessions = app, sessions
         self.per_caller, self.total = per_caller, total
         self.owner: dict[str, str] = {}
@@ -98,12 +97,14 @@ class SessionLimits:
     async def _make_room(self, who: str, send: Send) -> bool:
         """Close the oldest idle session of this caller, or of anyone, when a new one would pass a limit, and hold
         a place for the new one (``pending``: the next initialize counts it) before anything is awaited."""
+        from mcp.server.streamable_http import StreamableHTTPServerTransport
+
         from plexor.limits import refuse
 
         for sid in [s for s in self.owner if s not in self.sessions]:  # ended by themselves (DELETE, idle timeout)
             self.owner.pop(sid, None)
             self.seen.pop(sid, None)
-        closing: list[StreamableHTTPServerTransport | None] = []
+        closing: list[object] = []
         for limit, most, among, held in (
                 ("sessions_per_caller", self.per_caller, [s for s, o in self.owner.items() if o == who], self.pending[who]),
                 ("sessions", self.total, list(self.sessions), sum(self.pending.values()))):
@@ -122,18 +123,18 @@ class SessionLimits:
             closing.append(self._detach(oldest))
         self.pending[who] += 1
         for transport in closing:
-            if transport is not None and not getattr(transport, "is_terminated", False):
+            if isinstance(transport, StreamableHTTPServerTransport) and not transport.is_terminated:
                 await transport.terminate()
         return True
 
-    def _detach(self, sid: str) -> StreamableHTTPServerTransport | None:
+    def _detach(self, sid: str) -> object:
         """Forget a session now (so the next count is right); its transport, to terminate."""
         self.owner.pop(sid, None)
         self.seen.pop(sid, None)
         return self.sessions.pop(sid, None)
 
 
-def limit_sessions(app: ASGIApp, sessions: MutableMapping[str, StreamableHTTPServerTransport], environ: Mapping[str, str]) -> SessionLimits:
+def limit_sessions(app: ASGIApp, sessions: MutableMapping[str, object], environ: Mapping[str, str]) -> SessionLimits:
     """``app`` behind the session limits as set in ``environ``."""
     from plexor.limits import value
 

@@ -8,8 +8,7 @@ line behind the HTTP guard's 403, :mod:`plexor.features.auth.guard`, and the onl
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from plexor.features.auth.audit import audit
 from plexor.features.auth.decide import Target, decide, targets
@@ -18,12 +17,12 @@ from plexor.features.auth.scopes import Access, ScopePolicy
 from plexor.features.auth.search import FIND_TOOLS, find_tools, find_tools_wire
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 
 __all__ = ["Middleware", "access_middleware"]
 
-#: SDK middleware, as the request path takes it.
-Middleware = Callable[["ServerRequestContext[object, object]", "CallNext"], Awaitable["HandlerResult"]]
+#: SDK middleware, as the request path takes it (and the SDK's ``Server.middleware`` holds it).
+Middleware: TypeAlias = "ServerMiddleware[object]"
 
 
 def _access_of(ctx: ServerRequestContext[object, object]) -> Access | None:
