@@ -225,3 +225,14 @@ def test_plugin_sizes():
                 if length > MAX_FUNCTION_LINES:
                     too_long.append(f"{where}:{line} {name}: {length} lines (a function has at most {MAX_FUNCTION_LINES})")
     assert too_long == [], "split these along their seams:\n" + "\n".join(too_long)
+
+
+def test_the_kernel_keeps_the_sizes_issue_24_set():
+    """No kernel module over 400 lines, no function over 60, and at most 250 ``Any`` in the kernel (issue 24
+    item 6), measured by ``bench/kernel_size.py`` as the figures in bench/README.md are."""
+    figures = graphs.measure()
+    kernel = [(name, n) for name, n in figures["modules_over_400"] if name.startswith("kernel/")]
+    functions = [(name, n) for name, n in figures["functions_over_60"] if name.startswith("kernel/")]
+    assert kernel == [], f"modules over {MAX_MODULE_LINES} lines: split them along their seams"
+    assert functions == [], f"functions over {MAX_FUNCTION_LINES} lines: split them"
+    assert figures["kernel_any"] <= 250, f"{figures['kernel_any']} Any in the kernel: use the real types (at most 250)"

@@ -142,15 +142,7 @@ class Handlers:
             )
         except BaseException as exc:
             return asked(exc, exchange, tool=True)
-        if outcome.content:  # image, audio or resource blocks: validated from their wire dicts
-            return types.CallToolResult.model_validate({
-                "content": [{"type": "text", "text": outcome.text}, *outcome.content],
-                "structuredContent": outcome.data,
-                "isError": outcome.is_error,
-                "_meta": outcome.meta,
-            })
-        return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.text)],
-                                    structured_content=outcome.data, is_error=outcome.is_error, _meta=outcome.meta)
+        return types.CallToolResult.model_validate(outcome.wire())  # shaped as a task's result is (Outcome.wire)
 
     async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         from plexor.apps import APP_MIME_TYPE, client_supports_apps
