@@ -284,25 +284,15 @@ async def test_a_profile_claim_in_a_list_binds_and_any_other_shape_is_refused(st
 
 # -- the relay of `plexor connect` --------------------------------------------------------------------
 async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
-    import json
-    import os
-    import sys
-
-    from auth.support import SITE
-    from conformance.serving import fixture_env
-    from mcp import Client, StdioServerParameters
+    from auth.support import ledger_stdio
+    from mcp import Client
     from mcp.shared.exceptions import MCPError
 
     from plexor.features.daemon.process import read_registry, registry_path, stop_daemon
     from plexor.features.tasks.client import TasksClient
 
     home = tmp_path / "home"
-    (home / "config").mkdir(parents=True)
-    record = home / "calls.jsonl"
-    (home / "config" / "plexor.toml").write_text(
-        f"[ledger]\nrecord = {json.dumps(str(record))}\n[plexor.profiles.health]\ntools = [\"plexor_health\"]\n")
-    env = fixture_env(home, PLEXOR_PLUGINS="ledger", PYTHONPATH=os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")]))
-    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect", "--profile", "health"], env=env)
+    params, record = ledger_stdio(home, "connect", "--profile", "health")
     try:
         for era in ERAS:  # one daemon behind both
             mode = "legacy" if era == "2025-11-25" else era
@@ -316,7 +306,7 @@ async def test_connect_relays_every_request_to_the_same_decision(tmp_path):
                     assert "not available to this connection" in refused.value.error.message
                 assert not (await c.call_tool("plexor_health", {})).is_error  # the relay works for what is allowed
     finally:
-        info = read_registry(registry_path(env))  # daemon-<hash>.json: PLEXOR_PLUGINS is set
+        info = read_registry(registry_path(params.env))  # daemon-<hash>.json: PLEXOR_PLUGINS is set
         if info is not None:
             with contextlib.suppress(OSError):
                 stop_daemon(info, wait=10)

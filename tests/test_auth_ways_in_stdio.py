@@ -10,13 +10,10 @@ own protocol method.
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from typing import Any
 
 import pytest
-from auth.support import SITE, raw
+from auth.support import ledger_stdio, raw
 
 pytestmark = pytest.mark.anyio
 
@@ -32,17 +29,7 @@ def anyio_backend():
 @pytest.fixture
 def served(tmp_path):
     """What starts ``plexor serve --profile health`` over stdio, and the file the ledger records calls in."""
-    from conformance.serving import fixture_env
-    from mcp import StdioServerParameters
-
-    home = tmp_path / "home"
-    (home / "config").mkdir(parents=True)
-    record = home / "calls.jsonl"
-    (home / "config" / "plexor.toml").write_text(
-        f"[ledger]\nrecord = {json.dumps(str(record))}\n[plexor.profiles.health]\ntools = [\"plexor_health\"]\n")
-    env = fixture_env(home, PLEXOR_PLUGINS="ledger", PYTHONPATH=os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")]))
-    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "serve", "--profile", "health"], env=env)
-    return params, record
+    return ledger_stdio(tmp_path / "home", "serve", "--profile", "health")
 
 
 def _client(params: Any, era: str) -> Any:

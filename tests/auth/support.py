@@ -252,6 +252,21 @@ def toml_value(value: Any) -> str:
     return json.dumps(value)
 
 
+def ledger_stdio(home: Path, *args: str) -> tuple[Any, Path]:
+    """``python -m plexor ARGS`` over stdio (the SDK's ``StdioServerParameters``) with only the ledger plugin and
+    a ``health`` profile that admits only ``plexor_health``, and the file the ledger records its calls in."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from conformance.serving import fixture_env
+    from mcp import StdioServerParameters
+
+    (home / "config").mkdir(parents=True)
+    record = home / "calls.jsonl"
+    (home / "config" / "plexor.toml").write_text(
+        f"[ledger]\nrecord = {json.dumps(str(record))}\n[plexor.profiles.health]\ntools = [\"plexor_health\"]\n")
+    env = fixture_env(home, PLEXOR_PLUGINS="ledger", PYTHONPATH=os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")]))
+    return StdioServerParameters(command=sys.executable, args=["-m", "plexor", *args], env=env), record
+
+
 @contextlib.contextmanager
 def served_plexor(home: Path, port: int, *, auth: dict[str, Any] | None = None, profiles: dict[str, Any] | None = None,
                   args: tuple[str, ...] = (), static: str | None = "static-test-token",
