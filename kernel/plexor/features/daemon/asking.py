@@ -33,7 +33,7 @@ def asking_caps(ctx: ServerRequestContext) -> frozenset[str]:
     """What the end client can be asked, to declare upstream for this request.
 
     ``elicitation`` is form-mode elicitation, ``elicitation.url`` URL mode, ``sampling.tools``
-    sampling with tools (the sub-capabilities ``plexor.asking.covers`` checks).
+    sampling with tools (the sub-capabilities ``plexor.exchange.covers`` checks).
     """
     from plexor.exchange import client_capabilities, declares
 

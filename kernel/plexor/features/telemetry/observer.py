@@ -43,7 +43,7 @@ T = TypeVar("T")
 
 
 class Sessions(Protocol):
-    """The server's connections (``plexor.serving.handlers._Sessions``), counted at collection time."""
+    """The server's connections (``plexor.serving.changes.Sessions``), counted at collection time."""
 
     def all(self) -> Iterable[object]: ...
 
