@@ -5,10 +5,12 @@ plugin modules and functions stay small.
 The layers, lowest first (``docs/architecture.md#layers`` says why):
 
 0. **api**: the types and leaf helpers plugins and every layer use (errors, events, settings, asking...);
-1. **core**: the kernel proper: the registry, records, handle, context, schemas, the pipeline, the hookspecs;
-2. **features**: the server's features as built-in plugins (tasks, auth, telemetry, the shared state);
+1. **core**: the registry, records, handle, context, schemas and signatures, the pipeline, the hookspecs;
+2. **features**: the built-in feature plugins and their machinery (tasks, auth, telemetry, the shared state and
+   bus, install, the daemon);
 3. **serving**: the MCP server, its transports and request path;
-4. **cli**: the ``plexor`` commands, the daemon and the pytest plugin for plugin authors.
+4. **cli**: the ``plexor`` commands (``serve``, and ``connect`` with its stdio relay) and the pytest plugin for
+   plugin authors.
 
 Above them all, ``plexor`` itself (its ``__init__``) is the plugin API facade: for plugins only, no kernel
 module imports it.
@@ -41,7 +43,7 @@ LAYERS = {
     **dict.fromkeys(("plexor.errors", "plexor.events", "plexor.hints", "plexor.params", "plexor.protocols",
                      "plexor.settings", "plexor.portable", "plexor.asking", "plexor.exchange", "plexor.apps",
                      "plexor.limits", "plexor.log", "plexor.notify", "plexor.version"), API),
-    # core: the kernel proper
+    # core: the registry, the pipeline, the lifecycle and what plugins are handed
     **dict.fromkeys(("plexor.core", "plexor.schema", "plexor.signature", "plexor.context", "plexor.handle",
                      "plexor.hookspecs", "plexor.extending"), CORE),
     # features: built-in plugins, and the packages they are made of

@@ -7,10 +7,13 @@
   :mod:`plexor.features.auth.introspection`: RFC 7662 introspection; both on :mod:`plexor.features.auth.tokens`;
 - :mod:`plexor.features.auth.scopes`: the scopes each tool, resource and prompt needs; a connection's ``Access``;
 - :mod:`plexor.features.auth.guard`: the ASGI guard (401/403, protected resource metadata);
+- :mod:`plexor.features.auth.decide`: what a request targets, and the one decision on it;
 - :mod:`plexor.features.auth.layer`: the SDK server's authorization layer, which also filters lists;
+- :mod:`plexor.features.auth.search`: ``plexor_find_tools``, for a profile that says ``search = true``;
 - :mod:`plexor.features.auth.audit`: one JSON line per decision.
 
-:func:`protect` wires them into an HTTP app (``plexor.serving.http.build_http_app`` calls it).
+:func:`protect` wires them into an HTTP app (the ``auth`` plugin, :mod:`plexor.features.auth.plugin`, calls it
+from its ``plexor_asgi_wrapper`` hook, which ``plexor.serving.http.build_http_app`` applies).
 """
 
 from __future__ import annotations

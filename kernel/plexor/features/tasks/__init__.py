@@ -4,7 +4,8 @@ A plugin says per tool whether it may run as a task::
 
     register(reindex, task="optional")     # "forbidden" (the default), "optional" or "required"
 
-and the kernel does the rest, in both protocol eras (:mod:`plexor.features.tasks.protocol`):
+and the kernel does the rest, in both protocol eras (:mod:`plexor.features.tasks.protocol`,
+:mod:`plexor.features.tasks.methods`):
 the task lives in the kernel's database (:mod:`plexor.features.state`), so any worker, a
 restarted server or the daemon answers ``tasks/get`` for it; the tool's
 progress becomes the task's status message; ``ctx.ask`` inside a task puts it in
