@@ -80,7 +80,7 @@ class ProtocolMethod:
     undeclared method is never open to a weaker token. ``()`` means none: the method checks its caller
     itself (the ``tasks`` feature's ``tasks/*`` answer only the task's owner).
 
-    .. versionchanged:: 0.3 ``scopes``
+    .. versionchanged:: 0.3.0 ``scopes``
     """
 
     method: str
