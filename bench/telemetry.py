@@ -112,9 +112,11 @@ async def in_process(calls: int, rounds: int, sink_url: str) -> None:
     from prometheus_client import CollectorRegistry
 
     from plexor.core.base import Request
-    from plexor.features.telemetry import BUCKETS, Telemetry
+    from plexor.features.telemetry import Telemetry
+    from plexor.features.telemetry.metrics import BUCKETS
+    from plexor.handle import Gauges
 
-    kernel = SimpleNamespace(records={}, _inflight=0, log=None)
+    kernel = SimpleNamespace(records={}, inflight=0, log=None, gauges=Gauges())
     request = Request("tool", "bench_echo", None, 7)
     providers: list[Any] = []
 
