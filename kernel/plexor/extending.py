@@ -3,13 +3,14 @@
 :mod:`plexor.hookspecs` is about content (tools, resources, prompts, settings, commands) and
 calls each plugin on its own. The hooks here extend the *server*: a layer on the request path,
 an ASGI wrapper, a route, a capability, a protocol method, a drain participant, the notifier
-backend, the event store, the caller's principal. Their order matters, so they are pluggy's
+backend, the event store, the caller's principal (and, for the built-in features only, top-level
+``plexor`` commands). Their order matters, so they are pluggy's
 ordinary combined calls: ``tryfirst``/``trylast`` on an implementation decide who goes first,
 as in pytest's ``pytest_addhooks`` and datasette's ``asgi_wrapper``/``actor_from_request``.
 
 The server's own features are plugins of these hooks, shipped with the kernel and listed by
 ``plexor plugins`` like any other (:data:`FEATURES`): ``tasks`` (long-running calls),
-``auth`` (OAuth, scopes, profiles, audit), ``telemetry`` (OpenTelemetry, ``/metrics``) and
+``auth`` (OAuth, scopes, profiles, audit), ``telemetry`` (OpenTelemetry, ``/metrics``),
 ``bus`` (notifications and the event store shared across processes), ``install`` (``plexor install``,
 ``uninstall`` and ``bundle``) and ``daemon`` (the shared daemon and ``plexor connect``). ``PLEXOR_DISABLE`` turns
 one off; ``PLEXOR_PLUGINS`` never does (a list of content plugins must not drop the server's
