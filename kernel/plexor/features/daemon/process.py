@@ -1,4 +1,4 @@
-"""The shared local daemon and ``plexor connect``.
+"""The shared local daemon's process: its registry, start-up, liveness and stopping.
 
 ``plexor serve --transport http --daemon`` starts one background server per
 data directory and plugin set (``PLEXOR_PLUGINS``/``PLEXOR_DISABLE``; see
@@ -18,18 +18,11 @@ Liveness and stopping work the same on every system, without signals sent from o
   SIGTERM in itself, which drains in-flight calls as a Ctrl+C would. Only a daemon that does not
   exit within the wait is terminated (SIGKILL on POSIX, ``TerminateProcess`` on Windows).
 
-``plexor connect`` is what MCP clients launch instead of ``plexor serve``: a
-stdio MCP server (the SDK's low-level ``Server``) that relays every request to
-the daemon through the SDK's ``Client``. It starts the daemon when none answers
-and waits until ``/healthz`` says ready; when the connection drops it checks
-the daemon, restarts it if it is gone, reconnects and retries the request
-once. A daemon of another Plexor version is stopped and replaced.
-
-A tool that asks the client something (``ctx.ask``) works through the relay
-too: the relay speaks 2026-07-28 to the daemon, declaring the end client's
-capabilities, and the daemon answers with an ``InputRequiredResult``. A 2026-07-28 client gets it as is and retries through
-the relay; for an older client the relay asks each question itself (as a
-server-to-client request on stdio) and retries upstream with the answers.
+``plexor connect`` (:mod:`plexor.features.daemon.relay`) is what MCP clients launch instead of
+``plexor serve``; its upstream side (:mod:`plexor.features.daemon.upstream`) starts the daemon here
+(:func:`ensure_daemon`) when none answers, waits until ``/healthz`` says ready, and restarts it when it is
+gone. A daemon of another Plexor version is stopped and replaced. Questions a tool asks through the
+relay are passed on by :mod:`plexor.features.daemon.asking`.
 """
 
 from __future__ import annotations
