@@ -27,7 +27,8 @@ plugin never sees the difference:
 
 A function that asks must therefore be safe to run again up to the point where
 it asks (do side effects after the answers are in). Only ``async`` functions can
-ask. This module imports nothing but the standard library.
+ask. This module holds the questions and imports nothing but the standard library and
+:mod:`plexor.errors`; :mod:`plexor.exchange` puts them to the client and checks the answers.
 """
 
 from __future__ import annotations
