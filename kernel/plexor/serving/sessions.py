@@ -61,12 +61,16 @@ class SessionLimits:
                     return
                 held = True
 
+        made: str | None = None
+
         async def learn(message: Message) -> None:
-            nonlocal held
+            nonlocal held, made
             if message.get("type") == "http.response.start":
                 new = next((v.decode("latin-1") for k, v in message.get("headers") or () if k == b"mcp-session-id"), None)
                 if new is not None and new not in self.owner:
                     self.owner[new], self.seen[new] = who, time.monotonic()
+                    made = new  # busy until its initialize is answered whole: never closed mid-answer
+                    self.busy[new] += 1
                 if held:  # the place held for it is now the session (or nothing, when it was refused)
                     held = False
                     self._release(who)
@@ -77,6 +81,8 @@ class SessionLimits:
         finally:
             if held:
                 self._release(who)
+            if made is not None:
+                self._done(made)
 
     def _release(self, who: str) -> None:
         self.pending[who] -= 1
@@ -89,10 +95,13 @@ class SessionLimits:
         try:
             await self.app(scope, receive, send)
         finally:
-            self.busy[sid] -= 1
-            if self.busy[sid] <= 0:
-                del self.busy[sid]
-            self.seen[sid] = time.monotonic()
+            self._done(sid)
+
+    def _done(self, sid: str) -> None:
+        self.busy[sid] -= 1
+        if self.busy[sid] <= 0:
+            del self.busy[sid]
+        self.seen[sid] = time.monotonic()
 
     async def _make_room(self, who: str, send: Send) -> bool:
         """Close the oldest idle session of this caller, or of anyone, when a new one would pass a limit, and hold
@@ -110,7 +119,9 @@ class SessionLimits:
                 ("sessions", self.total, list(self.sessions), sum(self.pending.values()))):
             if len(among) + held < most:
                 continue
-            idle = [s for s in among if not self.busy.get(s)]
+            # idle: answered whole at least once; a session the SDK holds but this has not seen answered is
+            # still being initialized (closing it, as the "oldest", cut its initialize answer off mid-stream)
+            idle = [s for s in among if not self.busy.get(s) and s in self.seen]
             if not idle:
                 text = refuse(limit, most, "every session is busy", "retry in a moment")
                 await _answer(send, 429, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}})
