@@ -12,7 +12,12 @@ set -euo pipefail
 HAPROXY_SERIES="2.6"
 say() { echo "multihost setup: $*" >&2; }
 
-have() { command -v haproxy >/dev/null 2>&1 && haproxy -v 2>/dev/null | head -1 | grep -q "version $HAPROXY_SERIES\."; }
+# Read the whole version text first: with pipefail, `haproxy -v | head -1` fails whenever head exits before
+# haproxy has written its second line (SIGPIPE), which made a loaded machine look as if haproxy were missing.
+have() {
+  local version
+  command -v haproxy >/dev/null 2>&1 && version="$(haproxy -v 2>/dev/null)" && [[ "$version" == *"version $HAPROXY_SERIES."* ]]
+}
 
 have && exit 0
 if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
@@ -30,4 +35,5 @@ if ! apt-get install -y --no-install-recommends "haproxy=$HAPROXY_SERIES.*" >&2;
 fi
 # The package enables a system service; the test runs its own haproxy with its own configuration.
 have || { say "the install finished but haproxy $HAPROXY_SERIES is not on PATH"; exit 1; }
-say "$(haproxy -v | head -1)"
+version="$(haproxy -v)"
+say "${version%%$'\n'*}"
