@@ -37,8 +37,8 @@ class Outcome:
         out: dict[str, object] = {"content": [{"type": "text", "text": self.text}, *self.content], "isError": self.is_error}
         if self.data is not None:
             out["structuredContent"] = self.data
-        if self.meta:
-            out["_meta"] = json.loads(json.dumps(self.meta, default=str))
+        if m := self.meta:  # as plain JSON (keys are str); all-str values (a tool's own) need no JSON round trip
+            out["_meta"] = dict(m) if all(type(v) is str for v in m.values()) else json.loads(json.dumps(m, default=str))
         return out
 
 
