@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
+from plexor.limits import run_time  # stdlib only; imported once, not on every call (run_limit runs per request)
+
 if TYPE_CHECKING:  # pragma: no cover
     from plexor.core.kernel import Kernel
     from plexor.features.tasks.store import TaskRow, TaskStore
@@ -32,8 +34,6 @@ def limit_runs(kernel: Kernel, seconds: float) -> None:
 
 def run_limit(kernel: Kernel, tool: object, server: float | None = None) -> tuple[float | None, float | None]:
     """(how long a call or task of ``tool`` may run, the server's limit): None when the server has no limit."""
-    from plexor.limits import run_time
-
     if server is None:
         kept = kernel.kept(RunLimit)
         server = kept.seconds if kept is not None else None
