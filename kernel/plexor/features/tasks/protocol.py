@@ -76,13 +76,13 @@ class TaskProtocol(TaskMethods):
         return result
 
     async def tools_call(self, ctx: ServerRequestContext[object, object], call_next: CallNext) -> HandlerResult:
-        from plexor.errors import PlexorError
-
         params = ctx.params or {}
         name = params.get("name")
         spec = self.kernel.find_tool(name) if isinstance(name, str) else None  # the kernel's one name resolution
         support = getattr(spec, "task", "forbidden") if spec is not None else "forbidden"
         modern = stateless_era(ctx)
+        if modern and support == "forbidden":  # the common case: a plain call, whatever the request declares
+            return await call_next(ctx)
         wants = declares_tasks(ctx) if modern else isinstance(params.get("task"), dict)
         if spec is None or support == "forbidden":
             if wants and not modern and spec is not None:
@@ -96,6 +96,8 @@ class TaskProtocol(TaskMethods):
                 raise missing_tasks_capability(f"tool {spec.name!r} runs only as a task, so it")
             raise MCPError(types.METHOD_NOT_FOUND, f"tool {spec.name!r} runs only as a task (taskSupport: required): "
                            "send tools/call with a task parameter, e.g. \"task\": {\"ttl\": 60000}")
+        from plexor.errors import PlexorError
+
         arguments = params.get("arguments")
         arguments = {} if arguments is None else arguments
         try:  # bad arguments are answered now, as a plain error result, not as a task that fails
