@@ -78,12 +78,12 @@ class Pipeline(KernelBase):
                 self._idle.set()  # only drain() creates the event it waits on
 
     async def _gate(self, rec: PluginRecord, ready_required: bool) -> None:
-        import anyio
-
         if self.state in (State.DRAINING, State.STOPPED):
             raise NotReady("the server is shutting down", "Reconnect in a moment; a new server process will answer.")
         if _can_serve(rec, ready_required):
             return
+        import anyio  # only a plugin still starting is waited for
+
         if rec.state == State.STARTING and rec.startup_done is not None and not rec.startup_done.is_set():
             with anyio.move_on_after(self.start_wait):
                 await rec.startup_done.wait()
