@@ -108,9 +108,13 @@ class NoProfiles:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path: str = scope["path"]
-            named = path[5:] if path.startswith("/mcp/") and path.count("/") == 2 and len(path) > 5 else None
-            wanted = [v.decode("latin-1").strip() for k, v in scope.get("headers") or () if k == self.header]
-            name = named or (wanted[0] if wanted else None)
+            name = path[5:] if path.startswith("/mcp/") and path.count("/") == 2 and len(path) > 5 else None
+            if not name:
+                header = self.header
+                for k, v in scope.get("headers") or ():  # the first Plexor-Profile header, if any
+                    if k == header:
+                        name = v.decode("latin-1").strip()
+                        break
             if name:
                 from plexor.features.auth.guard import unknown_profile
 
