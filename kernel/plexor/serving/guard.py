@@ -173,8 +173,10 @@ class TrimMcpHeaders:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = scope.get("headers") or []
-            if any(v != v.strip(b" \t") for k, v in headers if k.startswith(b"mcp-")):
-                scope = {**scope, "headers": [(k, v.strip(b" \t") if k.startswith(b"mcp-") else v) for k, v in headers]}
+            for k, v in headers:
+                if k.startswith(b"mcp-") and v != v.strip(b" \t"):
+                    scope = {**scope, "headers": [(k, v.strip(b" \t") if k.startswith(b"mcp-") else v) for k, v in headers]}
+                    break
         await self.app(scope, receive, send)
 
 
