@@ -114,6 +114,20 @@ async def test_a_batch_mixing_allowed_and_refused_calls_runs_nothing_and_answers
     assert px.calls() == before
 
 
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_notification_naming_a_call_runs_nothing_and_is_never_audited_as_allowed(http, era):
+    token, px = http
+    before, audited = px.calls(), len(px.audit())
+    for bearer in (token(WEAK), token("ledger:write plexor:read")):  # refused or allowed as a request, alike here
+        headers = _headers(px, bearer, era, "")
+        for message in BATCH[1:]:  # each call of the batch, without its id: a notification
+            note = {k: v for k, v in message.items() if k != "id"}
+            r = httpx.post(px.url, json=note, headers=headers, timeout=30)
+            assert r.status_code < 500, (note, r.status_code, r.text)
+    assert px.calls() == before  # no notification reached the plugin
+    assert [a for a in px.audit()[audited:] if a.get("decision") == "allow"] == []  # none audited as a call
+
+
 # -- 2. legacy SSE ------------------------------------------------------------------------------------
 class Sse:
     """A legacy SSE session by hand: the SDK's SSE client stops sending after a refused POST (its writer

@@ -268,7 +268,7 @@ class AccessGuard:
                             f'error_description="{_quoted(what)} needs more scope"').encode())])
 
     def _calls(self, body: bytes) -> list[Target]:
-        """What the JSON-RPC request of a body reaches; junk and batches give none (the SDK answers them).
+        """What the JSON-RPC request of a body reaches; junk, batches and notifications give none.
 
         No era of MCP serves a batch: the SDK refuses it whole and ``plexor.serving.guard.AnswerIds``
         answers each of its ids (-32600). Deciding its items here would answer a 403 that leaves
@@ -280,8 +280,8 @@ class AccessGuard:
         except (ValueError, RecursionError):
             return []  # the SDK (or plexor.serving.bounds.NestingLimit) answers it
         method = parsed.get("method") if isinstance(parsed, dict) else None
-        if not isinstance(method, str) or not decided(self.policy, method):
-            return []
+        if not isinstance(method, str) or "id" not in parsed or not decided(self.policy, method):
+            return []  # nothing it names runs: junk, a batch, or a notification (no id: no handler runs for it)
         return targets(self.policy, method, parsed.get("params"))
 
 
