@@ -79,10 +79,16 @@ class PlexorServer(Server[object]):
             if impl.plugin_name in only:
                 for layer in cast("list[RequestLayer] | None", impl.function(setup)) or ():
                     self.path.add(layer.position, layer.middleware, layer.name or impl.plugin_name)
+        from plexor.extending import FEATURES
+
+        kernel = cast("Kernel", setup.kernel)
         for impl in reversed(hook.plexor_protocol_methods.get_hookimpls()):
             if impl.plugin_name in only:
                 for method in cast("list[ProtocolMethod] | None", impl.function(setup)) or ():
-                    self.add_request_handler(method.method, method.params_type, method.handler)
+                    handler = method.handler
+                    if impl.plugin_name not in FEATURES:  # gated and counted in flight as its plugin's tool calls
+                        handler = functools.partial(kernel.run_method, impl.plugin_name, method.handler)
+                    self.add_request_handler(method.method, method.params_type, handler)
                     setup.kernel.protocol_methods[method.method] = MethodSpec(method.method, impl.plugin_name,
                                                                               method.scopes)
 
