@@ -299,3 +299,195 @@ def test_while_draining_a_plugins_method_is_refused_as_a_tool_call_and_the_runni
         assert _answer(running.result())["result"]["label"] == label  # the drain waited for it
     assert _events(tmp_path, label) == ["method:start", "method:done"]
     assert _events(tmp_path, f"{label}-late") == []
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 1b. a plugin's own method over stdio (no run-time limit there, for calls or tasks: docs/security.md#limits)
+@pytest.mark.parametrize("era", ERAS)
+def test_on_stdio_a_plugins_method_obeys_the_nesting_limit_and_the_line_length(tmp_path, era):
+    import queue
+    import threading
+
+    env = {**_site(tmp_path), "PLEXOR_MAX_NESTING": "20"}
+    handshake = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}] if era == "2025-11-25" else []
+    deep = {"deep": "@", "label": "deep"}
+    lines = [json.dumps(m) for m in handshake] + [
+        json.dumps(_wire(era, "limited/wait", deep, rid=7)).replace('"@"', "[" * 30 + "]" * 30),
+        json.dumps(_wire(era, "tools/call", {"name": "limited_wait", "arguments": {"label": "deep", "text": "@"}}, rid=8)
+                   ).replace('"@"', "[" * 30 + "]" * 30),
+        json.dumps(_wire(era, "limited/wait", {"label": "long", "text": "x" * (64 * 2**20)}, rid=9)),  # past 64 MiB
+        json.dumps(_wire(era, "limited/wait", {"label": "after"}, rid=10))]
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env)
+    answers: list[dict[str, Any]] = []
+    heard: queue.Queue[bytes] = queue.Queue()
+    try:
+        stdin, stdout = proc.stdin, proc.stdout
+        assert stdin is not None and stdout is not None
+        threading.Thread(target=lambda: [heard.put(line) for line in iter(stdout.readline, b"")], daemon=True).start()
+        stdin.write(("\n".join(lines) + "\n").encode())  # the server reads as it comes: the pipe never fills
+        stdin.flush()
+        deadline = time.monotonic() + 60
+        while not any(a.get("id") == 10 for a in answers):  # each line answered, over the same pipe
+            try:
+                message = json.loads(heard.get(timeout=max(0.1, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError(f"the line after the long one was never answered: {answers}") from None
+            if "id" in message:
+                answers.append(message)
+    finally:
+        proc.kill()
+        proc.wait()
+    by_id = {a["id"]: a for a in answers}
+    for rid in (7, 8):  # the method as the tool call: refused with its id, naming the limit and its setting
+        assert by_id[rid]["error"]["code"] == -32600, by_id[rid]
+        assert "nested deeper than 20 levels" in by_id[rid]["error"]["message"], by_id[rid]
+        assert "PLEXOR_MAX_NESTING" in by_id[rid]["error"]["message"], by_id[rid]
+    assert 9 not in by_id and by_id[None]["error"]["code"] == -32600, answers  # the long line: skipped, answered
+    assert by_id[10]["result"]["label"] == "after", by_id[10]  # and the next line served
+    assert _events(tmp_path, "deep") == [] and _events(tmp_path, "long") == []
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 2. tasks through `plexor connect`, beside the same task sent to the daemon directly
+MODES = ["legacy", "auto"]  # the end client's era: 2025-11-25, or 2026-07-28 with the tasks extension
+
+
+@contextlib.contextmanager
+def _daemon_env(tmp: Path, **limits: str) -> Iterator[dict[str, str]]:
+    """The environment of ``plexor connect`` (its daemon inherits the limits); the daemon is stopped at the end."""
+    from plexor.features.daemon.process import read_registry, registry_path, stop_daemon
+
+    env = {**_site(tmp), **limits}
+    try:
+        yield env
+    finally:
+        info = read_registry(registry_path(env))
+        if info is not None:
+            with contextlib.suppress(OSError):
+                stop_daemon(info, wait=10)
+
+
+@pytest.fixture(scope="module")
+def relayed(tmp_path_factory: Any) -> Iterator[tuple[dict[str, str], Path]]:
+    tmp = tmp_path_factory.mktemp("limits-connect")
+    with _daemon_env(tmp, PLEXOR_REQUEST_TIMEOUT="2", PLEXOR_MAX_TASK_ARGUMENTS_BYTES="4096") as env:
+        yield env, tmp
+
+
+def _connect(env: dict[str, str], mode: str) -> Any:
+    from mcp import Client, StdioServerParameters
+
+    from plexor.features.tasks.client import TasksClient
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect"], env=env)
+    return Client(params, mode=mode, extensions=[] if mode == "legacy" else [TasksClient()])
+
+
+@contextlib.asynccontextmanager
+async def _direct(env: dict[str, str], mode: str) -> Any:
+    """A client of the daemon itself (started by ``plexor connect`` first), with its token."""
+    from plexor.features.daemon.process import read_registry, registry_path
+
+    info = read_registry(registry_path(env))
+    assert info is not None, "the daemon is started by plexor connect first"
+    async with client(info["url"], info["token"], "2025-11-25" if mode == "legacy" else "2026-07-28") as c:
+        yield c
+
+
+async def _send(c: Any, mode: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    from plexor.features.tasks.client import task_request
+
+    if mode == "legacy":  # the SDK's typed 2025-11-25 API takes no CreateTaskResult
+        return dict(await c.session._dispatcher.send_raw_request(method, params, {}))
+    return await task_request(c.session, method, params)
+
+
+async def _task(c: Any, mode: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A task of ``limited_wait`` made through ``c``: its fields (``taskId``, ``status``, ...)."""
+    params: dict[str, Any] = {"name": "limited_wait", "arguments": arguments}
+    if mode == "legacy":
+        return dict((await _send(c, mode, "tools/call", {**params, "task": {"ttl": 600_000}}))["task"])
+    created = await _send(c, mode, "tools/call", params)
+    assert created.get("resultType") == "task", created
+    return created
+
+
+async def _ended(c: Any, mode: str, task_id: str) -> dict[str, Any]:
+    """``tasks/get`` polled until the task is no longer working (with a deadline)."""
+    import anyio
+
+    deadline = time.monotonic() + 20
+    while (task := await _send(c, mode, "tasks/get", {"taskId": task_id}))["status"] == "working":
+        assert time.monotonic() < deadline, task
+        await anyio.sleep(0.1)
+    return task
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_task_through_connect_past_the_run_time_limit_ends_failed_naming_it_as_directly(relayed, mode):
+    env, tmp = relayed
+    label = f"overrun-{mode}"
+    started = time.monotonic()
+    async with _connect(env, mode) as c:
+        task = await _ended(c, mode, (await _task(c, mode, {"seconds": 60, "label": label}))["taskId"])
+        if mode == "legacy":  # tasks/result answers the failure the call would have been
+            with pytest.raises(MCPError) as result:
+                await _send(c, mode, "tasks/result", {"taskId": task["taskId"]})
+            assert "limit of 2 s" in result.value.error.message, result.value.error
+        else:  # the 2026-07-28 task carries its error, and the SDK's client raises it for a plain call
+            assert task["error"]["data"] == {"type": "timeout", "limit_seconds": 2.0}, task
+            with pytest.raises(MCPError) as plain:
+                await c.call_tool("limited_wait", {"seconds": 60, "label": f"{label}-plain"})
+            assert "limit of 2 s" in plain.value.error.message, plain.value.error
+    assert time.monotonic() - started < 30  # not the 60 s asked for
+    assert task["status"] == "failed", task
+    message = task["statusMessage"]
+    assert "limit of 2 s" in message and "--request-timeout" in message and "PLEXOR_REQUEST_TIMEOUT" in message, task
+    assert _events(tmp, label) == ["tool:start", "tool:cancelled"]
+    async with _direct(env, mode) as c:  # the same task sent to the daemon itself: the same end, in the same words
+        direct = await _ended(c, mode, (await _task(c, mode, {"seconds": 60, "label": f"{label}-direct"}))["taskId"])
+    assert (direct["status"], direct["statusMessage"]) == ("failed", message)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_task_through_connect_with_oversized_arguments_is_refused_as_directly(relayed, mode):
+    env, tmp = relayed
+    label = f"big-{mode}"
+    refusals = []
+    async with _connect(env, mode) as c:
+        with pytest.raises(MCPError) as relayed_refusal:
+            await _task(c, mode, {"label": label, "text": "x" * 5000})
+        refusals.append(relayed_refusal.value.error)
+        small = await _ended(c, mode, (await _task(c, mode, {"seconds": 0.5, "label": f"{label}-small", "text": "x" * 100}))["taskId"])
+        assert small["status"] == "completed", small
+    async with _direct(env, mode) as c:
+        with pytest.raises(MCPError) as direct_refusal:
+            await _task(c, mode, {"label": label, "text": "x" * 5000})
+        refusals.append(direct_refusal.value.error)
+    assert refusals[0].code == refusals[1].code == -32602 and refusals[0].message == refusals[1].message, refusals
+    assert "PLEXOR_MAX_TASK_ARGUMENTS_BYTES" in refusals[0].message, refusals
+    assert _events(tmp, label) == []  # never ran
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_bytes_of_tasks_kept_through_connect_are_capped_per_caller(tmp_path, mode):
+    with _daemon_env(tmp_path, PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER="8192") as env:
+        async with _connect(env, mode) as c:
+            running = [await _task(c, mode, {"seconds": 60, "label": "€" * 1000}) for _ in range(2)]  # ~3 KB each
+            with pytest.raises(MCPError) as refused:
+                await _task(c, mode, {"seconds": 60, "label": "€" * 1000})
+            assert refused.value.error.code == -32600, refused.value.error
+            assert "PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER" in refused.value.error.message, refused.value.error
+            for task in running:  # still kept (cancelled) until they expire
+                await _send(c, mode, "tasks/cancel", {"taskId": task["taskId"]})
+            grown = await _task(c, mode, {"seconds": 0.5, "label": "y" * 700})  # admitted; its result passes
+            grown = await _ended(c, mode, grown["taskId"])
+            assert grown["status"] == "failed", grown
+            assert "PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER" in grown["statusMessage"], grown
+            if mode == "legacy":
+                with pytest.raises(MCPError) as result:
+                    await _send(c, mode, "tasks/result", {"taskId": grown["taskId"]})
+                assert "PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER" in result.value.error.message, result.value.error
+            else:
+                assert "PLEXOR_MAX_STORED_TASK_BYTES_PER_CALLER" in grown["error"]["message"], grown

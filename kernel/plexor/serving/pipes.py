@@ -69,9 +69,12 @@ class StdinLines:
         if self._file is not None or self._reader is None:
             line = await anyio.to_thread.run_sync(self._readline, abandon_on_cancel=True, limiter=self._limiter)
         else:
-            try:
-                raw = await self._reader.readline()
-            except (asyncio.LimitOverrunError, ValueError):
+            try:  # not readline(): past the limit it drops the line itself when its newline has arrived, and
+                # skipping on to the newline then swallowed the next line whole (an answer never sent)
+                raw = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as end:  # the last line, without its newline (or none: EOF)
+                raw = end.partial
+            except asyncio.LimitOverrunError:  # the buffer is left as it was: skip through this line's newline
                 await _skip_rest(self._reader)
                 raw = b"{oversized line skipped}\n"
             line = raw.decode("utf-8", "replace")
