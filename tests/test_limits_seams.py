@@ -292,7 +292,7 @@ def test_while_draining_a_plugins_method_is_refused_as_a_tool_call_and_the_runni
         px.proc.send_signal(signal.SIGTERM)
         _until("draining", lambda: httpx.get(px.base + "/healthz", headers={"Authorization": f"Bearer {TOKEN}"},
                                              timeout=5).status_code == 503)
-        for m, p, n, headers in late:  # a new call of either kind is refused while the running one ends
+        for m, p, _n, headers in late:  # a new call of either kind is refused while the running one ends
             answer = _answer(httpx.post(px.url, json=_wire(era, m, p), headers=headers, timeout=30))
             refusal = answer["error"]["message"] if "error" in answer else json.dumps(answer["result"])
             assert "shutting down" in refusal, (m, answer)

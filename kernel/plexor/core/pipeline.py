@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Pipeline"]
 S = TypeVar("S", ToolSpec, PromptSpec)
+R = TypeVar("R")
 
 
 class Pipeline(KernelBase):
@@ -77,8 +78,8 @@ class Pipeline(KernelBase):
             if self._inflight == 0 and self._idle is not None:
                 self._idle.set()  # only drain() creates the event it waits on
 
-    async def run_method(self, plugin: str, handler: Callable[[object, object], Awaitable[object]], ctx: object,
-                         params: object) -> object:
+    async def run_method(self, plugin: str, handler: Callable[[object, object], Awaitable[R]], ctx: object,
+                         params: object) -> R:
         """A plugin's own protocol method (``plexor_protocol_methods``) through the steps its tools' calls take
         around the handler: the readiness gate and the in-flight count that ``drain`` waits for. Its answer and
         its errors stay its own (a method answers in JSON-RPC terms, not as a tool result)."""
