@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from plexor.exchange import Exchange, Session
 
 __all__ = ["Pipeline"]
-S = TypeVar("S", ToolSpec, PromptSpec)
+S = TypeVar("S")  # a tool or prompt spec; or, in plexor connect, what the daemon lists of a tool
 
 
 class Pipeline(KernelBase):
@@ -315,16 +315,16 @@ def _escapes(exc: BaseException, exchange: Exchange | None) -> bool:
 
 
 def find_named(table: Mapping[str, S], name: str, separator: str, namespace: Callable[[S], str]) -> S | None:
-    """The one name resolution of tools and prompts, used by the kernel and by authorization alike.
+    """The one name resolution of tools and prompts, used by the kernel, by authorization and by plexor connect.
 
-    ``name`` is the full name (``tree_render``), the dotted form (``tree.render``), or the bare
-    method (``render``) when exactly one plugin has it. Authorization decides on what this
-    returns, so a form the kernel accepts can never escape a check made on another form.
+    ``table`` maps full names to entries. ``name`` is the full name (``tree_render``), the dotted form
+    (``tree.render``), or the bare method (``render``) when exactly one plugin has it. Authorization decides on
+    what this returns, so a form the kernel accepts can never escape a check made on another form.
     """
     spec = table.get(name)
     if spec is None and "." in name:
         spec = table.get(name.replace(".", separator, 1))
     if spec is None:  # the method alone, when exactly one plugin has it
-        found = [s for s in table.values() if s.name == f"{namespace(s)}{separator}{name}"]
+        found = [s for full, s in table.items() if full == f"{namespace(s)}{separator}{name}"]
         spec = found[0] if len(found) == 1 else None
     return spec
