@@ -42,9 +42,8 @@ OPTIONS_ENV = "PLEXOR_HTTP_OPTIONS"  # how `--workers` hands the options to each
 
 def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> ServerMiddleware[object]:
     """SDK middleware: a request running longer than ``seconds`` (or its tool's own, longer, timeout) is cancelled
-    and answered with guidance; a call that became a task (``ctx.detach()``) ends it failed."""
-
-
+    and answered with guidance; a call that became a task (``ctx.detach()``) ends it failed. One loop timer serves
+    every request in flight (:mod:`plexor.serving.deadlines`)."""
     import anyio
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
@@ -52,6 +51,10 @@ def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> ServerM
     from plexor.context import DETACHER
     from plexor.features.tasks.bounds import run_limit
     from plexor.limits import overran
+    from plexor.serving.deadlines import Deadlines
+
+    deadlines = Deadlines()
+    scope_type = anyio.CancelScope
 
     async def middleware(ctx: ServerRequestContext[object], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None:  # notifications are not timed
@@ -59,8 +62,13 @@ def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> ServerM
         shown = seconds
         if kernel is not None and ctx.method == "tools/call" and isinstance(ctx.params, dict):
             shown = run_limit(kernel, ctx.params.get("name"), seconds)[0] or seconds
-        with anyio.move_on_after(shown) as scope:
-            return await call_next(ctx)
+        scope = scope_type()
+        deadlines.add(scope, shown)
+        try:
+            with scope:
+                return await call_next(ctx)
+        finally:
+            deadlines.discard(scope)
         if not scope.cancelled_caught:  # pragma: no cover - the body returned
             return None
         message = overran(ctx.method, shown, seconds)
