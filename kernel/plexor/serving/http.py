@@ -109,14 +109,14 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
         app = sse_app(server, opts, routes, lifespan)
     else:
         app = streamable_app(server, opts, routes, lifespan)
-    return _guarded(app, setup, opts)
+    return _guarded(app, setup, opts, kernel)
 
 
-def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions) -> ASGIApp:
+def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions, kernel: Kernel) -> ASGIApp:
     """``app`` inside the ASGI guards, innermost first; the outermost (Host/Origin) is returned."""
+    from plexor.serving.extensions import FAILED, ask, impls, refuse
     from plexor.serving.guard import AnswerIds, BearerAuth, HostOriginGuard
 
-    kernel = setup.kernel
     app = AnswerIds(app)
     if opts.transport != "sse":  # legacy SSE answers on the event stream (plexor.serving.sse), and its parser refuses
         from plexor.serving.bounds import NestingLimit
@@ -124,9 +124,18 @@ def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions) -> ASGIApp:
         app = NestingLimit(app, opts.max_body_bytes)  # both eras, before anything runs
     app = CallerPrincipal(app, kernel)  # inside the wrappers: the auth guard has verified the token by then
     # Plugins' wrappers, each around the previous one (the auth plugin's access guard: OAuth, scopes and
-    # profiles, when configured, docs/security.md), in the hook's call order.
-    for impl in reversed(kernel.pm.hook.plexor_asgi_wrapper.get_hookimpls()):
-        app = cast("ASGIApp | None", impl.function(app, setup)) or app  # the hook's result: a wrapper, or None
+    # profiles, when configured, docs/security.md), in the hook's call order; one that raises or answers
+    # no ASGI app fails its plugin (plexor.serving.extensions), and a server configured for authorization
+    # whose auth plugin failed so does not start.
+    for impl in list(impls(kernel, "plexor_asgi_wrapper")):
+        wrapped = ask(kernel, impl, "plexor_asgi_wrapper", setup, app=app)
+        if wrapped is not FAILED and wrapped is not None and not callable(wrapped):
+            refuse(kernel, impl.plugin_name, f"its plexor_asgi_wrapper hook answered a {type(wrapped).__name__}",
+                   "Make it return an ASGI app wrapping the one it was given, or None; or turn the plugin off with "
+                   "PLEXOR_DISABLE.", setup)
+        elif wrapped is not FAILED and wrapped is not None:
+            app = cast("ASGIApp", wrapped)
+    refuse_unguarded(kernel, opts.profile, opts.auth_issuer)
     if not setup.shared.get("profiles"):
         from plexor.features.auth import NoProfiles
 
