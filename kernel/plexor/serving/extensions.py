@@ -39,8 +39,8 @@ __all__ = ["FAILED", "ask", "checked_layers", "checked_methods", "checked_routes
 FAILED = object()  # what ask() returns when the hook raised (its plugin has been failed)
 PHASE = "server extension"
 _METHOD = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+")  # namespaced, as MCP's own: "ledger/export"
-#: Paths the kernel serves itself (Streamable HTTP, legacy SSE, health, the server card).
-KERNEL_PATHS = ("/mcp", "/healthz", "/sse", "/messages", "/.well-known/mcp/server-card.json")
+#: Paths the kernel serves itself (Streamable HTTP, legacy SSE, health); the features' routes claim theirs first.
+KERNEL_PATHS = ("/mcp", "/healthz", "/sse", "/messages")
 
 
 def impls(kernel: KernelBase, hook: str) -> Iterator[HookImpl]:

@@ -103,7 +103,7 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
 
     limit_runs(kernel, opts.request_timeout)  # tasks obey the same run-time limit (plexor.features.tasks.bounds)
     server.path.add("timeout", _timeout_middleware(opts.request_timeout, kernel))
-    routes = kernel_routes(setup, opts, kernel)
+    routes = kernel_routes(setup, kernel)
     lifespan = Lifespan(setup, opts.grace, on_ready, on_stop)
     if opts.transport == "sse":
         app = sse_app(server, opts, routes, lifespan)

@@ -92,18 +92,19 @@ class Lifespan:
         return lifespan
 
 
-def kernel_routes(setup: ServerSetup, opts: HttpOptions, kernel: Kernel) -> list[BaseRoute]:
-    """``/healthz``, the plugins' routes (the telemetry plugin's ``/metrics``, ...) and the server card, in that order
+def kernel_routes(setup: ServerSetup, kernel: Kernel) -> list[BaseRoute]:
+    """``/healthz`` and the plugins' routes (the ``card`` plugin's server card, the telemetry plugin's ``/metrics``...)
     (``kernel``: the served one, ``setup.kernel`` seen as the whole :class:`Kernel`)."""
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    server = setup.server
+    from plexor.extending import FEATURES
     from plexor.serving.extensions import FAILED, ask, checked_routes, impls
 
     taken: set[str] = set()  # the paths of the plugins' routes so far (plexor.serving.extensions)
-    observing = [route for impl in list(impls(kernel, "plexor_routes"))
+    asked = sorted(impls(kernel, "plexor_routes"), key=lambda impl: impl.plugin_name not in FEATURES)  # features first
+    observing = [route for impl in asked
                  if (answer := ask(kernel, impl, "plexor_routes", setup)) is not FAILED
                  for route in checked_routes(setup, impl.plugin_name, answer, taken) or ()]
 
@@ -112,13 +113,7 @@ def kernel_routes(setup: ServerSetup, opts: HttpOptions, kernel: Kernel) -> list
         # sends new requests elsewhere while calls in flight here finish.
         return JSONResponse(kernel.health(), status_code=200 if kernel.state == State.READY else 503)
 
-    async def card(request: Request) -> Response:  # /.well-known/mcp/server-card.json (plexor.serving.card)
-        from plexor.serving.card import server_card
-
-        return JSONResponse(server_card(kernel, server, str(request.base_url), transport=opts.transport,
-                                        stateless=opts.stateless, access=request.scope.get("plexor.access")))
-
-    return [Route("/healthz", healthz), *observing, Route("/.well-known/mcp/server-card.json", card)]
+    return [Route("/healthz", healthz), *observing]
 
 
 def _security() -> TransportSecuritySettings:
