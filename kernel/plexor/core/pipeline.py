@@ -80,16 +80,18 @@ class Pipeline(KernelBase):
     async def _gate(self, rec: PluginRecord, ready_required: bool) -> None:
         if self.state in (State.DRAINING, State.STOPPED):
             raise NotReady("the server is shutting down", "Reconnect in a moment; a new server process will answer.")
-        if _can_serve(rec, ready_required):
-            return
-        import anyio  # only a plugin still starting is waited for
+        if not _can_serve(rec, ready_required):
+            await self.admit(rec, ready_required)
 
-        if rec.state == State.STARTING and rec.startup_done is not None and not rec.startup_done.is_set():
+    async def admit(self, rec: PluginRecord, ready_required: bool = True) -> None:
+        """Wait while ``rec``'s plugin starts (``start_wait`` at most); its guidance when it cannot serve."""
+        if not _can_serve(rec, ready_required) and rec.state == State.STARTING and rec.startup_done is not None:
+            import anyio  # only a plugin still starting is waited for
+
             with anyio.move_on_after(self.start_wait):
                 await rec.startup_done.wait()
-        if _can_serve(rec, ready_required):
-            return
-        raise rec.handle.not_ready()
+        if not _can_serve(rec, ready_required):
+            raise rec.handle.not_ready()
 
     def explain(self, exc: BaseException, context: dict[str, object]) -> PlexorError:
         """Turn any exception into guidance: the plugin's own hook first, the kernel default last."""
@@ -290,8 +292,7 @@ def _lister_cache(hints: list[Cache | None]) -> Cache | None:
 
 def _can_serve(rec: PluginRecord, ready_required: bool) -> bool:
     """Ready, or started (its startup hook finished) and warming up, for a target that answers while warming."""
-    started = rec.started()
-    return rec.state == State.READY or (rec.state == State.STARTING and not ready_required and started)
+    return rec.state == State.READY or (rec.state == State.STARTING and not ready_required and rec.started())
 
 
 async def _materialise(items: object) -> list[object]:
