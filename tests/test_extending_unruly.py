@@ -306,3 +306,16 @@ async def test_a_drain_participant_that_raises_stops_no_other(plexor):
     async with plexor.kernel([("kept", kept), ("broken", broken)]):
         assert drained == []
     assert drained == ["draining"]
+
+
+def test_an_event_store_or_notifier_backend_that_raises_leaves_the_kernels_own(tmp_path):
+    """Stateful Streamable HTTP with a plugin whose event store and notifier backend hooks raise: the server
+    starts with its own (in memory), the plugin is failed or warned about, and sessions work."""
+    env = _site(tmp_path, {"store": "def plexor_event_store(setup):\n    raise RuntimeError('store broke')\n\n"
+                                    "def plexor_notifier_backend(setup):\n    raise RuntimeError('backend broke')"})
+    with serve_http(tmp_path / "home", env=env) as served:
+        status, reply = _rpc(served.url, "tools/call", {"name": "test_echo", "arguments": {"text": "kept"},
+                                                        "_meta": _meta()}, **{"Mcp-Name": "test_echo"})
+        store = _plugins(served.url)["store"]
+    assert status == 200 and reply["result"]["structuredContent"] == {"text": "kept"}
+    assert store["state"] == "failed" and "plexor_event_store hook raised RuntimeError: store broke" in store["error"]
