@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance.serving import SITE, fixture_env, serve_http
+from conformance.serving import SITE, fixture_env, serve_http, stdio_answers
 
 pytestmark = pytest.mark.anyio
 TASKS = "io.modelcontextprotocol/tasks"
@@ -262,22 +260,7 @@ def test_stdio_serves_with_a_wrong_extension_failing_its_plugin(tmp_path):
     lines = [init, {"jsonrpc": "2.0", "method": "notifications/initialized"},
              {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "plexor_health", "arguments": {}}},
              {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "test_echo", "arguments": {"text": "x"}}}]
-    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env, text=True)
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write("".join(json.dumps(m) + "\n" for m in lines))
-        proc.stdin.flush()
-        replies: dict[int, Any] = {}
-        while len(replies) < 3:  # stdin stays open until every request is answered
-            line = proc.stdout.readline()
-            assert line, replies
-            reply = json.loads(line)
-            if "id" in reply:
-                replies[reply["id"]] = reply
-    finally:
-        proc.kill()
-        proc.wait()
+    replies = stdio_answers(env, "".join(json.dumps(m) + "\n" for m in lines), {2, 3})
     health = replies[2]["result"]["structuredContent"]
     bad = next(p for p in health["plugins"] if p["name"] == "layer_raises")
     assert bad["state"] == "failed" and "RuntimeError: layers broke" in bad["error"], bad
