@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance.serving import SITE, fixture_env, serve_http
+from conformance.serving import SITE, fixture_env, serve_http, stdio_answers
 
 pytestmark = pytest.mark.anyio
 TASKS = "io.modelcontextprotocol/tasks"
@@ -205,8 +203,8 @@ def test_a_wrong_route_under_legacy_sse_is_refused_and_sse_serves(tmp_path):
         assert _page(served.base + "/messages/hijack")[1] != "hijacked"
         assert _page(served.base + "/healthz")[0] == 200
         plugins = json.loads(_page(served.base + "/healthz")[1])["plugins"]
-    assert plugins["route_messages"]["state"] == "failed" if isinstance(plugins, dict) else any(
-        p.get("name") == "route_messages" and p.get("state") == "failed" for p in plugins)
+    bad = next(p for p in plugins if p["name"] == "route_messages")  # /healthz shows it too
+    assert bad["state"] == "failed" and "over '/messages'" in bad["error"], bad
 
 
 def test_a_capabilities_hook_that_raises_is_reported_and_initialize_still_answers(tmp_path):
@@ -262,22 +260,7 @@ def test_stdio_serves_with_a_wrong_extension_failing_its_plugin(tmp_path):
     lines = [init, {"jsonrpc": "2.0", "method": "notifications/initialized"},
              {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "plexor_health", "arguments": {}}},
              {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "test_echo", "arguments": {"text": "x"}}}]
-    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env, text=True)
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write("".join(json.dumps(m) + "\n" for m in lines))
-        proc.stdin.flush()
-        replies: dict[int, Any] = {}
-        while len(replies) < 3:  # stdin stays open until every request is answered
-            line = proc.stdout.readline()
-            assert line, replies
-            reply = json.loads(line)
-            if "id" in reply:
-                replies[reply["id"]] = reply
-    finally:
-        proc.kill()
-        proc.wait()
+    replies = stdio_answers(env, "".join(json.dumps(m) + "\n" for m in lines), {2, 3})
     health = replies[2]["result"]["structuredContent"]
     bad = next(p for p in health["plugins"] if p["name"] == "layer_raises")
     assert bad["state"] == "failed" and "RuntimeError: layers broke" in bad["error"], bad
@@ -306,3 +289,16 @@ async def test_a_drain_participant_that_raises_stops_no_other(plexor):
     async with plexor.kernel([("kept", kept), ("broken", broken)]):
         assert drained == []
     assert drained == ["draining"]
+
+
+def test_an_event_store_or_notifier_backend_that_raises_leaves_the_kernels_own(tmp_path):
+    """Stateful Streamable HTTP with a plugin whose event store and notifier backend hooks raise: the server
+    starts with its own (in memory), the plugin is failed or warned about, and sessions work."""
+    env = _site(tmp_path, {"store": "def plexor_event_store(setup):\n    raise RuntimeError('store broke')\n\n"
+                                    "def plexor_notifier_backend(setup):\n    raise RuntimeError('backend broke')"})
+    with serve_http(tmp_path / "home", env=env) as served:
+        status, reply = _rpc(served.url, "tools/call", {"name": "test_echo", "arguments": {"text": "kept"},
+                                                        "_meta": _meta()}, **{"Mcp-Name": "test_echo"})
+        store = _plugins(served.url)["store"]
+    assert status == 200 and reply["result"]["structuredContent"] == {"text": "kept"}
+    assert store["state"] == "failed" and "plexor_event_store hook raised RuntimeError: store broke" in store["error"]

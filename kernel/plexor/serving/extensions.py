@@ -4,7 +4,7 @@ The hooks of :mod:`plexor.extending` run plugin code while the server is built (
 routes, ASGI wrappers, the event store and notifier backend) and on requests (capabilities, the principal).
 A hook that raises, or answers something the server cannot use (a layer at no position, a protocol method
 the server already answers, a route over one of the kernel's, a wrapper that is not an ASGI app), fails its
-plugin: ``plexor_health`` and ``plexor plugins`` show the plugin failed with what was wrong and how to fix it,
+plugin: ``plexor_health`` and ``/healthz`` of that server show it failed with what was wrong and how to fix it,
 the log has the traceback, and the server is built with nothing of that plugin's (its layers are taken out
 again, its methods and routes answer that it failed). The other plugins are served as before.
 
