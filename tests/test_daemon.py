@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import anyio
 import pytest
@@ -26,6 +27,7 @@ from plexor.features.daemon.process import (
 )
 
 pytestmark = pytest.mark.anyio
+DAEMON_SITE = Path(__file__).resolve().parent / "daemon_site"
 
 
 @pytest.fixture
@@ -38,14 +40,26 @@ def home(tmp_path):
         stop_daemon(info, wait=10)
 
 
+@pytest.fixture
+def relayed(home):
+    """The fixture plugins and ``relayed`` (tests/daemon_site), whose slow tools count their runs in a file."""
+    env = fixture_env(home, PLEXOR_PLUGINS="conformance,relayed")
+    env["PYTHONPATH"] = os.pathsep.join([str(DAEMON_SITE), env["PYTHONPATH"]])
+    yield env
+    info = read_registry(registry_path(env))
+    if info is not None and _alive(info):
+        stop_daemon(info, wait=10)
+
+
 def _registry(home):
     return read_registry(registry_path(fixture_env(home)))
 
 
-def _connect(home, mode="legacy", **callbacks):
+def _connect(home, mode="legacy", env=None, **callbacks):
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect"], env=fixture_env(home))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect"],
+                                   env=env or fixture_env(home))
     return Client(params, mode=mode, **callbacks)
 
 
@@ -96,20 +110,72 @@ async def test_killing_the_daemon_mid_session_costs_only_a_delay(home):
         assert time.monotonic() - started < 60
 
 
-async def test_a_call_in_flight_when_the_daemon_dies_is_retried_once(home):
-    async with _connect(home) as client:
-        pid = (await client.call_tool("plexor_health", {})).structured_content["pid"]
-        result = {}
+async def _killed_mid_call(client, runs, call):
+    """Run ``call()`` and SIGKILL the daemon while it runs (once the call has written its line to ``runs``);
+    the answer, and the killed daemon's pid."""
+    pid = (await client.call_tool("plexor_health", {})).structured_content["pid"]
+    result = {}
 
-        async def slow_call():
-            result["r"] = await client.call_tool("test_slow", {"seconds": 1.5})
+    async def run():
+        result["r"] = await call()
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(slow_call)
-            await anyio.sleep(0.5)
-            os.kill(pid, signal.SIGKILL)
-        assert result["r"].structured_content == {"slept": 1.5}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        deadline = time.monotonic() + 30
+        while not runs.exists() and time.monotonic() < deadline:
+            await anyio.sleep(0.02)
+        assert runs.exists(), "the call never ran"
+        os.kill(pid, signal.SIGKILL)
+    return result["r"], pid
+
+
+# a tool declared readOnlyHint or idempotentHint, named in each form the kernel accepts
+@pytest.mark.parametrize("name", ["relayed_peek", "relayed.touch", "peek"])
+async def test_a_call_in_flight_when_the_daemon_dies_is_retried_once(relayed, tmp_path, name):
+    runs = tmp_path / "runs.txt"
+    async with _connect(None, env=relayed) as client:
+        r, pid = await _killed_mid_call(client, runs, lambda: client.call_tool(name, {"path": str(runs), "seconds": 1.5}))
+        assert not r.is_error and r.structured_content == {"text": "run", "slept": 1.5}
+        assert runs.read_text().splitlines() == ["run", "run"]  # run once more, on the restarted daemon
         assert (await client.call_tool("plexor_health", {})).structured_content["pid"] != pid
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_call_not_safe_to_repeat_in_flight_when_the_daemon_dies_is_answered_once(relayed, tmp_path, mode):
+    """An unannotated tool may have taken effect: it is not run again, and the client is told how to go on."""
+    runs = tmp_path / "runs.txt"
+    async with _connect(None, mode, env=relayed) as client:
+        r, pid = await _killed_mid_call(client, runs, lambda: client.call_tool(
+            "relayed_append", {"path": str(runs), "text": "first", "seconds": 1.5}))
+        assert r.is_error
+        error = r.structured_content["error"]
+        assert error["type"] == "interrupted" and error["details"] == {"tool": "relayed_append"}
+        text = r.content[0].text
+        assert text.startswith(error["message"]) and error["guidance"] in text
+        assert "stopped while" in text and "may or may not have taken effect" in text
+        assert "Check whether the call took effect" in text and "call it again" in text
+        assert runs.read_text().splitlines() == ["first"]
+        # the next call runs on the restarted daemon, once
+        again = await client.call_tool("relayed_append", {"path": str(runs), "text": "second"})
+        assert not again.is_error and again.structured_content == {"text": "second", "slept": 0.0}
+        assert (await client.call_tool("plexor_health", {})).structured_content["pid"] != pid
+    assert runs.read_text().splitlines() == ["first", "second"]
+
+
+async def test_a_task_call_not_safe_to_repeat_in_flight_when_the_daemon_dies_is_answered_once(relayed, tmp_path):
+    """A 2025-11-25 tools/call with a task parameter (which makes a task) is sent again only as the call would be."""
+    runs = tmp_path / "runs.txt"
+    call = {"name": "relayed.job", "arguments": {"path": str(runs), "text": "first", "seconds": 1.5}, "task": {"ttl": 60_000}}
+    async with _connect(None, env=relayed) as client:
+        # sent as is: the SDK's typed 2025-11-25 tools/call takes no task parameter
+        r, pid = await _killed_mid_call(client, runs, lambda: client.session._dispatcher.send_raw_request("tools/call", call, {}))
+        assert r["isError"] is True and "task" not in r
+        assert r["structuredContent"]["error"]["type"] == "interrupted"
+        assert "may or may not have taken effect" in r["content"][0]["text"]
+        again = await client.call_tool("relayed_job", {"path": str(runs), "text": "second"})
+        assert not again.is_error
+        assert (await client.call_tool("plexor_health", {})).structured_content["pid"] != pid
+    assert runs.read_text().splitlines() == ["first", "second"]
 
 
 async def test_a_daemon_of_another_version_is_replaced(home):

@@ -289,7 +289,7 @@ def _cli(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]
 
 def test_the_features_are_listed_as_built_in_plugins_and_disabled_like_any(tmp_path):
     listed = {p["name"]: p for p in json.loads(_cli(tmp_path / "home", "plugins", "--json").stdout)}
-    for name in ("tasks", "auth", "telemetry", "bus"):
+    for name in ("tasks", "auth", "telemetry", "bus", "install", "daemon", "card"):
         assert listed[name]["distribution"] == "plexor" and listed[name]["state"] == "ready", listed[name]
     # PLEXOR_PLUGINS picks content plugins; it never drops a feature by omission
     only = {p["name"]: p for p in json.loads(_cli(tmp_path / "home", "plugins", "--json",

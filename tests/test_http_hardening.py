@@ -157,6 +157,34 @@ async def test_a_call_over_the_request_timeout_is_cancelled_with_guidance(tmp_pa
             assert not fast.is_error and fast.structured_content == {"slept": 0.01}
 
 
+async def test_each_call_in_flight_is_cut_at_its_own_deadline(tmp_path):
+    """One loop timer serves every request's limit (plexor.serving.deadlines): calls started at different
+    moments are each cut when *their* limit is reached, calls that end first are left alone, and a call
+    started after the timer fired is timed afresh."""
+    import anyio
+    from mcp import Client
+
+    with serve_http(tmp_path, "--request-timeout", "1") as served:
+        async with Client(served.url, mode="legacy") as client:
+            took: dict[str, tuple[float, bool]] = {}
+
+            async def call(label: str, seconds: float, after: float) -> None:
+                await anyio.sleep(after)
+                started = time.monotonic()
+                r = await client.call_tool("test_slow", {"seconds": seconds})
+                took[label] = (time.monotonic() - started, r.is_error)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "first", 30, 0)
+                tg.start_soon(call, "quick", 0.2, 0.1)
+                tg.start_soon(call, "second", 30, 0.5)  # due 0.5 s after the first: not cut with it, nor forgotten
+                tg.start_soon(call, "later", 30, 2.5)  # begins after both were cut: the timer is armed again
+            assert took["quick"][1] is False and took["quick"][0] < 1
+            for label in ("first", "second", "later"):
+                elapsed, is_error = took[label]
+                assert is_error and 0.9 <= elapsed < 2, (label, took)
+
+
 # ---------------------------------------------------------------- workers
 async def test_stateless_workers_answer_from_several_processes(tmp_path):
     from mcp import Client

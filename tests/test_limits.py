@@ -132,32 +132,14 @@ async def test_the_nesting_limit_setting_holds_with_oauth_on(tmp_path):
 
 
 def test_the_nesting_limit_setting_holds_on_stdio(tmp_path):
-    import subprocess
-    import sys
-
-    from conformance.serving import fixture_env
+    from conformance.serving import fixture_env, stdio_answers
 
     lines = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}, json.loads(deep_call(2, rid=7)),
              {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "test_echo",
                                                                           "arguments": {"text": "still served"}}}]
     text = "\n".join(json.dumps(m) for m in lines).replace("[[]]", "[" * 60 + "]" * 60) + "\n"
     env = fixture_env(tmp_path, PLEXOR_MAX_NESTING="50")
-    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=env)
-    answers: dict = {}
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(text)
-        proc.stdin.flush()
-        while 8 not in answers:  # the server answers the deep call, then the next one, over the same pipe
-            line = proc.stdout.readline()
-            assert line, answers
-            message = json.loads(line)
-            if "id" in message:
-                answers[message["id"]] = message
-    finally:
-        proc.kill()
-        proc.wait()
+    answers = stdio_answers(env, text, {7, 8})  # the deep call answered, then the next one, over the same pipe
     assert answers[7]["error"]["code"] == -32600, answers
     assert "nested deeper than 50 levels" in answers[7]["error"]["message"]
     assert "still served" in answers[8]["result"]["content"][0]["text"], answers[8]

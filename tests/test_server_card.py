@@ -47,3 +47,11 @@ def test_the_card_is_checked_like_every_route(tmp_path):
     with serve_http(tmp_path) as served:
         r = httpx.get(served.base + CARD, headers={"Host": "evil.example"}, timeout=10)
     assert r.status_code in (403, 421)
+
+
+def test_the_card_is_a_built_in_plugin_that_can_be_turned_off(tmp_path):
+    """`card` is listed with the features; PLEXOR_DISABLE=card serves no card and changes nothing else."""
+    with serve_http(tmp_path, env={"PLEXOR_DISABLE": "card"}) as served:
+        assert httpx.get(served.base + CARD, timeout=10).status_code == 404
+        health = httpx.get(served.base + "/healthz", timeout=10)
+    assert health.status_code == 200  # listed in tests/test_extending.py with the other features

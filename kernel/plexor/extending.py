@@ -12,7 +12,8 @@ The server's own features are plugins of these hooks, shipped with the kernel an
 ``plexor plugins`` like any other (:data:`FEATURES`): ``tasks`` (long-running calls),
 ``auth`` (OAuth, scopes, profiles, audit), ``telemetry`` (OpenTelemetry, ``/metrics``),
 ``bus`` (notifications and the event store shared across processes), ``install`` (``plexor install``,
-``uninstall`` and ``bundle``) and ``daemon`` (the shared daemon and ``plexor connect``). ``PLEXOR_DISABLE`` turns
+``uninstall`` and ``bundle``), ``daemon`` (the shared daemon and ``plexor connect``) and ``card`` (the server card
+at ``/.well-known/mcp/server-card.json``). ``PLEXOR_DISABLE`` turns
 one off; ``PLEXOR_PLUGINS`` never does (a list of content plugins must not drop the server's
 security by omission). ``docs/authoring.md#extending-the-server`` has a working example.
 
@@ -53,6 +54,7 @@ FEATURES: Mapping[str, str] = {
     "bus": "plexor.features.bus",
     "install": "plexor.features.install.plugin",
     "daemon": "plexor.features.daemon.plugin",
+    "card": "plexor.features.card",
 }
 
 #: SDK middleware: ``async (ctx, call_next) -> result``, as the SDK's ``Server.middleware`` holds it.

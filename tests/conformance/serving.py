@@ -137,3 +137,25 @@ def modern_post(served: Served, method: str, params: dict[str, Any], caps: dict[
     if kind.startswith("text/event-stream"):
         text = [line[5:] for line in text.splitlines() if line.startswith("data:") and line[5:].strip()][-1]
     return status, json.loads(text)
+
+
+def stdio_answers(env: dict[str, str], text: str, ids: set[int], *args: str) -> dict[int, dict[str, Any]]:
+    """Write ``text`` (JSON-RPC lines) to `python -m plexor serve ARGS` and read until every id in ``ids`` has its
+    answer; stdin stays open meanwhile (closing it ends the server before slow answers)."""
+    proc = subprocess.Popen([sys.executable, "-m", "plexor", "serve", *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    answers: dict[int, dict[str, Any]] = {}
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(text)
+        proc.stdin.flush()
+        while not ids <= answers.keys():
+            line = proc.stdout.readline()
+            assert line, answers  # the server ended before answering them all
+            message = json.loads(line)
+            if "id" in message:
+                answers[message["id"]] = message
+    finally:
+        proc.kill()
+        proc.wait()
+    return answers

@@ -108,9 +108,8 @@ class KernelBase(_Machine):
         # its backend (one shared by several processes) before serving.
         self.notifier = Notifier()
         self._pm: pluggy.PluginManager | None = None
-        # plexor.features.telemetry.Telemetry when PLEXOR_OTEL is on; Pipeline.run's only cost when off is checking it.
-        # Set by the server it serves in when PLEXOR_OTEL is on (plexor.features.telemetry.for_kernel); the kernel
-        # never imports telemetry.
+        # Set by the server it serves in when PLEXOR_OTEL is on (plexor.features.telemetry.for_kernel; the kernel
+        # never imports telemetry); Pipeline.run's only cost when it is off is checking it.
         self.telemetry: Observer | None = None
         #: Every gauge the plugins declared (PluginHandle.gauge); telemetry follows them.
         self.gauges = Gauges()

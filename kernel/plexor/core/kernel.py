@@ -53,7 +53,7 @@ class Kernel(Loader, Pipeline):
             try:
                 self.prepare_tool(spec)
             except PlexorError as exc:
-                self._fail_plugin(self.records[spec.plugin], exc, "loading")
+                self.fail_plugin(self.records[spec.plugin], exc, "loading")
         return [s for s in self.registry.tools.values()
                 if self.records[s.plugin].state is not State.FAILED and not s.withdrawn]
 
@@ -110,7 +110,7 @@ class Kernel(Loader, Pipeline):
                 rec.move_to(State.READY)
         except Exception as exc:  # noqa: BLE001 - isolate
             done.set()
-            self._fail_plugin(rec, exc, "startup")
+            self.fail_plugin(rec, exc, "startup")
             await self._close_storage(rec)
 
     async def drain(self, timeout: float = 30.0) -> None:
@@ -130,15 +130,15 @@ class Kernel(Loader, Pipeline):
         await self._drain_participants()
 
     async def _drain_participants(self) -> None:
-        """The ``plexor_drain`` hooks (:mod:`plexor.extending`): e.g. tasks hands its running ones over."""
+        """The ``plexor_drain`` hooks (:mod:`plexor.extending`), each on its own: e.g. tasks hands its running ones over."""
         import inspect
 
-        for result in self.pm.hook.plexor_drain(kernel=self):
-            if inspect.isawaitable(result):
-                try:
+        for impl in reversed(self.pm.hook.plexor_drain.get_hookimpls()):  # pluggy's order; a failing one stops no other
+            try:
+                if inspect.isawaitable(result := impl.function(*(self for _ in impl.argnames))):  # `kernel`, if named
                     await result
-                except Exception as exc:  # noqa: BLE001 - one participant's failure must not stop the others
-                    self.log.error("drain_participant_failed", error=f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - raised at the call or while awaited
+                self.log.error("drain_participant_failed", plugin=impl.plugin_name, error=f"{type(exc).__name__}: {exc}")
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Drain, run shutdown hooks and close provided services, close storage; ends in ``stopped``."""

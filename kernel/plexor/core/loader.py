@@ -8,6 +8,7 @@ never as one combined pluggy call, so every registration knows its plugin.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import traceback
@@ -201,7 +202,7 @@ class Loader(KernelBase):
         worker.start()
         worker.join(max(self.start_wait, 1.0))
         if worker.is_alive():
-            self._fail_plugin(rec, PluginError(
+            self.fail_plugin(rec, PluginError(
                 f"importing or registering did not finish within {max(self.start_wait, 1.0):g} s (PLEXOR_START_WAIT)",
                 "Something in the plugin's module or its register hooks waits forever (a network call, a lock?): "
                 "move it into plexor_startup or a function that needs it, or raise PLEXOR_START_WAIT."), "loading")
@@ -246,9 +247,9 @@ class Loader(KernelBase):
             rec.registry = staged
             self.registry.merge(staged)
         except Exception as exc:  # noqa: BLE001 - isolate the plugin, whatever it raised
-            self._fail_plugin(rec, exc, "loading")
+            self.fail_plugin(rec, exc, "loading")
         except SystemExit as exc:  # a plugin calling sys.exit() at import must not stop the server
-            self._fail_plugin(rec, RuntimeError(f"plugin called sys.exit({exc.code})"), "loading")
+            self.fail_plugin(rec, RuntimeError(f"plugin called sys.exit({exc.code})"), "loading")
 
     def _register_hooks(self, rec: PluginRecord) -> None:
         """Register the module with pluggy; a hook name that matches no hookspec fails the plugin."""
@@ -286,17 +287,16 @@ class Loader(KernelBase):
                 data={"clashes": [list(c) for c in clashes]},
             )
 
-    def _fail_plugin(self, rec: PluginRecord, exc: BaseException, phase: str) -> None:
+    def fail_plugin(self, rec: PluginRecord, exc: BaseException, phase: str) -> None:
+        """Fail ``rec``'s plugin for ``exc`` in ``phase``: logged, unregistered, its registrations withdrawn."""
         text = exc.render() if isinstance(exc, PlexorError) else f"{type(exc).__name__}: {exc}"
         rec.failed_by_config = isinstance(exc, ConfigError)
         rec.fail(f"{phase} failed: {text}")
         self.log.error("plugin_failed", plugin=rec.name, phase=phase, error=text,
                        traceback="".join(traceback.format_exception(exc)) if not isinstance(exc, PlexorError) else None)
         if rec.module is not None and self.pm.is_registered(rec.module):
-            try:
+            with contextlib.suppress(Exception):  # best effort
                 self.pm.unregister(rec.module)
-            except Exception:  # noqa: BLE001 - best effort
-                pass
         had_tools = any(t.plugin == rec.name for t in self.registry.tools.values())
         self.registry.remove_plugin(rec.name)
         if had_tools:

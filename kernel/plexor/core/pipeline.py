@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from plexor.exchange import Exchange, Session
 
 __all__ = ["Pipeline"]
-S = TypeVar("S", ToolSpec, PromptSpec)
+S = TypeVar("S")  # a tool or prompt spec; or, in plexor connect, what the daemon lists of a tool
 R = TypeVar("R")
 
 
@@ -98,16 +98,18 @@ class Pipeline(KernelBase):
     async def _gate(self, rec: PluginRecord, ready_required: bool) -> None:
         if self.state in (State.DRAINING, State.STOPPED):
             raise NotReady("the server is shutting down", "Reconnect in a moment; a new server process will answer.")
-        if _can_serve(rec, ready_required):
-            return
-        import anyio  # only a plugin still starting is waited for
+        if not _can_serve(rec, ready_required):
+            await self.admit(rec, ready_required)
 
-        if rec.state == State.STARTING and rec.startup_done is not None and not rec.startup_done.is_set():
+    async def admit(self, rec: PluginRecord, ready_required: bool = True) -> None:
+        """Wait while ``rec``'s plugin starts (``start_wait`` at most); its guidance when it cannot serve."""
+        if not _can_serve(rec, ready_required) and rec.state == State.STARTING and rec.startup_done is not None:
+            import anyio  # only a plugin still starting is waited for
+
             with anyio.move_on_after(self.start_wait):
                 await rec.startup_done.wait()
-        if _can_serve(rec, ready_required):
-            return
-        raise rec.handle.not_ready()
+        if not _can_serve(rec, ready_required):
+            raise rec.handle.not_ready()
 
     def explain(self, exc: BaseException, context: dict[str, object]) -> PlexorError:
         """Turn any exception into guidance: the plugin's own hook first, the kernel default last."""
@@ -308,8 +310,7 @@ def _lister_cache(hints: list[Cache | None]) -> Cache | None:
 
 def _can_serve(rec: PluginRecord, ready_required: bool) -> bool:
     """Ready, or started (its startup hook finished) and warming up, for a target that answers while warming."""
-    started = rec.started()
-    return rec.state == State.READY or (rec.state == State.STARTING and not ready_required and started)
+    return rec.state == State.READY or (rec.state == State.STARTING and not ready_required and rec.started())
 
 
 async def _materialise(items: object) -> list[object]:
@@ -333,16 +334,16 @@ def _escapes(exc: BaseException, exchange: Exchange | None) -> bool:
 
 
 def find_named(table: Mapping[str, S], name: str, separator: str, namespace: Callable[[S], str]) -> S | None:
-    """The one name resolution of tools and prompts, used by the kernel and by authorization alike.
+    """The one name resolution of tools and prompts, used by the kernel, by authorization and by plexor connect.
 
-    ``name`` is the full name (``tree_render``), the dotted form (``tree.render``), or the bare
-    method (``render``) when exactly one plugin has it. Authorization decides on what this
-    returns, so a form the kernel accepts can never escape a check made on another form.
+    ``table`` maps full names to entries. ``name`` is the full name (``tree_render``), the dotted form
+    (``tree.render``), or the bare method (``render``) when exactly one plugin has it. Authorization decides on
+    what this returns, so a form the kernel accepts can never escape a check made on another form.
     """
     spec = table.get(name)
     if spec is None and "." in name:
         spec = table.get(name.replace(".", separator, 1))
     if spec is None:  # the method alone, when exactly one plugin has it
-        found = [s for s in table.values() if s.name == f"{namespace(s)}{separator}{name}"]
+        found = [s for full, s in table.items() if full == f"{namespace(s)}{separator}{name}"]
         spec = found[0] if len(found) == 1 else None
     return spec

@@ -57,15 +57,43 @@ def refuse_unguarded(kernel: Kernel, profile: str | None = None, issuer: str | N
 
 
 class CallerPrincipal:
-    """ASGI: asks ``plexor_principal`` once per HTTP request and keeps the answer in ``scope``."""
+    """ASGI: asks ``plexor_principal`` once per HTTP request and keeps the answer in ``scope``.
+
+    The first answer that is not ``None`` wins, in pluggy's call order, as for any ``firstresult`` hook. A hook
+    that raises refuses the request (``500`` naming its plugin): the caller is never served as somebody else."""
 
     def __init__(self, app: ASGIApp, kernel: KernelBase) -> None:
         self.app = app
-        self.hook = kernel.pm.hook.plexor_principal
+        self.impls = [(impl.plugin_name, impl.function, impl.argnames) for impl in
+                      reversed(kernel.pm.hook.plexor_principal.get_hookimpls())]
         self.kernel = kernel
-        self.asked = bool(self.hook.get_hookimpls())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.asked and scope["type"] == "http":
-            scope[PRINCIPAL_KEY] = self.hook(scope=scope, kernel=self.kernel)
+        if self.impls and scope["type"] == "http":
+            given = {"scope": scope, "kernel": self.kernel}
+            for plugin, function, names in self.impls:
+                try:
+                    found = function(*(given[name] for name in names))
+                except Exception as exc:  # noqa: BLE001 - a plugin's hook: refuse this request, keep serving
+                    await self._refuse(plugin, exc, send)
+                    return
+                if found is not None:
+                    scope[PRINCIPAL_KEY] = found
+                    break
+            else:
+                scope[PRINCIPAL_KEY] = None
         await self.app(scope, receive, send)
+
+    async def _refuse(self, plugin: str, exc: Exception, send: Send) -> None:
+        import json
+        import traceback
+
+        self.kernel.log.error("principal_failed", plugin=plugin, error=f"{type(exc).__name__}: {exc}",
+                              traceback="".join(traceback.format_exception(exc)))
+        body = json.dumps({"error": "principal_failed", "message": (
+            f"the plugin {plugin!r} could not tell who is calling ({type(exc).__name__}: {exc}), so the request "
+            "was not served. Retry; if it keeps failing, the server's operator should check the plugin "
+            "(its traceback is in the server log).")}).encode()
+        await send({"type": "http.response.start", "status": 500, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})

@@ -42,9 +42,8 @@ OPTIONS_ENV = "PLEXOR_HTTP_OPTIONS"  # how `--workers` hands the options to each
 
 def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> ServerMiddleware[object]:
     """SDK middleware: a request running longer than ``seconds`` (or its tool's own, longer, timeout) is cancelled
-    and answered with guidance; a call that became a task (``ctx.detach()``) ends it failed."""
-
-
+    and answered with guidance; a call that became a task (``ctx.detach()``) ends it failed. One loop timer serves
+    every request in flight (:mod:`plexor.serving.deadlines`)."""
     import anyio
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
@@ -52,6 +51,10 @@ def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> ServerM
     from plexor.context import DETACHER
     from plexor.features.tasks.bounds import run_limit
     from plexor.limits import overran
+    from plexor.serving.deadlines import Deadlines
+
+    deadlines = Deadlines()
+    scope_type = anyio.CancelScope
 
     async def middleware(ctx: ServerRequestContext[object], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None:  # notifications are not timed
@@ -59,8 +62,13 @@ def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> ServerM
         shown = seconds
         if kernel is not None and ctx.method == "tools/call" and isinstance(ctx.params, dict):
             shown = run_limit(kernel, ctx.params.get("name"), seconds)[0] or seconds
-        with anyio.move_on_after(shown) as scope:
-            return await call_next(ctx)
+        scope = scope_type()
+        deadlines.add(scope, shown)
+        try:
+            with scope:
+                return await call_next(ctx)
+        finally:
+            deadlines.discard(scope)
         if not scope.cancelled_caught:  # pragma: no cover - the body returned
             return None
         message = overran(ctx.method, shown, seconds)
@@ -95,20 +103,20 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
 
     limit_runs(kernel, opts.request_timeout)  # tasks obey the same run-time limit (plexor.features.tasks.bounds)
     server.path.add("timeout", _timeout_middleware(opts.request_timeout, kernel))
-    routes = kernel_routes(setup, opts, kernel)
+    routes = kernel_routes(setup, kernel)
     lifespan = Lifespan(setup, opts.grace, on_ready, on_stop)
     if opts.transport == "sse":
         app = sse_app(server, opts, routes, lifespan)
     else:
         app = streamable_app(server, opts, routes, lifespan)
-    return _guarded(app, setup, opts)
+    return _guarded(app, setup, opts, kernel)
 
 
-def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions) -> ASGIApp:
+def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions, kernel: Kernel) -> ASGIApp:
     """``app`` inside the ASGI guards, innermost first; the outermost (Host/Origin) is returned."""
+    from plexor.serving.extensions import FAILED, ask, impls, refuse
     from plexor.serving.guard import AnswerIds, BearerAuth, HostOriginGuard
 
-    kernel = setup.kernel
     app = AnswerIds(app)
     if opts.transport != "sse":  # legacy SSE answers on the event stream (plexor.serving.sse), and its parser refuses
         from plexor.serving.bounds import NestingLimit
@@ -116,9 +124,18 @@ def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions) -> ASGIApp:
         app = NestingLimit(app, opts.max_body_bytes)  # both eras, before anything runs
     app = CallerPrincipal(app, kernel)  # inside the wrappers: the auth guard has verified the token by then
     # Plugins' wrappers, each around the previous one (the auth plugin's access guard: OAuth, scopes and
-    # profiles, when configured, docs/security.md), in the hook's call order.
-    for impl in reversed(kernel.pm.hook.plexor_asgi_wrapper.get_hookimpls()):
-        app = cast("ASGIApp | None", impl.function(app, setup)) or app  # the hook's result: a wrapper, or None
+    # profiles, when configured, docs/security.md), in the hook's call order; one that raises or answers
+    # no ASGI app fails its plugin (plexor.serving.extensions), and a server configured for authorization
+    # whose auth plugin failed so does not start.
+    for impl in list(impls(kernel, "plexor_asgi_wrapper")):
+        wrapped = ask(kernel, impl, "plexor_asgi_wrapper", setup, app=app)
+        if wrapped is not FAILED and wrapped is not None and not callable(wrapped):
+            refuse(kernel, impl.plugin_name, f"its plexor_asgi_wrapper hook answered a {type(wrapped).__name__}",
+                   "Make it return an ASGI app wrapping the one it was given, or None; or turn the plugin off with "
+                   "PLEXOR_DISABLE.", setup)
+        elif wrapped is not FAILED and wrapped is not None:
+            app = cast("ASGIApp", wrapped)
+    refuse_unguarded(kernel, opts.profile, opts.auth_issuer)
     if not setup.shared.get("profiles"):
         from plexor.features.auth import NoProfiles
 

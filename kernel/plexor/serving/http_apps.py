@@ -18,11 +18,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcp.server.streamable_http import EventStore
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
-    from starlette.routing import Route
+    from starlette.routing import BaseRoute, Route
     from starlette.types import ASGIApp, StatelessLifespan
     from starlette.types import Lifespan as AppLifespan
 
     from plexor.extending import ServerSetup
+    from plexor.notify import Backend
     from plexor.serving.http_options import HttpOptions
     from plexor.serving.server import PlexorServer
 
@@ -53,7 +54,9 @@ class Lifespan:
         kernel = self.kernel
         install_accept_log(asyncio.get_running_loop(), kernel.log)
         await kernel.start()
-        backend = kernel.pm.hook.plexor_notifier_backend(setup=self.setup)  # the bus plugin, when processes share data
+        from plexor.serving.extensions import first
+
+        backend = cast("Backend | None", first(kernel, "plexor_notifier_backend", self.setup))  # the bus plugin's
         if backend is not None:
             from plexor.features.state.bus import install
 
@@ -89,28 +92,28 @@ class Lifespan:
         return lifespan
 
 
-def kernel_routes(setup: ServerSetup, opts: HttpOptions, kernel: Kernel) -> list[Route]:
-    """``/healthz``, the plugins' routes (the telemetry plugin's ``/metrics``, ...) and the server card, in that order
+def kernel_routes(setup: ServerSetup, kernel: Kernel) -> list[BaseRoute]:
+    """``/healthz`` and the plugins' routes (the ``card`` plugin's server card, the telemetry plugin's ``/metrics``...)
     (``kernel``: the served one, ``setup.kernel`` seen as the whole :class:`Kernel`)."""
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    server = setup.server
-    observing = [route for routes in kernel.pm.hook.plexor_routes(setup=setup) for route in routes or ()]
+    from plexor.extending import FEATURES
+    from plexor.serving.extensions import FAILED, ask, checked_routes, impls
+
+    taken: set[str] = set()  # the paths of the plugins' routes so far (plexor.serving.extensions)
+    asked = sorted(impls(kernel, "plexor_routes"), key=lambda impl: impl.plugin_name not in FEATURES)  # features first
+    observing = [route for impl in asked
+                 if (answer := ask(kernel, impl, "plexor_routes", setup)) is not FAILED
+                 for route in checked_routes(setup, impl.plugin_name, answer, taken) or ()]
 
     async def healthz(request: Request) -> Response:
         # 503 unless ready (starting, draining after SIGTERM, stopped): a balancer's health check then
         # sends new requests elsewhere while calls in flight here finish.
         return JSONResponse(kernel.health(), status_code=200 if kernel.state == State.READY else 503)
 
-    async def card(request: Request) -> Response:  # /.well-known/mcp/server-card.json (plexor.serving.card)
-        from plexor.serving.card import server_card
-
-        return JSONResponse(server_card(kernel, server, str(request.base_url), transport=opts.transport,
-                                        stateless=opts.stateless, access=request.scope.get("plexor.access")))
-
-    return [Route("/healthz", healthz), *observing, Route("/.well-known/mcp/server-card.json", card)]
+    return [Route("/healthz", healthz), *observing]
 
 
 def _security() -> TransportSecuritySettings:
@@ -120,7 +123,7 @@ def _security() -> TransportSecuritySettings:
     return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def sse_app(server: PlexorServer, opts: HttpOptions, routes: list[Route], lifespan: Lifespan) -> ASGIApp:
+def sse_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRoute], lifespan: Lifespan) -> ASGIApp:
     """Legacy SSE: ``GET /sse`` opens a session's stream, ``POST /messages/`` carries its requests."""
     from mcp.server.sse import SseServerTransport
     from starlette.applications import Starlette
@@ -154,7 +157,7 @@ def sse_app(server: PlexorServer, opts: HttpOptions, routes: list[Route], lifesp
                              Mount("/messages/", app=answering.post)], lifespan=lifespan.context())
 
 
-def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[Route], lifespan: Lifespan) -> ASGIApp:
+def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRoute], lifespan: Lifespan) -> ASGIApp:
     """Streamable HTTP at ``/mcp``: the SDK's app, its session manager inside the kernel's lifespan, and (stateful)
     the event store that lets a dropped stream resume."""
     from plexor.limits import value
@@ -171,7 +174,7 @@ def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[Route],
         host=opts.host,
         max_request_body_size=opts.max_body_bytes,
         session_idle_timeout=value("session_idle_seconds", lifespan.kernel.environ),
-        custom_starlette_routes=routes,
+        custom_starlette_routes=cast("list[Route]", routes),  # the SDK's annotation is narrower than Starlette's
     )
     inner.router.lifespan_context = lifespan.context(inner.router.lifespan_context)
     return _with_event_store(TrimMcpHeaders(inner), server, event_store, opts, lifespan.kernel)
@@ -182,9 +185,10 @@ def _event_store(setup: ServerSetup) -> EventStore:
     database), else this process's memory."""
     from plexor.features.state.memory_events import MemoryEventStore
     from plexor.limits import value
+    from plexor.serving.extensions import first
     from plexor.serving.http_options import HttpOptions
 
-    store: EventStore | None = setup.kernel.pm.hook.plexor_event_store(setup=setup)
+    store = cast("EventStore | None", first(setup.kernel, "plexor_event_store", setup))
     if store is not None:
         return store
     environ = setup.kernel.environ

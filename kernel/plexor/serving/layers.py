@@ -46,13 +46,24 @@ class RequestPath:
     def __init__(self, middleware: list[ServerMiddleware[object]]) -> None:
         self._middleware = middleware
         self._layers: dict[str, dict[str, tuple[ServerMiddleware[object], ...]]] = {"sdk": {"sdk": tuple(middleware)}}
+        self._owners: dict[tuple[str, str], str] = {}  # (position, name) -> the plugin that added it
 
-    def add(self, position: str, layer: ServerMiddleware[object], name: str | None = None) -> None:
-        """Put ``layer`` at ``position``, under ``name`` (default: the position's name); adding a
-        name again replaces its layer, a new name goes after the others at that position."""
+    def add(self, position: str, layer: ServerMiddleware[object], name: str | None = None, owner: str = "") -> None:
+        """Put ``layer`` at ``position``, under ``name`` (default: the position's name), added by the plugin
+        ``owner``; adding a name again replaces its layer, a new name goes after the others at that position."""
         if position not in POSITIONS:
             raise ValueError(f"unknown request layer {position!r}: the positions are {', '.join(POSITIONS)}")
         self._layers.setdefault(position, {})[name or position] = (layer,)
+        self._owners[(position, name or position)] = owner
+        self._build()
+
+    def drop(self, owner: str) -> None:
+        """Take out every layer the plugin ``owner`` added (it failed: nothing of it stays on the path)."""
+        for position, name in [key for key, who in self._owners.items() if owner and who == owner]:
+            del self._layers[position][name], self._owners[(position, name)]
+        self._build()
+
+    def _build(self) -> None:
         self._middleware[:] = [m for n in ORDER for group in self._layers.get(n, {}).values() for m in group]
 
     def between(self, first: str, last: str) -> list[ServerMiddleware[object]]:

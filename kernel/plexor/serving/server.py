@@ -12,7 +12,7 @@ multi-round requests (SEP-2322, see :mod:`plexor.asking`).
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcp.server.context import ServerRequestContext
     from mcp.server.models import InitializationOptions
 
-    from plexor.extending import ProtocolMethod, RequestLayer, ServerSetup
+    from plexor.extending import ServerSetup
     from plexor.features.auth.config import Profile
     from plexor.features.tasks.listen import Listen
     from plexor.serving.http_options import HttpOptions
@@ -62,35 +62,34 @@ class PlexorServer(Server[object]):
 
     def extend(self) -> None:
         """Apply the server-extension hooks (:mod:`plexor.extending`) of plugins not applied yet: their
-        request layers and protocol methods. Called when the server is built and again once plugins
-        have loaded (under stdio the server is built first)."""
+        request layers and protocol methods, each plugin's checked whole before any of it is applied (a bad
+        one fails its plugin: :mod:`plexor.serving.extensions`). Called when the server is built and again
+        once plugins have loaded (under stdio the server is built first)."""
+        from plexor.serving.extensions import FAILED, ask, checked_layers, checked_methods, gated, impls
+
         setup = self.setup
         if setup is None:
             return
-        hook = setup.kernel.pm.hook
-        fresh = [impl.plugin_name for impl in hook.plexor_request_layers.get_hookimpls()
-                 + hook.plexor_protocol_methods.get_hookimpls() if impl.plugin_name not in self._extended]
-        if not fresh:
-            return
-        only = set(fresh)
-        self._extended |= only
-        # pluggy calls the implementations last-registered (and tryfirst) first: the same order here
-        for impl in reversed(hook.plexor_request_layers.get_hookimpls()):
-            if impl.plugin_name in only:
-                for layer in cast("list[RequestLayer] | None", impl.function(setup)) or ():
-                    self.path.add(layer.position, layer.middleware, layer.name or impl.plugin_name)
+        kernel = setup.kernel
+        fresh = [(hook, impl) for hook in ("plexor_request_layers", "plexor_protocol_methods")
+                 for impl in impls(kernel, hook) if impl.plugin_name not in self._extended]
         from plexor.extending import FEATURES
 
-        kernel = cast("Kernel", setup.kernel)
-        for impl in reversed(hook.plexor_protocol_methods.get_hookimpls()):
-            if impl.plugin_name in only:
-                for method in cast("list[ProtocolMethod] | None", impl.function(setup)) or ():
-                    handler = method.handler
-                    if impl.plugin_name not in FEATURES:  # gated and counted in flight as its plugin's tool calls
-                        handler = functools.partial(kernel.run_method, impl.plugin_name, method.handler)
-                    self.add_request_handler(method.method, method.params_type, handler)
-                    setup.kernel.protocol_methods[method.method] = MethodSpec(method.method, impl.plugin_name,
-                                                                              method.scopes)
+        plugins = list(dict.fromkeys(impl.plugin_name for _hook, impl in fresh))  # in pluggy's call order,
+        for plugin in sorted(plugins, key=lambda name: name not in FEATURES):  # the server's own features first
+            self._extended |= {plugin}
+            asked = {hook: ask(kernel, impl, hook, setup) for hook, impl in fresh if impl.plugin_name == plugin}
+            if FAILED in asked.values():
+                continue
+            layers = checked_layers(setup, plugin, asked.get("plexor_request_layers"))
+            methods = checked_methods(setup, plugin, asked.get("plexor_protocol_methods")) if layers is not None else None
+            if layers is None or methods is None:
+                continue
+            for layer in layers:
+                self.path.add(layer.position, layer.middleware, layer.name or plugin, owner=plugin)
+            for method in methods:
+                self.add_request_handler(method.method, method.params_type, gated(kernel, plugin, method.handler))
+                kernel.protocol_methods[method.method] = MethodSpec(method.method, plugin, method.scopes)
 
     def get_capabilities(self, notification_options: NotificationOptions | None = None,
                          experimental_capabilities: dict[str, dict[str, object]] | None = None,
@@ -98,9 +97,12 @@ class PlexorServer(Server[object]):
                          protocol_version: str | None = None) -> types.ServerCapabilities:
         caps = super().get_capabilities(notification_options, experimental_capabilities, extensions,
                                         protocol_version=protocol_version)
-        if self.setup is not None:
-            self.setup.kernel.pm.hook.plexor_capabilities(capabilities=caps, protocol_version=protocol_version,
-                                                          setup=self.setup)
+        if self.setup is not None:  # each plugin's on its own: one that raises is failed, not initialize
+            from plexor.serving.extensions import ask, impls
+
+            for impl in impls(self.setup.kernel, "plexor_capabilities"):
+                ask(self.setup.kernel, impl, "plexor_capabilities", self.setup, capabilities=caps,
+                    protocol_version=protocol_version)
         return caps
 
     @property

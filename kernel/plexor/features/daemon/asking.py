@@ -19,7 +19,7 @@ from plexor.asking import AskError
 from plexor.core.eras import stateless_era
 from plexor.errors import PlexorError
 
-__all__ = ["MAX_ASK_ROUNDS", "asking_caps", "relay_asking", "relay_call", "relay_read"]
+__all__ = ["MAX_ASK_ROUNDS", "asking_caps", "error_result", "relay_asking", "relay_call", "relay_read"]
 
 # Rounds of InputRequiredResult the relay resolves for a pre-2026 client before giving up.
 MAX_ASK_ROUNDS = 10
@@ -57,8 +57,14 @@ async def relay_call(ctx: ServerRequestContext, params: types.InputResponseReque
         if stateless_era(ctx):
             raise MCPError(err.rpc_code, err.render(), {**err.data, "guidance": err.guidance}) from None
         return types.CallToolResult(content=[types.TextContent(type="text", text=err.render())], is_error=True)
-    except PlexorError as err:
-        return types.CallToolResult(content=[types.TextContent(type="text", text=err.render())], is_error=True)
+    except PlexorError as err:  # too many rounds, or the daemon stopped mid-call (plexor.features.daemon.repeat)
+        return error_result(err)
+
+
+def error_result(err: PlexorError) -> types.CallToolResult:
+    """``err`` as the tool error result ``plexor serve`` gives: its text, and the error in ``structuredContent``."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=err.render())],
+                                structured_content={"error": err.payload()}, is_error=True)
 
 
 async def relay_read(ctx: ServerRequestContext, params: types.InputResponseRequestParams,

@@ -103,7 +103,7 @@ def _call_tool(up: Upstream) -> Callable[[Ctx, types.CallToolRequestParams], Awa
         async def send(responses: types.InputResponses | None, state: str | None) -> types.Result:
             return await up.request(lambda c: c.session.call_tool(
                 params.name, params.arguments, progress_callback=relay_progress, input_responses=responses,
-                request_state=state, allow_input_required=True, allow_claimed="tasks" in caps), caps)
+                request_state=state, allow_input_required=True, allow_claimed="tasks" in caps), caps, tool=params.name)
 
         return await relay_call(ctx, params, send)
 

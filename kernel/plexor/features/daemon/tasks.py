@@ -56,15 +56,18 @@ def task_caps(ctx: ServerRequestContext) -> Caps:
     return TASKS if declares_tasks(ctx) else frozenset()
 
 
-async def _send(up: Upstream, caps: Caps, method: str, params: Mapping[str, object]) -> dict[str, object]:
-    """``method`` sent upstream as is; its answer as the daemon gave it."""
+async def _send(up: Upstream, caps: Caps, method: str, params: Mapping[str, object],
+                tool: str | None = None) -> dict[str, object]:
+    """``method`` sent upstream as is; its answer as the daemon gave it. ``tool``: the tool a ``tools/call`` calls
+    (sent again after the daemon died only when that is safe, :meth:`Upstream.request`)."""
     from plexor.features.tasks.client import task_request
 
     if "legacy" not in caps:  # stamped with the era's _meta: the tasks extension among the client's capabilities
-        return dict(await up.request(lambda c: task_request(c.session, method, dict(params)), caps))
+        return dict(await up.request(lambda c: task_request(c.session, method, dict(params)), caps, tool=tool))
     # SDK private (ClientSession._dispatcher): the typed 2025-11-25 session takes a tools/call answer for a
     # CallToolResult, never a CreateTaskResult, and offers no public raw request
-    return dict(await up.request(lambda c: c.session._dispatcher.send_raw_request(method, dict(params), {}), caps))
+    return dict(await up.request(lambda c: c.session._dispatcher.send_raw_request(method, dict(params), {}), caps,
+                                 tool=tool))
 
 
 def _legacy_asking(up: Upstream, ctx: ServerRequestContext) -> Caps:
@@ -85,7 +88,15 @@ def legacy_tasks(up: Upstream) -> ServerMiddleware[dict[str, object]]:
         params = ctx.params
         if ctx.method != "tools/call" or stateless_era(ctx) or params is None or not isinstance(params.get("task"), Mapping):
             return await call_next(ctx)
-        return await _send(up, _legacy_asking(up, ctx), "tools/call", {k: v for k, v in params.items() if k != "_meta"})
+        from plexor.features.daemon.asking import error_result
+        from plexor.features.daemon.repeat import Interrupted
+
+        name = params.get("name")
+        try:  # a task is created as the call runs: sent again only as the call would be
+            return await _send(up, _legacy_asking(up, ctx), "tools/call", {k: v for k, v in params.items() if k != "_meta"},
+                               tool=name if isinstance(name, str) else "")
+        except Interrupted as err:  # answered as the daemon answers a call that makes no task: a tool error result
+            return error_result(err).model_dump(by_alias=True, mode="json", exclude_none=True)
 
     return middleware
 

@@ -50,14 +50,14 @@ class Upstream:
         self.end = EndClient()
 
     async def _own(self, url: str, token: str, caps: Caps, ready: anyio.Event, failure: list[Exception]) -> None:
-        from mcp.shared._httpx_utils import create_mcp_http_client
+        from plexor.features.daemon.repeat import tracked_client
 
         close = anyio.Event()
         try:
             headers = {"Authorization": f"Bearer {token}"}
             if self.profile:  # the daemon shows this client only the profile's tools (plexor.features.auth.guard)
                 headers["Plexor-Profile"] = self.profile
-            http = create_mcp_http_client(headers=headers)
+            http = tracked_client(headers)
             async with http, _client(url, http, caps, self.end) as client:
                 self.clients[caps] = (client, close)
                 ready.set()
@@ -97,27 +97,75 @@ class Upstream:
                 raise DaemonError(f"cannot reach the Plexor daemon at {url}: {failure[0]}")
             return self.clients[caps][0]
 
-    async def request(self, op: Callable[[Client], Awaitable[T]], caps: Caps = frozenset()) -> T:
-        """Run ``op(client)``; on a broken connection restart/reconnect and run it once more."""
-        from mcp.shared.exceptions import MCPError
+    async def request(self, op: Callable[[Client], Awaitable[T]], caps: Caps = frozenset(), *,
+                      tool: str | None = None) -> T:
+        """Run ``op(client)``; on a broken connection restart/reconnect and run it once more when that is safe
+        (:mod:`plexor.features.daemon.repeat`): it never reached the daemon, or it is no ``tools/call`` (``tool``
+        None), or ``tool`` is declared read-only or idempotent. A call of another tool that may have run raises
+        :class:`~plexor.features.daemon.repeat.Interrupted` (a tool error); the daemon is restarted all the same."""
+        from plexor.features.daemon.repeat import Delivery, interrupted
 
         client = await self.connect(caps)
-        generation = self.generation
+        for attempt in (1, 2):
+            generation, delivery = self.generation, Delivery()
+            try:
+                with delivery.watching():
+                    return await op(client)
+            except Exception as exc:  # noqa: BLE001 - transport errors (httpx2, closed streams); a real answer is raised
+                if not _lost(exc):
+                    raise
+                failure: Exception = exc
+            may_have_run = tool is not None and delivery.reached
+            self.log.warning("connect_upstream_lost", error=f"{type(failure).__name__}: {failure}", tool=tool,
+                             reached=delivery.reached, action="give up" if attempt == 2 else "reconnect")
+            if attempt == 2:
+                break
+            try:
+                client = await self.connect(caps, restart=self.generation == generation)
+            except DaemonError:
+                if may_have_run:
+                    break
+                raise
+            if may_have_run and not await self.repeatable(tool or ""):
+                break
+        if may_have_run:
+            raise interrupted(tool or "") from failure
+        raise failure
+
+    async def repeatable(self, tool: str) -> bool:
+        """Whether the daemon lists ``tool`` (any accepted form of its name) as safe to run twice; not when that
+        cannot be told."""
+        from plexor.features.daemon.repeat import repeatable
+
+        async def page(cursor: str | None) -> types.ListToolsResult:
+            return await self.request(lambda c: c.list_tools(cursor=cursor))
+
+        listed: list[types.Tool] = []
+        cursor: str | None = None
         try:
-            return await op(client)
-        except MCPError as exc:
-            if exc.error.code not in (types.CONNECTION_CLOSED,) and "onnect" not in str(exc):
-                raise  # a real answer from the daemon: pass it on
-            failure: Exception = exc
-        except Exception as exc:  # noqa: BLE001 - transport errors (httpx2, closed streams)
-            failure = exc
-        self.log.warning("connect_upstream_lost", error=f"{type(failure).__name__}: {failure}", action="reconnect and retry once")
-        client = await self.connect(caps, restart=self.generation == generation)
-        return await op(client)
+            for _ in range(100):
+                found = await page(cursor)
+                listed.extend(found.tools)
+                cursor = found.next_cursor
+                if not cursor:
+                    break
+        except Exception as exc:  # noqa: BLE001 - unknown, so not safe
+            self.log.warning("connect_tools_unknown", error=f"{type(exc).__name__}: {exc}")
+            return False
+        return repeatable(listed, tool)
 
     def close(self) -> None:
         for _client, close in list(self.clients.values()):
             close.set()
+
+
+def _lost(exc: Exception) -> bool:
+    """Whether ``op`` failed because the connection to the daemon broke (not with the daemon's own answer)."""
+    from mcp.shared.exceptions import MCPError
+
+    if isinstance(exc, MCPError):
+        return exc.error.code == types.CONNECTION_CLOSED or "onnect" in str(exc)
+    return True
 
 
 def _client(url: str, http: httpx2.AsyncClient, caps: Caps, end: EndClient) -> RelayClient:

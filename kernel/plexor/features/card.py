@@ -1,4 +1,5 @@
-"""The server card at ``/.well-known/mcp/server-card.json``: what a client can know before connecting.
+"""The ``card`` built-in plugin: the server card at ``/.well-known/mcp/server-card.json``, what a client can know
+before connecting (a route of the ``plexor_routes`` hook; ``PLEXOR_DISABLE=card`` serves none).
 
 Shaped after the MCP server-card proposal (SEP-2127, schema v1): the server's identity (name,
 title, description, version, icons), where to connect (``remotes``: this server's own endpoint
@@ -12,18 +13,42 @@ request's own address, which the Host/Origin guard has already checked.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
+
+from plexor.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcp.server.lowlevel import Server
+    from starlette.routing import Route
 
     from plexor.core.kernel import Kernel
+    from plexor.extending import ServerSetup
     from plexor.features.auth.scopes import Access
 
-__all__ = ["SCHEMA", "server_card"]
+__all__ = ["PATH", "SCHEMA", "server_card"]
 
+PATH = "/.well-known/mcp/server-card.json"
 SCHEMA = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
 ERAS = ["2025-11-25", "2026-07-28"]
+
+
+@hookimpl
+def plexor_routes(setup: ServerSetup) -> list[Route] | None:
+    """``GET /.well-known/mcp/server-card.json`` over HTTP and legacy SSE, for the caller the guard let in."""
+    options = setup.options
+    if options is None:  # stdio: nothing to route
+        return None
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    kernel, server = cast("Kernel", setup.kernel), setup.server
+
+    async def card(request: Request) -> Response:
+        return JSONResponse(server_card(kernel, server, str(request.base_url), transport=setup.transport,
+                                        stateless=options.stateless, access=request.scope.get("plexor.access")))
+
+    return [Route(PATH, card)]
 
 
 def server_card(kernel: Kernel, server: Server[object], base_url: str, *, transport: str = "http",
