@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from plexor.context import Context
@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Pipeline"]
 S = TypeVar("S")  # a tool or prompt spec; or, in plexor connect, what the daemon lists of a tool
-R = TypeVar("R")
 
 
 class Pipeline(KernelBase):
@@ -77,23 +76,6 @@ class Pipeline(KernelBase):
             self._inflight -= 1
             if self._inflight == 0 and self._idle is not None:
                 self._idle.set()  # only drain() creates the event it waits on
-
-    async def run_method(self, plugin: str, handler: Callable[[object, object], Awaitable[R]], ctx: object,
-                         params: object) -> R:
-        """A plugin's own protocol method (``plexor_protocol_methods``) through the steps its tools' calls take
-        around the handler: the readiness gate and the in-flight count that ``drain`` waits for. Its answer and
-        its errors stay its own (a method answers in JSON-RPC terms, not as a tool result)."""
-        rec = self.records.get(plugin)
-        if rec is None:  # pragma: no cover - a method is served only once its plugin has loaded
-            return await handler(ctx, params)
-        await self._gate(rec, True)
-        self._inflight += 1
-        try:
-            return await handler(ctx, params)
-        finally:
-            self._inflight -= 1
-            if self._inflight == 0 and self._idle is not None:
-                self._idle.set()
 
     async def _gate(self, rec: PluginRecord, ready_required: bool) -> None:
         if self.state in (State.DRAINING, State.STOPPED):

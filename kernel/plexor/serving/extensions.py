@@ -189,23 +189,52 @@ def checked_routes(setup: ServerSetup, plugin: str, answer: object, taken: set[s
 def gated(kernel: KernelBase, plugin: str, handler: Callable[..., Awaitable[HandlerResult]]
           ) -> Callable[[ServerRequestContext[object], BaseModel], Awaitable[HandlerResult]]:
     """``handler`` of ``plugin``'s protocol method, behind the plugin's readiness: waits while it starts,
-    refuses (guidance naming the plugin and its error) when it failed, as a tool of the plugin does; and, as a
-    tool call, counted in flight (what draining waits for, ``/healthz`` and the in-flight metric show) and refused
-    once the server drains. The server's own features' methods are not held by a drain (``tasks/result`` waits for
-    a task, which is counted itself)."""
+    refuses (guidance naming the plugin and its error) when it failed, as a tool of the plugin does.
+
+    A third-party plugin's method runs through the kernel's pipeline as its tools do (gate, in-flight count,
+    context, error guidance): a drain waits for it, ``/healthz`` and the in-flight metric count it, and once the
+    server drains a new one is refused. Its own JSON-RPC errors (``MCPError``) pass through unexplained. The server's
+    features' methods stay out of the count (``tasks/result`` waits for a task, which is counted itself)."""
     from plexor.extending import FEATURES
 
     if plugin not in FEATURES:
-        async def counted(ctx: ServerRequestContext[object], params: BaseModel) -> HandlerResult:
-            return await cast("Kernel", kernel).run_method(plugin, handler, ctx, params)
-
-        return counted
+        return _in_pipeline(cast("Kernel", kernel), plugin, handler)
 
     async def method(ctx: ServerRequestContext[object], params: BaseModel) -> HandlerResult:
         rec = kernel.records.get(plugin)
         if rec is not None and rec.state != State.READY:
             await cast("Kernel", kernel).admit(rec)
         return await handler(ctx, params)
+
+    return method
+
+
+class _Answered:
+    """A protocol method's own JSON-RPC error, carried through the pipeline as its value (never explained)."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _in_pipeline(kernel: Kernel, plugin: str, handler: Callable[..., Awaitable[HandlerResult]]
+                 ) -> Callable[[ServerRequestContext[object], BaseModel], Awaitable[HandlerResult]]:
+    from mcp.shared.exceptions import MCPError
+
+    from plexor.core.base import Request
+    from plexor.core.dispatch import Target
+
+    async def method(ctx: ServerRequestContext[object], params: BaseModel) -> HandlerResult:
+        async def call() -> object:
+            try:
+                return await handler(ctx, params)
+            except MCPError as exc:  # an answer of the method's own, not a failure for the kernel to explain
+                return _Answered(exc)
+
+        answer = await kernel.run(Request("method", ctx.method, request_id=ctx.request_id), plugin,
+                                  Target(call, "async", ()))
+        if isinstance(answer, _Answered):
+            raise answer.error
+        return cast("HandlerResult", answer)
 
     return method
 
