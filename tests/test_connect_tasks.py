@@ -48,6 +48,19 @@ def plexor_register_tools(register, settings):
     register(secret, task="optional")
 """
 
+NOTES = """
+from plexor import hookimpl
+
+
+@hookimpl
+def plexor_register_prompts(register, settings):
+    def brief() -> str:
+        '''A prompt of a plugin that the profile "worker" does not admit.'''
+        return "the brief"
+
+    register(brief)
+"""
+
 
 @pytest.fixture
 def anyio_backend():
@@ -62,7 +75,8 @@ def env(tmp_path_factory):
     site.mkdir()
     (home / "config" / "plexor.toml").write_text('[plexor.profiles.worker]\ntools = ["fakejobs_work"]\n')
     install_fake_dist(site, "plexor-fakejobs", "fakejobs", "plexor_fakejobs", JOBS)
-    environ = fixture_env(home, PLEXOR_PLUGINS="fakejobs")
+    install_fake_dist(site, "plexor-fakenotes", "fakenotes", "plexor_fakenotes", NOTES)
+    environ = fixture_env(home, PLEXOR_PLUGINS="fakejobs,fakenotes")
     environ["PYTHONPATH"] = os.pathsep.join([str(site), environ["PYTHONPATH"]])
     yield environ
     info = read_registry(registry_path(environ))
@@ -187,3 +201,27 @@ async def test_a_legacy_task_s_question_reaches_the_client_through_tasks_result(
         result = await raw(client, "tasks/result", {"taskId": task["taskId"]})
     assert asked == ["Really drop?"]
     assert result["structuredContent"] == {"ok": True} and result["content"][0]["text"] == "drop: accept"
+
+
+async def test_a_refusal_of_the_daemon_is_passed_on_without_cutting_a_call_in_flight(env):
+    """The daemon's own errors are answers, not a lost connection: a refusal whose text speaks of "this connection"
+    (and plexor's -32000, which shares its code with the SDK's "Connection closed") is passed on as is, and the
+    relay does not reconnect, which would cut the calls in flight on its connections."""
+    import anyio
+
+    async with _connect(env, "--profile", "worker", mode="legacy") as client:
+        pid = read_registry(registry_path(env))["pid"]
+        done: dict[str, Any] = {}
+
+        async def work() -> None:
+            done["work"] = await client.call_tool("fakejobs_work", {"seconds": 1.5, "label": "kept"})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(work)
+            await anyio.sleep(0.4)  # the call is in flight on the relay's connection
+            relayed = await _refusal(client, "prompts/get", {"name": "fakenotes_brief"})
+    async with _direct(env, mode="legacy") as client:
+        direct = await _refusal(client, "prompts/get", {"name": "fakenotes_brief"})
+    assert relayed == direct and "not available to this connection" in relayed[2]
+    assert not done["work"].is_error and done["work"].structured_content == {"label": "kept"}
+    assert read_registry(registry_path(env))["pid"] == pid

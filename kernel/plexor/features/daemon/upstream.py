@@ -163,8 +163,9 @@ def _lost(exc: Exception) -> bool:
     """Whether ``op`` failed because the connection to the daemon broke (not with the daemon's own answer)."""
     from mcp.shared.exceptions import MCPError
 
-    if isinstance(exc, MCPError):
-        return exc.error.code == types.CONNECTION_CLOSED or "onnect" in str(exc)
+    if isinstance(exc, MCPError):  # the SDK's own "Connection closed" carries no data; the daemon's -32000 (a server
+        # not ready, plexor.serving.errors) carries its guidance, and no text of an answer is taken for a lost line
+        return exc.error.code == types.CONNECTION_CLOSED and exc.error.data is None
     return True
 
 
