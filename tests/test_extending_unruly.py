@@ -56,6 +56,9 @@ WAYS: dict[str, tuple[str, str]] = {
                        "routes '/messages/hijack', over '/messages' that is already served"),
     "route_root": ("def plexor_routes(setup):\n    return [Mount('/', app=_hijack_page)]",
                    "routes '/', over '/mcp' that is already served"),
+    "layer_config": ("def plexor_request_layers(setup):\n"
+                     "    raise ConfigError('the layer needs layer_key', 'Set layer_key in [plexor.layer_config].')",
+                     "plexor_request_layers hook refused: the layer needs layer_key\nSet layer_key in"),
     "route_raises": ("def plexor_routes(setup):\n    raise RuntimeError('routes broke')",
                      "plexor_routes hook raised RuntimeError: routes broke"),
     # a good layer first, then a hook that fails: the layer must leave the path again
@@ -73,6 +76,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
 from plexor import hookimpl
+from plexor.errors import ConfigError
 from plexor.extending import ProtocolMethod, RequestLayer
 
 PLEXOR_NAMESPACE = "{ns}"

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, cast
 
 from plexor.core.records import State
-from plexor.errors import PluginError
+from plexor.errors import PlexorError, PluginError
 from plexor.serving.layers import RequestPath
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -57,11 +57,15 @@ def ask(kernel: KernelBase, impl: HookImpl, hook: str, setup: ServerSetup | None
     given = {"setup": setup, **kwargs}
     try:
         return impl.function(*(given[name] for name in impl.argnames))
+    except PlexorError as exc:  # the plugin's own refusal (a setting it cannot serve with): its words, no traceback
+        refuse(kernel, impl.plugin_name, f"its {hook} hook refused: {exc.message}",
+               f"{exc.guidance} Or turn the plugin off with PLEXOR_DISABLE." if exc.guidance else
+               "Turn the plugin off with PLEXOR_DISABLE.", setup)
     except Exception as exc:  # noqa: BLE001 - a plugin's hook: its failure is its plugin's, not the server's
         refuse(kernel, impl.plugin_name, f"its {hook} hook raised {type(exc).__name__}: {exc}",
                "Fix the hook (the traceback is in the server log), or turn the plugin off with PLEXOR_DISABLE.",
                setup, exc)
-        return FAILED
+    return FAILED
 
 
 def refuse(kernel: KernelBase, plugin: str, problem: str, fix: str, setup: ServerSetup | None = None,

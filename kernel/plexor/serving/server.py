@@ -166,14 +166,15 @@ def build_server(kernel: Kernel, *, page_size: int | None = None, boot: Boot | N
     # The built-in features (tasks, auth, telemetry, bus) and every loaded plugin extend the server
     # through the hooks of plexor.extending: request layers, protocol methods, capabilities.
     from plexor.extending import ServerSetup
+    from plexor.serving.features import refuse_unguarded
 
     if profile is not None:
-        from plexor.serving.features import refuse_unguarded
-
         refuse_unguarded(kernel, profile.name)  # a profile with auth off: no server
     kernel.register_features()
     server.setup = ServerSetup(kernel, server, transport, options, profile)
     server.extend()
+    if profile is not None:  # nor with auth failed by its own extension (plexor.serving.extensions)
+        refuse_unguarded(kernel, profile.name)
     if boot is not None:
         boot.after_load = server.extend  # plugins loaded after the handshake extend it then
     return server
