@@ -42,7 +42,8 @@ async def run_connect(environ: dict[str, str] | None = None, *, profile: str | N
         discovered = await up.request(lambda c: c.session.send_discover("2026-07-28"))
         offered = types.DiscoverResult.model_validate(discovered).capabilities
         server = _relay_server(up)
-        opts = server.create_initialization_options(NotificationOptions(tools_changed=True))
+        # no listChanged: the relay passes on no notification of the daemon's (docs/clients.md), so it promises none
+        opts = server.create_initialization_options(NotificationOptions())
         if TASKS_EXTENSION in (offered.extensions or {}):
             server.extensions[TASKS_EXTENSION] = {}
             opts.capabilities.extensions = {**(opts.capabilities.extensions or {}), TASKS_EXTENSION: {}}
