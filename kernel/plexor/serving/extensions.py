@@ -149,10 +149,10 @@ def checked_methods(setup: ServerSetup, plugin: str, answer: object) -> list[Pro
             if not isinstance(m.method, str) or not _METHOD.fullmatch(m.method):
                 raise _Unusable(f"declared the method name {name!r}", f"a name of the form '{plugin}/action' "
                                 "(letters, digits, '_', '.' or '-' between slashes)")
-            if name in seen or setup.server.get_request_handler(name) is not None:
+            if name in seen:
+                raise _Unusable(f"declared {name!r} twice", "each method once")
+            if setup.server.get_request_handler(name) is not None:
                 owner = getattr(setup.kernel.protocol_methods.get(name), "plugin", None) or "the server itself"
-                if name in seen:
-                    raise _Unusable(f"declared {name!r} twice", "each method once")
                 raise _Unusable(f"declared {name!r}, which {owner} already answers",
                                 f"a name of its own, e.g. '{plugin}/{name.rpartition('/')[2]}'")
             if not (isinstance(m.params_type, type) and issubclass(m.params_type, BaseModel)) or not callable(m.handler):
@@ -259,9 +259,7 @@ class _PluginRoute:
         if rec is None or rec.state != State.FAILED or scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        import json
+        from plexor.serving.guard import refuse_http
 
-        body = json.dumps({"error": "plugin_failed", "message": rec.handle.not_ready().render()}).encode()
-        await send({"type": "http.response.start", "status": 503, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        failed = rec.handle.not_ready()
+        await refuse_http(send, 503, "plugin_failed", failed.message, failed.guidance or "")

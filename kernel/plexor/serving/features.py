@@ -85,15 +85,13 @@ class CallerPrincipal:
         await self.app(scope, receive, send)
 
     async def _refuse(self, plugin: str, exc: Exception, send: Send) -> None:
-        import json
         import traceback
+
+        from plexor.serving.guard import refuse_http
 
         self.kernel.log.error("principal_failed", plugin=plugin, error=f"{type(exc).__name__}: {exc}",
                               traceback="".join(traceback.format_exception(exc)))
-        body = json.dumps({"error": "principal_failed", "message": (
-            f"the plugin {plugin!r} could not tell who is calling ({type(exc).__name__}: {exc}), so the request "
-            "was not served. Retry; if it keeps failing, the server's operator should check the plugin "
-            "(its traceback is in the server log).")}).encode()
-        await send({"type": "http.response.start", "status": 500, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        await refuse_http(send, 500, "principal_failed", f"the plugin {plugin!r} could not tell who is calling "
+                          f"({type(exc).__name__}: {exc}), so the request was not served",
+                          "Retry; if it keeps failing, the server's operator should check the plugin (its traceback "
+                          "is in the server log).")

@@ -45,8 +45,8 @@ def _port_ok(allowed: str | None, given: str | None) -> bool:
     return allowed == "*" or allowed == given
 
 
-async def _refuse(send: Send, status: int, error: str, message: str, guidance: str,
-                  headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+async def refuse_http(send: Send, status: int, error: str, message: str, guidance: str,
+                      headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps({"error": error, "message": message, "guidance": guidance}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]})
@@ -87,13 +87,13 @@ class HostOriginGuard:
                 origins.append(v)
         if len(hosts) != 1 or not _verdict(self._hosts_seen, hosts[0], self.host_allowed):
             shown = hosts[0].decode("latin-1")[:80] if hosts else "(none)"
-            await _refuse(send, 421, "misdirected_request", f"Host {shown!r} is not allowed",
+            await refuse_http(send, 421, "misdirected_request", f"Host {shown!r} is not allowed",
                           "Connect through an address the server was started for, or start it with "
                           "--allow-host HOST[:PORT] (or PLEXOR_ALLOWED_HOSTS) to allow this one.")
             return
         if len(origins) > 1 or (origins and not _verdict(self._origins_seen, origins[0], self.origin_allowed)):
             shown = origins[0].decode("latin-1")[:80]
-            await _refuse(send, 403, "forbidden_origin", f"Origin {shown!r} is not allowed",
+            await refuse_http(send, 403, "forbidden_origin", f"Origin {shown!r} is not allowed",
                           "Start the server with --allow-origin URL (or PLEXOR_ALLOWED_ORIGINS) to allow "
                           "a web page from this origin.")
             return
@@ -148,12 +148,12 @@ class BearerAuth:
             return
         given = [v for k, v in scope.get("headers") or () if k == b"authorization"]
         if len(given) > 1:
-            await _refuse(send, 400, "bad_request", "more than one Authorization header",
+            await refuse_http(send, 400, "bad_request", "more than one Authorization header",
                           "Send exactly one 'Authorization: Bearer <token>' header.")
             return
         scheme, _, token = (given[0] if given else b"").strip().partition(b" ")
         if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.token):
-            await _refuse(send, 401, "unauthorized", "missing or wrong bearer token",
+            await refuse_http(send, 401, "unauthorized", "missing or wrong bearer token",
                           "Send 'Authorization: Bearer <token>' with the token the server was started with "
                           "(--token or PLEXOR_TOKEN).", [(b"www-authenticate", b'Bearer realm="plexor"')])
             return
