@@ -229,6 +229,8 @@ def main() -> None:
     ap.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once the app has started (every app)")
     ap.add_argument("--profile", choices=CONFIGS, help="cProfile one configuration in this process")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--dump", help="with --profile: also write the raw cProfile stats to this file")
+    ap.add_argument("--callers", help="with --profile: also print who calls the functions matching this pattern")
     ap.add_argument("--one", choices=CONFIGS, help=argparse.SUPPRESS)  # one configuration, in this process
     args = ap.parse_args()
 
@@ -249,8 +251,13 @@ def main() -> None:
             if prof:
                 print(f"{name}: {us:.0f} us CPU per call under the profiler (which inflates it)")
                 stats = pstats.Stats(prof)
+                if args.dump:
+                    stats.dump_stats(args.dump)
                 stats.sort_stats("tottime").print_stats(args.top)
                 stats.sort_stats("cumulative").print_stats(args.top)
+                if args.callers:
+                    stats.print_callers(args.callers)
+                    stats.print_callees(args.callers)
 
         asyncio.run(run_one())
         return

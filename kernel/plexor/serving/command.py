@@ -27,6 +27,19 @@ def _csv_env(name: str) -> list[str]:
     return [part.strip() for part in os.environ.get(name, "").split(",") if part.strip()]
 
 
+def _ping_seconds() -> float:
+    """PLEXOR_SSE_PING_SECONDS: how long a 2026-07-28 answer may stay silent before it turns SSE and is pinged."""
+    raw = os.environ.get("PLEXOR_SSE_PING_SECONDS", "").strip()
+    try:
+        seconds = float(raw) if raw else 15.0
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < 86400:
+        raise click.UsageError(f"PLEXOR_SSE_PING_SECONDS={raw!r} is not a number of seconds above 0 (the default is "
+                               "15): set it below the idle timeout of the proxies in front of the server, or unset it")
+    return seconds
+
+
 @click.command()
 @click.option("--transport", type=click.Choice(["stdio", "http", "sse"]), default="stdio", show_default=True,
               help="stdio for MCP clients that launch the server; http for Streamable HTTP at /mcp; sse for legacy SSE.")
@@ -100,7 +113,7 @@ def serve(transport: str, host: str, port: int, token: str | None, stateless: bo
                        allowed_hosts=list(allow_hosts) + _csv_env("PLEXOR_ALLOWED_HOSTS"),
                        max_body_bytes=max_body, request_timeout=request_timeout, grace=grace, workers=workers,
                        json_response=json_response, header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections,
-                       auth_issuer=auth_issuer, resource_url=resource_url, profile=profile)
+                       auth_issuer=auth_issuer, resource_url=resource_url, profile=profile, ping_seconds=_ping_seconds())
     _serve_http(kernel, opts, registry)
 
 

@@ -6,32 +6,37 @@ the cancel scope itself, for a limit that almost never fires. Here a request ent
 without a deadline and is entered in :class:`Deadlines`; one timer, armed for the earliest
 deadline, cancels the requests that are due when it fires and is armed again for the next. A
 request is cancelled at its deadline, as with ``move_on_after`` (within the event loop's timer
-resolution), and a request that ends first costs a dictionary entry, not a timer.
+resolution), and a request that ends first costs a dictionary entry, not a timer. The same clock
+ends a 2026-07-28 answer's silence before its first ping (:mod:`plexor.serving.single`): anything
+with a ``cancel()`` can be entered.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    import anyio
+from typing import Protocol
 
 __all__ = ["Deadlines"]
 
 
+class Due(Protocol):
+    """What a deadline ends: a cancel scope, or an answer whose silence has lasted long enough."""
+
+    def cancel(self) -> object: ...
+
+
 class Deadlines:
-    """Cancel scopes with the loop time each must be cancelled at; one loop timer for all of them.
+    """Cancel scopes (or other :class:`Due`) with the loop time each must be cancelled at; one loop timer for all.
 
     Every method runs on the event loop's thread (the middleware that uses it), so no lock is needed."""
 
     def __init__(self) -> None:
-        self._due: dict[anyio.CancelScope, float] = {}
+        self._due: dict[Due, float] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._at = float("inf")  # when the armed timer fires
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop it is armed on (an app may outlive a loop)
 
-    def add(self, scope: anyio.CancelScope, seconds: float) -> None:
+    def add(self, scope: Due, seconds: float) -> None:
         """Cancel ``scope`` ``seconds`` from now unless :meth:`discard` takes it out first."""
         loop = asyncio.get_running_loop()
         at = loop.time() + seconds
@@ -39,7 +44,7 @@ class Deadlines:
         if at < self._at or loop is not self._loop:
             self._arm(loop, at)
 
-    def discard(self, scope: anyio.CancelScope) -> None:
+    def discard(self, scope: Due) -> None:
         self._due.pop(scope, None)
         if not self._due and self._timer is not None:  # nothing in flight: no timer left behind
             self._timer.cancel()

@@ -5,7 +5,6 @@
   ``Host: 127.0.0.1:8765@evil.example`` is refused (421), as is a foreign Origin (403).
 - ``BearerAuth``: ``Authorization: Bearer <token>``, the scheme case-insensitive (RFC 7235);
   more than one Authorization header is refused (400) rather than one of them winning.
-- ``TrimMcpHeaders``: ``Mcp-*`` values without surrounding whitespace (RFC 9110 section 5.5).
 - ``AnswerIds``: a body the SDK refuses with 400 and ``"id": null`` is answered with the
   request's own id and a message that says what was wrong (``plexor.serving.wire``).
 """
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["AnswerIds", "BearerAuth", "HostOriginGuard", "TrimMcpHeaders", "default_allow_lists", "is_loopback",
+__all__ = ["AnswerIds", "BearerAuth", "HostOriginGuard", "default_allow_lists", "is_loopback",
            "parse_host", "parse_origin"]
 
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(\d{1,5}|\*))?$")
@@ -157,26 +156,6 @@ class BearerAuth:
                           "Send 'Authorization: Bearer <token>' with the token the server was started with "
                           "(--token or PLEXOR_TOKEN).", [(b"www-authenticate", b'Bearer realm="plexor"')])
             return
-        await self.app(scope, receive, send)
-
-
-class TrimMcpHeaders:
-    """Drop leading/trailing whitespace from ``Mcp-*`` header values.
-
-    RFC 9110 section 5.5 excludes that whitespace from a field value, but the HTTP parser may keep
-    it, and the SDK compares ``Mcp-Name`` with the body byte for byte (SEP-2243).
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = scope.get("headers") or []
-            for k, v in headers:
-                if k.startswith(b"mcp-") and v != v.strip(b" \t"):
-                    scope = {**scope, "headers": [(k, v.strip(b" \t") if k.startswith(b"mcp-") else v) for k, v in headers]}
-                    break
         await self.app(scope, receive, send)
 
 

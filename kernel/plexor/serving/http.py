@@ -34,13 +34,15 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from starlette.types import ASGIApp
 
     from plexor.extending import ServerSetup
+    from plexor.serving.deadlines import Deadlines
 
 __all__ = ["bind_socket", "build_http_app", "serve_http", "worker_app"]
 
 OPTIONS_ENV = "PLEXOR_HTTP_OPTIONS"  # how `--workers` hands the options to each worker process
 
 
-def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> ServerMiddleware[object]:
+def _timeout_middleware(seconds: float, kernel: Kernel | None = None, deadlines: Deadlines | None = None
+                        ) -> ServerMiddleware[object]:
     """SDK middleware: a request running longer than ``seconds`` (or its tool's own, longer, timeout) is cancelled
     and answered with guidance; a call that became a task (``ctx.detach()``) ends it failed. One loop timer serves
     every request in flight (:mod:`plexor.serving.deadlines`)."""
@@ -53,7 +55,7 @@ def _timeout_middleware(seconds: float, kernel: Kernel | None = None) -> ServerM
     from plexor.limits import overran
     from plexor.serving.deadlines import Deadlines
 
-    deadlines = Deadlines()
+    deadlines = deadlines or Deadlines()
     scope_type = anyio.CancelScope
 
     async def middleware(ctx: ServerRequestContext[object], call_next: CallNext) -> HandlerResult:
@@ -102,13 +104,16 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     from plexor.features.tasks.bounds import limit_runs
 
     limit_runs(kernel, opts.request_timeout)  # tasks obey the same run-time limit (plexor.features.tasks.bounds)
-    server.path.add("timeout", _timeout_middleware(opts.request_timeout, kernel))
+    from plexor.serving.deadlines import Deadlines
+
+    deadlines = Deadlines()  # one clock for the time limit and the 2026-07-28 entry's pings (plexor.serving.single)
+    server.path.add("timeout", _timeout_middleware(opts.request_timeout, kernel, deadlines))
     routes = kernel_routes(setup, kernel)
     lifespan = Lifespan(setup, opts.grace, on_ready, on_stop)
     if opts.transport == "sse":
         app = sse_app(server, opts, routes, lifespan)
     else:
-        app = streamable_app(server, opts, routes, lifespan)
+        app = streamable_app(server, opts, routes, lifespan, deadlines)
     return _guarded(app, setup, opts, kernel)
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from plexor.extending import ServerSetup
     from plexor.notify import Backend
+    from plexor.serving.deadlines import Deadlines
     from plexor.serving.http_options import HttpOptions
     from plexor.serving.server import PlexorServer
 
@@ -157,11 +158,13 @@ def sse_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRoute], li
                              Mount("/messages/", app=answering.post)], lifespan=lifespan.context())
 
 
-def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRoute], lifespan: Lifespan) -> ASGIApp:
-    """Streamable HTTP at ``/mcp``: the SDK's app, its session manager inside the kernel's lifespan, and (stateful)
-    the event store that lets a dropped stream resume."""
+def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRoute], lifespan: Lifespan,
+                   deadlines: Deadlines) -> ASGIApp:
+    """Streamable HTTP at ``/mcp``: the SDK's app, its session manager inside the kernel's lifespan, 2026-07-28
+    requests answered in their own task (plexor.serving.single, on the ``deadlines`` clock), and (stateful) the
+    event store that lets a dropped stream resume."""
     from plexor.limits import value
-    from plexor.serving.guard import TrimMcpHeaders
+    from plexor.serving.single import McpEntry
 
     event_store = None if opts.stateless else _event_store(lifespan.setup)
     inner = server.streamable_http_app(
@@ -177,7 +180,9 @@ def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRou
         custom_starlette_routes=cast("list[Route]", routes),  # the SDK's annotation is narrower than Starlette's
     )
     inner.router.lifespan_context = lifespan.context(inner.router.lifespan_context)
-    return _with_event_store(TrimMcpHeaders(inner), server, event_store, opts, lifespan.kernel)
+    entry = McpEntry(inner, server, deadlines, max_body=opts.max_body_bytes, json_response=opts.json_response,
+                     ping_seconds=opts.ping_seconds)
+    return _with_event_store(entry, server, event_store, opts, lifespan.kernel)
 
 
 def _event_store(setup: ServerSetup) -> EventStore:

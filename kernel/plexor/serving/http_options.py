@@ -28,6 +28,7 @@ class HttpOptions:
     grace: float = 30.0  # on SIGTERM, in-flight calls get this long to finish
     json_response: bool = False
     workers: int = 1
+    ping_seconds: float = 15.0  # a 2026-07-28 answer silent this long turns SSE and is pinged as often (proxies)
     sse_retry_ms: int = 1000  # the reconnect delay suggested to clients on resumable SSE streams
     event_history: int = 2000  # events kept for Last-Event-ID resumption (all streams together)
     header_timeout: float = 10.0  # a request's headers must arrive within this many seconds

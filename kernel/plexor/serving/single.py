@@ -1,0 +1,321 @@
+"""A 2026-07-28 POST to ``/mcp`` answered in the request's own task, with the SDK's own rules.
+
+The SDK's entry for the stateless era runs each request's handler as a second task in a task group,
+beside a third that waits for the client to go away, and hands notifications over a memory stream;
+an answer goes through pydantic models and a Starlette response. All of that is paid by every
+call, though almost every call sends no notification and outlives no client. :class:`McpEntry`
+serves the common case in the ASGI task itself: it reads the body once, and when the body is one
+well-formed request that the SDK's classifier accepts (routing headers, ``_meta`` envelope,
+protocol version, ``Mcp-Param-*`` headers), it runs the SDK's ``serve_one`` (the middleware path,
+the handlers, the result's serialization) and writes the JSON-RPC answer itself. A notification
+from the handler turns the answer into an SSE stream at that moment, as does a handler silent for
+the SDK's ping interval (then pinged); a client that goes away cancels the handler. Anything else
+(another era, a GET, a notification, ``subscriptions/listen``, a body the checks refuse or cannot
+read) goes to the SDK's app with the body replayed, so every refusal is the SDK's own, word for
+word. ``docs/transports.md`` and ``bench/README.md`` (issue 24) say what it changes and what it costs.
+
+It is also where ``Mcp-*`` header values lose surrounding whitespace (RFC 9110 section 5.5: the
+HTTP parser may keep it, and the SDK compares ``Mcp-Name`` with the body byte for byte, SEP-2243).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from collections.abc import Mapping
+
+    import anyio
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from plexor.serving.deadlines import Deadlines
+    from plexor.serving.server import PlexorServer
+
+__all__ = ["McpEntry"]
+
+_PLAIN_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+_ROUTING = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+def _accepts(value: bytes) -> tuple[bool, bool]:
+    """(JSON, SSE) acceptable by an ``Accept`` value, wildcards included (as the SDK reads it)."""
+    types = {part.split(b";")[0].strip().lower() for part in value.split(b",")}
+    anything = b"*/*" in types
+    return (anything or b"application/json" in types or b"application/*" in types,
+            anything or b"text/event-stream" in types or b"text/*" in types)
+
+
+def _plain(decoded: object) -> bool:
+    """One JSON-RPC request object of the plainest form (anything else is the SDK's to judge)."""
+    if type(decoded) is not dict or not decoded.keys() <= _PLAIN_KEYS or decoded.get("jsonrpc") != "2.0":
+        return False
+    rid, method, params = decoded.get("id"), decoded.get("method"), decoded.get("params")
+    return (type(rid) is str or type(rid) is int) and type(method) is str and method != "subscriptions/listen" \
+        and (params is None or type(params) is dict)
+
+
+class McpEntry:
+    """ASGI, innermost around the SDK's app: stateless-era POSTs to ``path`` served here (module docstring)."""
+
+    def __init__(self, app: ASGIApp, server: PlexorServer, deadlines: Deadlines, *, path: str = "/mcp",
+                 max_body: int, json_response: bool, ping_seconds: float = 15.0) -> None:
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        self.app = app
+        self.server = server
+        self.deadlines = deadlines  # the request time limit's clock also ends the silence before a ping
+        self.path = path
+        self.max_body = max_body
+        self.json_response = json_response
+        self.ping_seconds = ping_seconds  # as the SDK's entry (15 s): a silent answer turns SSE and is pinged
+        self.handshake = {v.encode() for v in HANDSHAKE_PROTOCOL_VERSIONS}  # those eras are the SDK's sessions
+        self._marked: dict[str, tuple[object, bool]] = {}  # tool -> (its schema, whether it names Mcp-Param headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = scope["headers"]
+        version = content_type = None
+        accept = b""
+        routing = 0
+        for k, v in headers:
+            if k.startswith(b"mcp-"):
+                if v != v.strip(b" \t"):  # served as if sent without it
+                    return await self({**scope, "headers": _trimmed(headers)}, receive, send)
+                if k in _ROUTING:
+                    routing += 1
+                    if k == b"mcp-protocol-version":
+                        version = v
+            elif k == b"content-type":
+                content_type = v
+            elif k == b"accept":
+                accept = v
+        if (scope["method"] != "POST" or scope["path"] != self.path or scope.get("root_path") or version is None
+                or version in self.handshake or routing > 3 or content_type is None
+                or not content_type.lower().startswith(b"application/json")):
+            return await self.app(scope, receive, send)
+        wants_json, wants_sse = _accepts(accept)
+        if not wants_json or not (wants_sse or self.json_response):
+            return await self.app(scope, receive, send)
+        await self._exchange(scope, receive, send)
+
+    async def _exchange(self, scope: Scope, receive: Receive, send: Send) -> None:
+        read: list[Message] = []
+        size = 0
+        while True:
+            message = await receive()
+            read.append(message)
+            if message["type"] != "http.request":
+                return  # gone before its body arrived: nobody to answer
+            size += len(message.get("body", b""))
+            if size > self.max_body:  # the SDK's 413, with the body so far
+                return await self.app(scope, _replay(read, receive), send)
+            if not message.get("more_body"):
+                break
+        body = read[0].get("body", b"") if len(read) == 1 else b"".join(m.get("body", b"") for m in read)
+        try:
+            decoded = json.loads(body)
+        except (ValueError, RecursionError):
+            decoded = None
+        served = _plain(decoded) and await self._serve(scope, receive, send, decoded)
+        if not served:
+            await self.app(scope, _replay(read, receive), send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, decoded: dict[str, Any]) -> bool:
+        """Answer ``decoded`` (False: the SDK's classifier or header check refuses it, the SDK answers)."""
+        from mcp.server.connection import Connection
+        from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+        from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+        from mcp.shared.message import ServerMessageMetadata
+        from mcp.shared.transport_context import TransportContext
+        from starlette.datastructures import Headers
+        from starlette.requests import Request
+
+        headers = Headers(scope=scope)
+        verdict = classify_inbound_request(decoded, headers=dict(headers))
+        if isinstance(verdict, InboundLadderRejection) or self._param_headers_refused(decoded, headers):
+            return False
+        manager = self.server.session_manager
+        if manager._task_group is None:  # SDK private: not running yet (the SDK's app says so)
+            return False
+        # SDK private (the session manager's lifespan state): the SDK passes it to every request and
+        # offers no public way to read it; plexor's server keeps the SDK's default (nothing reads it).
+        state = manager._lifespan_state
+        connection = Connection.from_envelope(verdict.protocol_version, verdict.client_info,
+                                              verdict.client_capabilities)
+        reply = _Reply(send, decoded["id"], self.json_response, self.ping_seconds)
+        reply.transport = TransportContext(kind="streamable-http", can_send_request=False, headers=headers)
+        reply.message_metadata = ServerMessageMetadata(request_context=Request(scope, receive))
+        reply.progress_token = progress_token_from_params(decoded.get("params"))
+        await reply.run(self.server, decoded, connection, state, receive, self.deadlines)
+        return True
+
+    def _param_headers_refused(self, decoded: dict[str, Any], headers: Mapping[str, str]) -> bool:
+        """Whether a ``tools/call``'s ``Mcp-Param-*`` headers disagree with its arguments (the SDK's check,
+        skipped for a tool whose schema names no such header: then no header can disagree)."""
+        if decoded["method"] != "tools/call":
+            return False
+        from mcp.shared.inbound import validate_mcp_param_headers, x_mcp_header_map
+
+        params = decoded.get("params") or {}
+        name, arguments = params.get("name"), params.get("arguments")
+        if type(name) is not str or (arguments is not None and not isinstance(arguments, dict)):
+            return False
+        lookup = self.server.get_tool_input_schema
+        try:
+            schema = lookup(name) if lookup is not None else None
+        except Exception:  # noqa: BLE001 - the SDK's rule: the header check never breaks a call
+            return False
+        if schema is None:
+            return False
+        marked = self._marked.get(name)
+        if marked is None or marked[0] is not schema:
+            marked = self._marked[name] = (schema, bool(x_mcp_header_map(schema)))
+        return marked[1] and validate_mcp_param_headers(schema, arguments or {}, headers) is not None
+
+
+class _Reply:
+    """One request's dispatch context (the SDK's ``DispatchContext``, no back channel) and its answer:
+    JSON, or an SSE stream from the first notification (or the first ping) on."""
+
+    can_send_request = False
+    transport: Any
+    message_metadata: Any
+    progress_token: Any = None
+
+    def __init__(self, send: Send, request_id: str | int, json_only: bool, ping_seconds: float) -> None:
+        self.send = send
+        self.ping_seconds = ping_seconds
+        self.request_id = request_id
+        self.json_only = json_only  # --json-response: notifications are dropped, the answer is JSON
+        self.streaming = False
+        self.ended = False
+        self._cancel: anyio.Event | None = None
+        self._pinger: asyncio.Task[None] | None = None
+
+    @property
+    def cancel_requested(self) -> anyio.Event:  # nothing sets it here (a client cancels by going away)
+        if self._cancel is None:
+            import anyio
+
+            self._cancel = anyio.Event()
+        return self._cancel
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: object = None) -> dict[str, Any]:
+        from mcp.shared.exceptions import NoBackChannelError
+
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: object = None) -> None:
+        if self.json_only or self.ended:
+            return
+        from mcp_types import JSONRPCNotification  # rare: the SDK's own model writes it
+
+        note = JSONRPCNotification(jsonrpc="2.0", method=method, params=dict(params) if params is not None else None)
+        await self._event(_sse(note.model_dump(mode="json", by_alias=True, exclude_none=True)))
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self.progress_token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
+
+    async def _event(self, data: bytes) -> None:
+        if not self.streaming:
+            self.streaming = True
+            await self.send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await self.send({"type": "http.response.body", "body": data, "more_body": True})
+
+    def cancel(self) -> None:
+        """The silence window ended (called by the deadlines' timer): stream, and ping until the answer."""
+        if not self.ended and not self.json_only and self._pinger is None:
+            self._pinger = asyncio.get_running_loop().create_task(self._ping())
+
+    async def _ping(self) -> None:
+        while not self.ended:
+            await self._event(b": ping\r\n\r\n")
+            await asyncio.sleep(self.ping_seconds)
+
+    async def run(self, server: PlexorServer, decoded: dict[str, Any], connection: object, state: object,
+                  receive: Receive, deadlines: Deadlines) -> None:
+        import anyio
+        from mcp.server.runner import modern_error_data, serve_one
+        from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+
+        scope = anyio.CancelScope()
+        watcher = asyncio.get_running_loop().create_task(_watch(receive, scope))
+        deadlines.add(self, self.ping_seconds)
+        status, answer = 200, None
+        try:
+            with scope:
+                try:
+                    result = await serve_one(server, self, decoded["method"], decoded.get("params"),
+                                             connection=connection, lifespan_state=state)  # type: ignore[arg-type]
+                    answer = {"jsonrpc": "2.0", "id": self.request_id, "result": result}
+                except Exception as exc:  # the SDK's mapping: its errors as they are, anything else generic
+                    error = modern_error_data(exc)
+                    status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
+                    answer = {"jsonrpc": "2.0", "id": self.request_id,
+                              "error": error.model_dump(mode="json", by_alias=True, exclude_none=True)}
+        finally:
+            self.ended = True
+            deadlines.discard(self)
+            watcher.cancel()
+            if self._pinger is not None:
+                self._pinger.cancel()
+        if answer is None:  # the client went away: nobody to answer
+            return
+        if self.streaming:
+            await self.send({"type": "http.response.body", "body": _sse(answer), "more_body": False})
+            return
+        body = _json(answer)
+        await self.send({"type": "http.response.start", "status": status,
+                         "headers": [(b"content-length", str(len(body)).encode()), *_JSON_HEADERS]})
+        await self.send({"type": "http.response.body", "body": body})
+
+
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache, no-transform"),
+                (b"connection", b"keep-alive"), (b"x-accel-buffering", b"no")]
+
+
+def _json(message: dict[str, Any]) -> bytes:
+    try:
+        return json.dumps(message, separators=(",", ":")).encode()
+    except TypeError:  # a handler's dict holding what JSON has no form for: as the SDK's model writes it
+        from mcp_types import JSONRPCResponse
+
+        dumped = JSONRPCResponse.model_validate(message).model_dump(mode="json", by_alias=True, exclude_none=True)
+        return json.dumps(dumped, separators=(",", ":")).encode()
+
+
+def _sse(message: dict[str, Any]) -> bytes:
+    return b"event: message\r\ndata: " + _json(message) + b"\r\n\r\n"
+
+
+async def _watch(receive: Receive, scope: anyio.CancelScope) -> None:
+    """Cancel the handler when the client goes away (its answer's stream closed: the era's cancellation)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+def _replay(read: list[Message], receive: Receive) -> Receive:
+    """``receive``, first giving back the messages already read."""
+    pending = list(read)
+
+    async def replayed() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
+
+
+def _trimmed(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    return [(k, v.strip(b" \t") if k.startswith(b"mcp-") else v) for k, v in headers]
