@@ -38,7 +38,15 @@ def _post(port: int, body: bytes | dict, headers: dict[str, str]) -> tuple[int, 
         conn.close()
 
 
-def _call(rid: int | str, name: str, arguments: dict, **meta: object) -> tuple[dict, dict[str, str]]:
+def _call(rid: int | str, name: str, arguments: dict, era: str = "2026-07-28", **meta: object
+          ) -> tuple[dict, dict[str, str]]:
+    """A tools/call POST of ``era``: 2026-07-28 with its envelope and routing headers; 2025-11-25 as the SDK's
+    stateless mode takes it (the version header, no session)."""
+    if era != "2026-07-28":
+        body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        if meta:
+            body["params"]["_meta"] = meta
+        return body, {**HEADERS, "MCP-Protocol-Version": era}
     body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
             "params": {"name": name, "arguments": arguments, "_meta": {**META, **meta}}}
     return body, {**HEADERS, "Mcp-Method": "tools/call", "Mcp-Name": name}
@@ -106,8 +114,12 @@ def test_mcp_param_headers_are_checked_against_the_arguments(tmp_path):
         assert _post(served.port, body, {**headers, "Mcp-Param-Region": "eu"})[0] == 200
 
 
-def test_a_notification_turns_the_answer_into_a_stream_and_json_response_drops_it(tmp_path):
-    body, headers = _call(9, "test_tool_with_progress", {}, progressToken="tok-9")
+ERAS = pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+
+
+@ERAS
+def test_a_notification_turns_the_answer_into_a_stream_and_json_response_drops_it(tmp_path, era):
+    body, headers = _call(9, "test_tool_with_progress", {}, era, progressToken="tok-9")
     with serve_http(tmp_path, "--stateless") as served:
         status, kind, text = _post(served.port, body, headers)
     assert status == 200 and kind.startswith("text/event-stream"), (status, kind, text)
@@ -140,8 +152,9 @@ def test_a_bad_ping_setting_stops_serve_with_what_to_set(tmp_path):
     assert done.returncode == 2 and "PLEXOR_SSE_PING_SECONDS='soon'" in done.stderr, done.stderr
 
 
-def test_a_client_that_goes_away_cancels_its_call(tmp_path):
-    body, headers = _call(12, "test_slow", {"seconds": 60})
+@ERAS
+def test_a_client_that_goes_away_cancels_its_call(tmp_path, era):
+    body, headers = _call(12, "test_slow", {"seconds": 60}, era)
     raw = json.dumps(body).encode()
     head = "".join(f"{k}: {v}\r\n" for k, v in {**headers, "Content-Length": str(len(raw))}.items())
     with serve_http(tmp_path, "--stateless") as served:
@@ -162,5 +175,28 @@ def test_a_client_that_goes_away_cancels_its_call(tmp_path):
 def test_both_server_modes_serve_the_era(tmp_path, stateless):
     with serve_http(tmp_path, *(["--stateless"] if stateless else [])) as served:
         status, kind, text = _post(served.port, *_call(13, "test_echo", {"text": "either"}))
-    assert (status, kind) == (200, "application/json") and json.loads(text)["result"]["structuredContent"] == {
-        "text": "either"}
+        assert (status, kind) == (200, "application/json") and json.loads(text)["result"]["structuredContent"] == {
+            "text": "either"}
+        status, kind, text = _post(served.port, *_call(14, "test_echo", {"text": "é"}, "2025-11-25"))
+    if stateless:  # one request per POST, answered as the SDK's stateless mode answers: an SSE stream
+        assert (status, kind) == (200, "text/event-stream"), (status, kind, text)
+        assert _events(text)[-1] == {"jsonrpc": "2.0", "id": 14, "result": _events(text)[-1]["result"]}
+        assert _events(text)[-1]["result"]["structuredContent"] == {"text": "é"} and '"é"' in text, text
+    else:  # a session is needed: refused as before (the SDK's 400, with the request's id)
+        assert status == 400 and json.loads(text)["error"]["code"] == INVALID_REQUEST, (status, text)
+
+
+def test_2025_stateless_errors_and_initialize_are_the_sdks(tmp_path):
+    with serve_http(tmp_path, "--stateless") as served:
+        body = {"jsonrpc": "2.0", "id": 15, "method": "nothing/here", "params": {}}
+        status, kind, text = _post(served.port, body, {**HEADERS, "MCP-Protocol-Version": "2025-11-25"})
+        assert (status, kind) == (200, "text/event-stream") and _events(text) == [
+            {"jsonrpc": "2.0", "id": 15, "error": {"code": METHOD_NOT_FOUND, "message": "Method not found",
+                                                   "data": "nothing/here"}}], text
+        init = {"jsonrpc": "2.0", "id": 16, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        status, kind, text = _post(served.port, init, {**HEADERS, "MCP-Protocol-Version": "2025-11-25"})
+        assert status == 200 and _events(text)[-1]["result"]["serverInfo"]["name"] == "plexor", text
+    with serve_http(tmp_path / "json", "--stateless", "--json-response") as served:
+        status, kind, text = _post(served.port, body, {**HEADERS, "MCP-Protocol-Version": "2025-11-25"})
+        assert (status, kind) == (200, "application/json") and json.loads(text)["error"]["code"] == METHOD_NOT_FOUND

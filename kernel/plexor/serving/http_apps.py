@@ -181,7 +181,7 @@ def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRou
     )
     inner.router.lifespan_context = lifespan.context(inner.router.lifespan_context)
     entry = McpEntry(inner, server, deadlines, max_body=opts.max_body_bytes, json_response=opts.json_response,
-                     ping_seconds=opts.ping_seconds)
+                     stateless=opts.stateless, ping_seconds=opts.ping_seconds)
     return _with_event_store(entry, server, event_store, opts, lifespan.kernel)
 
 

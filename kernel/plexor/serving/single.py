@@ -61,7 +61,7 @@ class McpEntry:
     """ASGI, innermost around the SDK's app: stateless-era POSTs to ``path`` served here (module docstring)."""
 
     def __init__(self, app: ASGIApp, server: PlexorServer, deadlines: Deadlines, *, path: str = "/mcp",
-                 max_body: int, json_response: bool, ping_seconds: float = 15.0) -> None:
+                 max_body: int, json_response: bool, stateless: bool, ping_seconds: float = 15.0) -> None:
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
         self.app = app
@@ -71,7 +71,8 @@ class McpEntry:
         self.max_body = max_body
         self.json_response = json_response
         self.ping_seconds = ping_seconds  # as the SDK's entry (15 s): a silent answer turns SSE and is pinged
-        self.handshake = {v.encode() for v in HANDSHAKE_PROTOCOL_VERSIONS}  # those eras are the SDK's sessions
+        self.handshake = {v.encode() for v in HANDSHAKE_PROTOCOL_VERSIONS}  # the 2025 eras: the SDK's sessions,
+        self.stateless = stateless  # or with --stateless one request per POST, served here as well
         self._marked: dict[str, tuple[object, bool]] = {}  # tool -> (its schema, whether it names Mcp-Param headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -94,16 +95,17 @@ class McpEntry:
                 content_type = v
             elif k == b"accept":
                 accept = v
+        legacy = version in self.handshake
         if (scope["method"] != "POST" or scope["path"] != self.path or scope.get("root_path") or version is None
-                or version in self.handshake or routing > 3 or content_type is None
+                or (legacy and not self.stateless) or routing > 3 or content_type is None
                 or not content_type.lower().startswith(b"application/json")):
             return await self.app(scope, receive, send)
         wants_json, wants_sse = _accepts(accept)
         if not wants_json or not (wants_sse or self.json_response):
             return await self.app(scope, receive, send)
-        await self._exchange(scope, receive, send)
+        await self._exchange(scope, receive, send, version.decode() if legacy else None)
 
-    async def _exchange(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _exchange(self, scope: Scope, receive: Receive, send: Send, legacy: str | None) -> None:
         read: list[Message] = []
         size = 0
         while True:
@@ -121,7 +123,11 @@ class McpEntry:
             decoded = json.loads(body)
         except (ValueError, RecursionError):
             decoded = None
-        served = _plain(decoded) and await self._serve(scope, receive, send, decoded)
+        if legacy is not None:
+            served = _plain(decoded) and decoded["method"] != "initialize" and \
+                await self._serve_legacy(scope, receive, send, decoded, legacy)
+        else:
+            served = _plain(decoded) and await self._serve(scope, receive, send, decoded)
         if not served:
             await self.app(scope, _replay(read, receive), send)
 
@@ -152,6 +158,27 @@ class McpEntry:
         reply.message_metadata = ServerMessageMetadata(request_context=Request(scope, receive))
         reply.progress_token = progress_token_from_params(decoded.get("params"))
         await reply.run(self.server, decoded, connection, state, receive, self.deadlines)
+        return True
+
+    async def _serve_legacy(self, scope: Scope, receive: Receive, send: Send, decoded: dict[str, Any],
+                            version: str) -> bool:
+        """Answer ``decoded``, a 2025-era request to a stateless server, as the SDK's stateless mode does: a
+        connection born ready at the header's version, an SSE stream from the start (JSON with --json-response)."""
+        from mcp.server.connection import Connection
+        from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+        from mcp.shared.message import ServerMessageMetadata
+        from mcp.shared.transport_context import TransportContext
+        from starlette.requests import Request
+
+        manager = self.server.session_manager
+        if manager._task_group is None:  # SDK private, as in _serve
+            return False
+        reply = _Reply(send, decoded["id"], self.json_response, self.ping_seconds, legacy=True)
+        reply.transport = TransportContext(kind="streamable-http", can_send_request=False)
+        reply.message_metadata = ServerMessageMetadata(request_context=Request(scope, receive))
+        reply.progress_token = progress_token_from_params(decoded.get("params"))
+        connection = Connection.from_envelope(version, None, None)
+        await reply.run(self.server, decoded, connection, manager._lifespan_state, receive, self.deadlines)
         return True
 
     def _param_headers_refused(self, decoded: dict[str, Any], headers: Mapping[str, str]) -> bool:
@@ -187,9 +214,11 @@ class _Reply:
     message_metadata: Any
     progress_token: Any = None
 
-    def __init__(self, send: Send, request_id: str | int, json_only: bool, ping_seconds: float) -> None:
+    def __init__(self, send: Send, request_id: str | int, json_only: bool, ping_seconds: float,
+                 legacy: bool = False) -> None:
         self.send = send
         self.ping_seconds = ping_seconds
+        self.legacy = legacy  # 2025 era: SSE from the start, errors as its dispatcher writes them
         self.request_id = request_id
         self.json_only = json_only  # --json-response: notifications are dropped, the answer is JSON
         self.streaming = False
@@ -216,7 +245,7 @@ class _Reply:
         from mcp_types import JSONRPCNotification  # rare: the SDK's own model writes it
 
         note = JSONRPCNotification(jsonrpc="2.0", method=method, params=dict(params) if params is not None else None)
-        await self._event(_sse(note.model_dump(mode="json", by_alias=True, exclude_none=True)))
+        await self._event(_sse(note.model_dump(mode="json", by_alias=True, exclude_none=True), self.legacy))
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         if self.progress_token is None:
@@ -255,14 +284,17 @@ class _Reply:
         deadlines.add(self, self.ping_seconds)
         status, answer = 200, None
         try:
+            if self.legacy and not self.json_only:  # the SDK's stateless 2025 mode streams from the start
+                self.streaming = True
+                await self.send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
             with scope:
                 try:
                     result = await serve_one(server, self, decoded["method"], decoded.get("params"),
                                              connection=connection, lifespan_state=state)  # type: ignore[arg-type]
                     answer = {"jsonrpc": "2.0", "id": self.request_id, "result": result}
                 except Exception as exc:  # the SDK's mapping: its errors as they are, anything else generic
-                    error = modern_error_data(exc)
-                    status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
+                    error = _legacy_error(exc) if self.legacy else modern_error_data(exc)
+                    status = 200 if self.legacy else ERROR_CODE_HTTP_STATUS.get(error.code, 200)
                     answer = {"jsonrpc": "2.0", "id": self.request_id,
                               "error": error.model_dump(mode="json", by_alias=True, exclude_none=True)}
         finally:
@@ -272,11 +304,13 @@ class _Reply:
             if self._pinger is not None:
                 self._pinger.cancel()
         if answer is None:  # the client went away: nobody to answer
+            if self.streaming:
+                await self.send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         if self.streaming:
-            await self.send({"type": "http.response.body", "body": _sse(answer), "more_body": False})
+            await self.send({"type": "http.response.body", "body": _sse(answer, self.legacy), "more_body": False})
             return
-        body = _json(answer)
+        body = _json(answer, self.legacy)
         await self.send({"type": "http.response.start", "status": status,
                          "headers": [(b"content-length", str(len(body)).encode()), *_JSON_HEADERS]})
         await self.send({"type": "http.response.body", "body": body})
@@ -286,18 +320,33 @@ _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no
                 (b"connection", b"keep-alive"), (b"x-accel-buffering", b"no")]
 
 
-def _json(message: dict[str, Any]) -> bytes:
+def _legacy_error(exc: Exception) -> Any:
+    """A 2025-era handler's exception as the SDK's dispatcher writes it (its errors as they are, else code 0)."""
+    from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+    from mcp_types import ErrorData
+
+    error = handler_exception_to_error_data(exc)
+    if error is None:
+        import logging
+
+        logging.getLogger("mcp.shared.jsonrpc_dispatcher").exception("handler raised")
+        error = ErrorData(code=0, message=str(exc))
+    return error
+
+
+def _json(message: dict[str, Any], legacy: bool = False) -> bytes:
+    """As the SDK writes it: compact; in the 2025 era (pydantic's writer) with non-ASCII text as UTF-8."""
     try:
-        return json.dumps(message, separators=(",", ":")).encode()
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=not legacy).encode()
     except TypeError:  # a handler's dict holding what JSON has no form for: as the SDK's model writes it
         from mcp_types import JSONRPCResponse
 
         dumped = JSONRPCResponse.model_validate(message).model_dump(mode="json", by_alias=True, exclude_none=True)
-        return json.dumps(dumped, separators=(",", ":")).encode()
+        return json.dumps(dumped, separators=(",", ":"), ensure_ascii=not legacy).encode()
 
 
-def _sse(message: dict[str, Any]) -> bytes:
-    return b"event: message\r\ndata: " + _json(message) + b"\r\n\r\n"
+def _sse(message: dict[str, Any], legacy: bool = False) -> bytes:
+    return b"event: message\r\ndata: " + _json(message, legacy) + b"\r\n\r\n"
 
 
 async def _watch(receive: Receive, scope: anyio.CancelScope) -> None:
