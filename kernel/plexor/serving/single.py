@@ -1,18 +1,20 @@
-"""A 2026-07-28 POST to ``/mcp`` answered in the request's own task, with the SDK's own rules.
+"""A stateless POST to ``/mcp`` answered in the request's own task, with the SDK's own rules.
 
-The SDK's entry for the stateless era runs each request's handler as a second task in a task group,
+The SDK's entry for the 2026-07-28 era runs each request's handler as a second task in a task group,
 beside a third that waits for the client to go away, and hands notifications over a memory stream;
-an answer goes through pydantic models and a Starlette response. All of that is paid by every
-call, though almost every call sends no notification and outlives no client. :class:`McpEntry`
-serves the common case in the ASGI task itself: it reads the body once, and when the body is one
-well-formed request that the SDK's classifier accepts (routing headers, ``_meta`` envelope,
-protocol version, ``Mcp-Param-*`` headers), it runs the SDK's ``serve_one`` (the middleware path,
-the handlers, the result's serialization) and writes the JSON-RPC answer itself. A notification
-from the handler turns the answer into an SSE stream at that moment, as does a handler silent for
-the SDK's ping interval (then pinged); a client that goes away cancels the handler. Anything else
-(another era, a GET, a notification, ``subscriptions/listen``, a body the checks refuse or cannot
-read) goes to the SDK's app with the body replayed, so every refusal is the SDK's own, word for
-word. ``docs/transports.md`` and ``bench/README.md`` (issue 24) say what it changes and what it costs.
+an answer goes through pydantic models and a Starlette response. In ``--stateless`` mode a 2025-11-25
+request costs it a whole transport, dispatcher and server task. All of that is paid by every call,
+though almost every call sends no notification and outlives no client. :class:`McpEntry` serves the
+common case in the ASGI task itself: it reads the body once, and when the body is one plain request
+that the SDK's rules accept (for 2026-07-28 its classifier: routing headers, ``_meta`` envelope,
+protocol version; and its ``Mcp-Param-*`` check), it runs the SDK's ``serve_one`` (the middleware
+path, the handlers, the result's serialization) and writes the JSON-RPC answer itself. In 2026-07-28 a
+notification from the handler turns the answer into an SSE stream at that moment, as does a handler
+silent for the ping interval (then pinged); a stateless 2025-11-25 answer streams from the start, as
+the SDK's does. A client that goes away cancels the handler. Anything else (a 2025-11-25 session, a
+GET, ``initialize``, a notification, ``subscriptions/listen``, a body the checks refuse or cannot
+read) goes to the SDK's app with the body replayed, so every refusal is the SDK's own, word for word.
+``docs/transports.md`` and ``bench/README.md`` (issue 24) say what it changes and what it costs.
 
 It is also where ``Mcp-*`` header values lose surrounding whitespace (RFC 9110 section 5.5: the
 HTTP parser may keep it, and the SDK compares ``Mcp-Name`` with the body byte for byte, SEP-2243).
@@ -58,7 +60,7 @@ def _plain(decoded: object) -> bool:
 
 
 class McpEntry:
-    """ASGI, innermost around the SDK's app: stateless-era POSTs to ``path`` served here (module docstring)."""
+    """ASGI, innermost around the SDK's app: stateless POSTs to ``path`` served here (module docstring)."""
 
     def __init__(self, app: ASGIApp, server: PlexorServer, deadlines: Deadlines, *, path: str = "/mcp",
                  max_body: int, json_response: bool, stateless: bool, ping_seconds: float = 15.0) -> None:
