@@ -92,6 +92,19 @@ def test_every_refusal_is_still_the_sdks_own(tmp_path):
             answer = json.loads(text)
             assert answer.get("error", {}).get("code") == code, (case, answer)
             assert status == ERROR_CODE_HTTP_STATUS[code], (case, status)
+        for twice in ("Mcp-Name", "MCP-Protocol-Version"):  # a routing header sent twice: the SDK's refusal
+            conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+            conn.putrequest("POST", "/mcp")
+            for key, value in [*headers.items(), (twice, headers[twice])]:
+                conn.putheader(key, value)
+            raw = json.dumps(body).encode()
+            conn.putheader("Content-Length", str(len(raw)))
+            conn.endheaders(raw)
+            resp = conn.getresponse()
+            answer = json.loads(resp.read())
+            conn.close()
+            assert resp.status == 400 and answer["error"]["code"] == HEADER_MISMATCH, (twice, answer)
+            assert "more than once" in answer["error"]["message"], answer
         notification = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
         assert _post(served.port, notification, {**HEADERS, "Mcp-Method": "notifications/cancelled"})[0] == 202
         assert _post(served.port, body, {**headers, "Content-Type": "text/plain"})[0] == 400

@@ -84,13 +84,15 @@ class McpEntry:
         headers = scope["headers"]
         version = content_type = None
         accept = b""
-        routing = 0
+        routing: set[bytes] = set()
+        twice = False  # a routing header sent twice: the SDK's refusal
         for k, v in headers:
             if k.startswith(b"mcp-"):
                 if v != v.strip(b" \t"):  # served as if sent without it
                     return await self({**scope, "headers": _trimmed(headers)}, receive, send)
                 if k in _ROUTING:
-                    routing += 1
+                    twice = twice or k in routing
+                    routing.add(k)
                     if k == b"mcp-protocol-version":
                         version = v
             elif k == b"content-type":
@@ -99,7 +101,7 @@ class McpEntry:
                 accept = v
         legacy = version in self.handshake
         if (scope["method"] != "POST" or scope["path"] != self.path or scope.get("root_path") or version is None
-                or (legacy and not self.stateless) or routing > 3 or content_type is None
+                or (legacy and not self.stateless) or twice or content_type is None
                 or not content_type.lower().startswith(b"application/json")):
             return await self.app(scope, receive, send)
         wants_json, wants_sse = _accepts(accept)
