@@ -98,7 +98,7 @@ async def test_two_connect_clients_share_one_daemon(home):
         assert bad.is_error and "test_" in bad.content[0].text  # the daemon's guidance comes through
         caps = a.server_capabilities
         assert caps.tools is not None
-        assert not caps.tools.list_changed  # it sends no list change, so it promises none
+        assert caps.tools.list_changed  # the daemon's list changes are passed on (tests/test_connect_notifications.py)
 
 
 async def test_killing_the_daemon_mid_session_costs_only_a_delay(home):

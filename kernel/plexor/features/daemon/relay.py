@@ -20,6 +20,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 
 from plexor.core.eras import stateless_era
 from plexor.features.daemon.asking import asking_caps, relay_call, relay_read
+from plexor.features.daemon.changes import Downstream, pass_on_changes
 from plexor.features.daemon.tasks import LEGACY, TASKS, TASKS_EXTENSION, declares_tasks, legacy_tasks, task_methods
 from plexor.features.daemon.upstream import Upstream
 from plexor.version import __version__
@@ -41,9 +42,14 @@ async def run_connect(environ: dict[str, str] | None = None, *, profile: str | N
         # start (or find) the daemon before answering the handshake, and learn what it offers
         discovered = await up.request(lambda c: c.session.send_discover("2026-07-28"))
         offered = types.DiscoverResult.model_validate(discovered).capabilities
-        server = _relay_server(up)
-        # no listChanged: the relay passes on no notification of the daemon's (docs/clients.md), so it promises none
-        opts = server.create_initialization_options(NotificationOptions())
+        down = Downstream(up)
+        server = _relay_server(up, down, offered)
+        # listChanged for what the daemon's listen stream carries, passed on by plexor.features.daemon.changes
+        opts = server.create_initialization_options(NotificationOptions(
+            tools_changed=bool(offered.tools and offered.tools.list_changed),
+            prompts_changed=bool(offered.prompts and offered.prompts.list_changed),
+            resources_changed=bool(offered.resources and offered.resources.list_changed)))
+        tg.start_soon(pass_on_changes, up, down)
         if TASKS_EXTENSION in (offered.extensions or {}):
             server.extensions[TASKS_EXTENSION] = {}
             opts.capabilities.extensions = {**(opts.capabilities.extensions or {}), TASKS_EXTENSION: {}}
@@ -56,7 +62,7 @@ async def run_connect(environ: dict[str, str] | None = None, *, profile: str | N
         tg.cancel_scope.cancel()
 
 
-def _relay_server(up: Upstream) -> Server:
+def _relay_server(up: Upstream, down: Downstream, offered: types.ServerCapabilities) -> Server:
     """The relay's stdio server: each handler passes its request upstream."""
 
     async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -86,10 +92,23 @@ def _relay_server(up: Upstream) -> Server:
     )
     # tools/call may answer with a task (a CreateTaskResult), which on_call_tool's type leaves out
     server.add_request_handler("tools/call", types.CallToolRequestParams, _call_tool(up))
+    server.middleware.append(down.middleware())
     server.middleware.append(legacy_tasks(up))
+    if offered.resources and offered.resources.subscribe:  # resources.subscribe is advertised with the handlers
+        server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, _subscribe(down.subscribe))
+        server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, _subscribe(down.unsubscribe))
     for method, params_type, handler in task_methods(up):
         server.add_request_handler(method, params_type, handler)
     return server
+
+
+def _subscribe(op: Callable[[str], Awaitable[None]]) -> Callable[[Ctx, types.SubscribeRequestParams | types.UnsubscribeRequestParams],
+                                                                 Awaitable[types.EmptyResult]]:
+    async def subscribe(ctx: Ctx, params: types.SubscribeRequestParams | types.UnsubscribeRequestParams) -> types.EmptyResult:
+        await op(str(params.uri))
+        return types.EmptyResult()
+
+    return subscribe
 
 
 def _call_tool(up: Upstream) -> Callable[[Ctx, types.CallToolRequestParams], Awaitable[HandlerResult]]:

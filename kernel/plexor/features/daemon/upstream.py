@@ -47,6 +47,7 @@ class Upstream:
         self._lock = anyio.Lock()
         self._tg = tg
         self.generation = 0
+        self.renewed = anyio.Event()  # set (and replaced) when the connection is re-made: a new generation
         self.end = EndClient()
 
     async def _own(self, url: str, token: str, caps: Caps, ready: anyio.Event, failure: list[Exception]) -> None:
@@ -86,6 +87,8 @@ class Upstream:
                 found = await anyio.to_thread.run_sync(lambda: ensure_daemon(environ, log=self.log))
                 self.info = info = found
                 self.generation += 1
+                self.renewed.set()
+                self.renewed = anyio.Event()
                 self.log.info("connect_upstream", url=info["url"], pid=info["pid"], generation=self.generation)
             url, token = info["url"], info["token"]
             ready = anyio.Event()
@@ -187,6 +190,7 @@ def _client(url: str, http: httpx2.AsyncClient, caps: Caps, end: EndClient) -> R
         sampling_capabilities=types.SamplingCapability(tools=types.SamplingToolsCapability())
         if "sampling.tools" in caps else None,
         list_roots_callback=(end.roots if legacy else _never_roots) if "roots" in caps else None,
+        message_handler=end.notified if legacy else None,  # resources/updated of the end client's subscriptions
         extensions=[TasksClient()] if "tasks" in caps else None,
     ).declaring(caps)
 
@@ -226,6 +230,12 @@ class EndClient:
 
     def __init__(self) -> None:
         self.session: ServerSession | None = None
+        #: where the daemon's notifications on a 2025-11-25 connection go (plexor.features.daemon.changes)
+        self.on_notification: Callable[[types.ServerNotification | Exception], Awaitable[None]] | None = None
+
+    async def notified(self, message: types.ServerNotification | Exception) -> None:
+        if self.on_notification is not None:
+            await self.on_notification(message)
 
     async def _ask(self, request: types.ServerRequest, result: type[A]) -> A | types.ErrorData:
         from mcp.shared.exceptions import MCPError

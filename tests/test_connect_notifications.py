@@ -1,0 +1,266 @@
+"""The daemon's change notifications through `plexor connect`: real `plexor connect` processes relaying to a real
+daemon, driven by the SDK's client in the 2025-11-25 era. A list the daemon changes reaches the end client as
+`notifications/*/list_changed`; `resources/subscribe` is relayed (the daemon's profile decides it through the relay
+exactly as it does for its own client) and `notifications/resources/updated` of a subscribed URI is passed on."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from conformance.serving import fixture_env
+from conftest import install_fake_dist
+from mcp.shared.exceptions import MCPError
+
+from plexor.features.daemon.process import read_registry, registry_path, stop_daemon
+
+pytestmark = pytest.mark.anyio
+
+LIVE = """
+from plexor import Context, hookimpl
+
+OFFERED = {"volatile": True, "volatile_prompt": True}
+
+
+@hookimpl
+def plexor_register_tools(register, settings):
+    def volatile() -> str:
+        '''A tool that toggle withdraws and offers again.'''
+        return "still here"
+
+    def toggle(ctx: Context, name: str) -> dict:
+        '''Withdraw the tool or prompt `name` (volatile, volatile_prompt), or offer it again.'''
+        OFFERED[name] = not OFFERED[name]
+        ctx.plugin.offer(name, OFFERED[name])
+        return {name: OFFERED[name]}
+
+    def touch(ctx: Context, uri: str) -> dict:
+        '''Say that the resource `uri` changed.'''
+        ctx.plugin.resource_updated(uri)
+        return {"touched": uri}
+
+    def renew(ctx: Context) -> dict:
+        '''Say that the resource list changed.'''
+        ctx.plugin.resource_list_changed()
+        return {"renewed": True}
+
+    register(volatile)
+    register(toggle)
+    register(touch)
+    register(renew)
+
+
+@hookimpl
+def plexor_register_prompts(register, settings):
+    def volatile_prompt() -> str:
+        '''A prompt that toggle withdraws and offers again.'''
+        return "still here"
+
+    register(volatile_prompt)
+
+
+@hookimpl
+def plexor_register_resources(register, settings):
+    def note() -> str:
+        return "a note"
+
+    register("live://note", note, name="note", mime_type="text/plain")
+"""
+
+HIDDEN = """
+from plexor import hookimpl
+
+
+@hookimpl
+def plexor_register_tools(register, settings):
+    def peek() -> str:
+        '''Outside the profile "worker".'''
+        return "peeked"
+
+    register(peek)
+
+
+@hookimpl
+def plexor_register_resources(register, settings):
+    def secret() -> str:
+        return "the secret"
+
+    register("hidden://secret", secret, name="secret", mime_type="text/plain")
+"""
+
+DEADLINE = 20.0
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("connect-notifications")
+    home, site = tmp / "home", tmp / "site"
+    (home / "config").mkdir(parents=True)
+    site.mkdir()
+    (home / "config" / "plexor.toml").write_text('[plexor.profiles.worker]\ntools = ["live_*"]\n')
+    install_fake_dist(site, "plexor-live", "live", "plexor_live", LIVE)
+    install_fake_dist(site, "plexor-hidden", "hidden", "plexor_hidden", HIDDEN)
+    environ = fixture_env(home, PLEXOR_PLUGINS="live,hidden")
+    environ["PYTHONPATH"] = os.pathsep.join([str(site), environ["PYTHONPATH"]])
+    yield environ
+    info = read_registry(registry_path(environ))
+    if info is not None:
+        with contextlib.suppress(OSError):
+            stop_daemon(info, wait=10)
+
+
+@pytest.fixture
+def own_env(env, tmp_path):
+    """``env`` with a daemon of its own (a test that kills it)."""
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "plexor.toml").write_text('[plexor.profiles.worker]\ntools = ["live_*"]\n')
+    environ = {**env, "PLEXOR_HOME": str(home)}
+    yield environ
+    info = read_registry(registry_path(environ))
+    if info is not None:
+        with contextlib.suppress(OSError):
+            stop_daemon(info, wait=10)
+
+
+class Heard:
+    """The notifications an end client received, in order."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, str | None]] = []
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            return
+        uri = getattr(getattr(message, "params", None), "uri", None)
+        self.messages.append((message.method, None if uri is None else str(uri)))
+
+    def count(self, method: str, uri: str | None = None) -> int:
+        return sum(1 for m, u in self.messages if m == method and (uri is None or u == uri))
+
+    async def until(self, method: str, uri: str | None = None, *, more_than: int = 0) -> None:
+        """Wait (polling, up to DEADLINE seconds) until more than ``more_than`` of ``method`` (for ``uri``) came."""
+        with anyio.fail_after(DEADLINE):
+            while self.count(method, uri) <= more_than:
+                await anyio.sleep(0.02)
+
+
+def _connect(env: dict[str, str], *args: str, **options: Any) -> Any:
+    from mcp import Client, StdioServerParameters
+
+    return Client(StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect", *args], env=env),
+                  mode="legacy", **options)
+
+
+@contextlib.asynccontextmanager
+async def _direct(env: dict[str, str], profile: str | None = None, **options: Any) -> Any:
+    """A 2025-11-25 client of the daemon itself, with the relay's token (and profile header)."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    info = read_registry(registry_path(env))
+    assert info is not None, "the daemon is started by plexor connect first"
+    headers = {"Authorization": f"Bearer {info['token']}", **({"Plexor-Profile": profile} if profile else {})}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+            Client(streamable_http_client(info["url"], http_client=http), mode="legacy", **options) as client:
+        yield client
+
+
+async def _subscribe(client: Any, uri: str) -> Any:
+    try:
+        return await client.session.send_request(types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)),
+                                                 types.EmptyResult)
+    except MCPError as exc:
+        return ("error", exc.error.code, exc.error.message, exc.error.data)
+
+
+async def test_list_changes_of_the_daemon_reach_a_legacy_client_through_connect(env):
+    heard = Heard()
+    async with _connect(env, message_handler=heard) as client:
+        caps = client.session.server_capabilities
+        assert caps.tools.list_changed is True and caps.prompts.list_changed is True
+        assert caps.resources.list_changed is True
+        before = {t.name for t in (await client.list_tools()).tools}
+        assert "live_volatile" in before
+        assert (await client.call_tool("live_toggle", {"name": "volatile"})).structured_content == {"volatile": False}
+        await heard.until("notifications/tools/list_changed")
+        assert "live_volatile" not in {t.name for t in (await client.list_tools()).tools}
+        await client.call_tool("live_toggle", {"name": "volatile"})
+        await heard.until("notifications/tools/list_changed", more_than=1)
+        assert "live_volatile" in {t.name for t in (await client.list_tools()).tools}
+
+        await client.call_tool("live_toggle", {"name": "volatile_prompt"})
+        await heard.until("notifications/prompts/list_changed")
+        assert "live_volatile_prompt" not in {p.name for p in (await client.list_prompts()).prompts}
+        await client.call_tool("live_toggle", {"name": "volatile_prompt"})
+        await heard.until("notifications/prompts/list_changed", more_than=1)
+
+        await client.call_tool("live_renew", {})
+        await heard.until("notifications/resources/list_changed")
+
+
+async def test_a_subscribed_resource_s_updates_reach_a_legacy_client_through_connect(env):
+    heard = Heard()
+    async with _connect(env, message_handler=heard) as client:
+        assert client.session.server_capabilities.resources.subscribe is True
+        assert await _subscribe(client, "live://note") == types.EmptyResult()
+        await client.call_tool("live_touch", {"uri": "live://other"})  # not subscribed: not passed on
+        await client.call_tool("live_touch", {"uri": "live://note"})
+        await heard.until("notifications/resources/updated", "live://note")
+        assert heard.count("notifications/resources/updated", "live://other") == 0
+
+        await client.session.send_request(
+            types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri="live://note")), types.EmptyResult)
+        await client.call_tool("live_touch", {"uri": "live://note"})
+        assert await _subscribe(client, "hidden://secret") == types.EmptyResult()  # no profile: visible
+        await client.call_tool("live_touch", {"uri": "hidden://secret"})
+        await heard.until("notifications/resources/updated", "hidden://secret")
+        # the update of the unsubscribed URI was published before this one, and did not come
+        assert heard.count("notifications/resources/updated", "live://note") == 1
+
+
+async def test_a_subscription_outside_the_profile_is_refused_through_connect_as_directly(env):
+    heard = Heard()
+    async with _connect(env, "--profile", "worker", message_handler=heard) as client:
+        assert sorted(r.uri for r in (await client.list_resources()).resources) == ["live://note"]
+        relayed = await _subscribe(client, "hidden://secret")
+        assert await _subscribe(client, "live://note") == types.EmptyResult()
+        await client.call_tool("live_touch", {"uri": "hidden://secret"})  # refused: never heard
+        await client.call_tool("live_touch", {"uri": "live://note"})
+        await heard.until("notifications/resources/updated", "live://note")
+        assert heard.count("notifications/resources/updated", "hidden://secret") == 0
+    async with _direct(env, "worker") as client:
+        direct = await _subscribe(client, "hidden://secret")
+    assert relayed == direct
+    assert relayed[0] == "error" and relayed[1] == types.INVALID_PARAMS and "resources/subscribe refused" in relayed[2]
+
+
+async def test_after_the_daemon_is_restarted_its_changes_and_updates_still_reach_the_client(own_env):
+    """The relay's listen stream is opened again on the restarted daemon, the end client is told every list may have
+    changed, and its subscriptions are held by the new daemon too."""
+    heard = Heard()
+    async with _connect(own_env, message_handler=heard) as client:
+        assert await _subscribe(client, "live://note") == types.EmptyResult()
+        before = read_registry(registry_path(own_env))["pid"]
+        os.kill(before, signal.SIGKILL)
+        assert "live_volatile" in {t.name for t in (await client.list_tools()).tools}  # the relay restarts it
+        assert read_registry(registry_path(own_env))["pid"] != before
+        for method in ("tools", "prompts", "resources"):
+            await heard.until(f"notifications/{method}/list_changed")
+        told = heard.count("notifications/tools/list_changed")
+        await client.call_tool("live_toggle", {"name": "volatile"})
+        await heard.until("notifications/tools/list_changed", more_than=told)
+        await client.call_tool("live_touch", {"uri": "live://note"})
+        await heard.until("notifications/resources/updated", "live://note")
