@@ -264,3 +264,16 @@ async def test_after_the_daemon_is_restarted_its_changes_and_updates_still_reach
         await heard.until("notifications/tools/list_changed", more_than=told)
         await client.call_tool("live_touch", {"uri": "live://note"})
         await heard.until("notifications/resources/updated", "live://note")
+
+
+@pytest.mark.parametrize("limit", ["PLEXOR_MAX_SUBSCRIPTIONS", "PLEXOR_MAX_URI_LENGTH"])
+async def test_a_subscription_past_the_daemon_s_limits_is_refused_through_connect_as_directly(own_env, limit):
+    env = {**own_env, limit: "1" if limit == "PLEXOR_MAX_SUBSCRIPTIONS" else "12"}  # "live://note" is 11 characters
+    async with _connect(env) as client:
+        assert await _subscribe(client, "live://note") == types.EmptyResult()
+        relayed = await _subscribe(client, "live://note/2")
+    async with _direct(env) as client:
+        assert await _subscribe(client, "live://note") == types.EmptyResult()
+        direct = await _subscribe(client, "live://note/2")
+    assert relayed == direct and relayed[0] == "error" and relayed[1] == types.INVALID_PARAMS
+    assert limit in relayed[2]
