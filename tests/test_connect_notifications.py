@@ -164,8 +164,8 @@ def _connect(env: dict[str, str], *args: str, **options: Any) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _direct(env: dict[str, str], profile: str | None = None, **options: Any) -> Any:
-    """A 2025-11-25 client of the daemon itself, with the relay's token (and profile header)."""
+async def _direct(env: dict[str, str], profile: str | None = None, mode: str = "legacy", **options: Any) -> Any:
+    """A client of the daemon itself (2025-11-25 unless ``mode`` says), with the relay's token (and profile header)."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -174,7 +174,7 @@ async def _direct(env: dict[str, str], profile: str | None = None, **options: An
     assert info is not None, "the daemon is started by plexor connect first"
     headers = {"Authorization": f"Bearer {info['token']}", **({"Plexor-Profile": profile} if profile else {})}
     async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
-            Client(streamable_http_client(info["url"], http_client=http), mode="legacy", **options) as client:
+            Client(streamable_http_client(info["url"], http_client=http), mode=mode, **options) as client:
         yield client
 
 
@@ -277,3 +277,87 @@ async def test_a_subscription_past_the_daemon_s_limits_is_refused_through_connec
         direct = await _subscribe(client, "live://note/2")
     assert relayed == direct and relayed[0] == "error" and relayed[1] == types.INVALID_PARAMS
     assert limit in relayed[2]
+
+
+# -- a 2026-07-28 end client: subscriptions/listen relayed ------------------------------------------------------------
+def _modern(env: dict[str, str], *args: str) -> Any:
+    from mcp import Client, StdioServerParameters
+
+    return Client(StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect", *args], env=env),
+                  mode="auto")  # probes server/discover, so the relay's capabilities are known
+
+
+async def _next(stream: Any) -> Any:
+    with anyio.fail_after(DEADLINE):
+        return await stream.__anext__()
+
+
+async def _listen_refusal(client: Any, **wanted: Any) -> Any:
+    try:
+        async with client.listen(**wanted):
+            return "listening"
+    except MCPError as exc:
+        return ("error", exc.error.code, exc.error.message, exc.error.data)
+
+
+async def test_a_modern_client_s_listen_stream_is_relayed(env):
+    from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, ToolsListChanged
+
+    async with _modern(env) as client:
+        assert client.protocol_version == "2026-07-28"
+        caps = client.server_capabilities
+        assert caps.tools.list_changed is True and caps.resources.subscribe is True
+        async with client.listen(tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True,
+                                 resource_subscriptions=["live://note"]) as stream:
+            assert stream.honored.tools_list_changed and stream.honored.resource_subscriptions == ["live://note"]
+            await client.call_tool("live_toggle", {"name": "volatile"})
+            assert await _next(stream) == ToolsListChanged()
+            await client.call_tool("live_toggle", {"name": "volatile"})
+            assert await _next(stream) == ToolsListChanged()
+            await client.call_tool("live_toggle", {"name": "volatile_prompt"})
+            assert await _next(stream) == PromptsListChanged()
+            await client.call_tool("live_toggle", {"name": "volatile_prompt"})
+            assert await _next(stream) == PromptsListChanged()
+            await client.call_tool("live_renew", {})
+            assert await _next(stream) == ResourcesListChanged()
+            await client.call_tool("live_touch", {"uri": "live://other"})  # not subscribed: never comes
+            await client.call_tool("live_touch", {"uri": "live://note"})
+            assert await _next(stream) == ResourceUpdated(uri="live://note")
+
+
+async def test_a_listen_stream_outside_the_profile_is_refused_through_connect_as_directly(env):
+    wanted = {"tools_list_changed": True, "resource_subscriptions": ["live://note", "hidden://secret"]}
+    async with _modern(env, "--profile", "worker") as client:
+        relayed = await _listen_refusal(client, **wanted)
+        async with client.listen(tools_list_changed=True, resource_subscriptions=["live://note"]) as stream:
+            await client.call_tool("live_touch", {"uri": "live://note"})
+            assert (await _next(stream)).uri == "live://note"  # inside the profile: heard
+    async with _direct(env, "worker", mode="auto") as client:
+        direct = await _listen_refusal(client, **wanted)
+    assert relayed == direct and relayed[0] == "error" and "subscriptions/listen refused" in relayed[2]
+
+
+async def test_a_listen_stream_past_the_daemon_s_limits_is_refused_through_connect_as_directly(own_env):
+    env = {**own_env, "PLEXOR_MAX_SUBSCRIPTIONS": "1"}
+    wanted = {"resource_subscriptions": ["live://note", "live://note/2"]}
+    async with _modern(env) as client:
+        relayed = await _listen_refusal(client, **wanted)
+    async with _direct(env, mode="auto") as client:
+        direct = await _listen_refusal(client, **wanted)
+    assert relayed == direct and relayed[0] == "error" and "PLEXOR_MAX_SUBSCRIPTIONS" in relayed[2]
+
+
+async def test_a_modern_listen_stream_lost_with_the_daemon_is_reported_lost_and_can_be_opened_again(own_env):
+    from mcp.client.subscriptions import SubscriptionLost
+    from mcp.shared.subscriptions import ToolsListChanged
+
+    async with _modern(own_env) as client:
+        async with client.listen(tools_list_changed=True) as stream:
+            before = read_registry(registry_path(own_env))["pid"]
+            os.kill(before, signal.SIGKILL)
+            with pytest.raises(SubscriptionLost), anyio.fail_after(DEADLINE):
+                await stream.__anext__()
+        async with client.listen(tools_list_changed=True) as stream:  # the relay finds the daemon gone: restarts it
+            assert read_registry(registry_path(own_env))["pid"] != before
+            await client.call_tool("live_toggle", {"name": "volatile"})
+            assert await _next(stream) == ToolsListChanged()

@@ -21,6 +21,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from plexor.core.eras import stateless_era
 from plexor.features.daemon.asking import asking_caps, relay_call, relay_read
 from plexor.features.daemon.changes import Downstream, pass_on_changes
+from plexor.features.daemon.listening import relay_listen
 from plexor.features.daemon.tasks import LEGACY, TASKS, TASKS_EXTENSION, declares_tasks, legacy_tasks, task_methods
 from plexor.features.daemon.upstream import Upstream
 from plexor.version import __version__
@@ -97,6 +98,8 @@ def _relay_server(up: Upstream, down: Downstream, offered: types.ServerCapabilit
     if offered.resources and offered.resources.subscribe:  # resources.subscribe is advertised with the handlers
         server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, _subscribe(down.subscribe))
         server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, _subscribe(down.unsubscribe))
+    if offered.tools and offered.tools.list_changed:  # the daemon serves subscriptions/listen (2026-07-28)
+        server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, _listen(up))
     for method, params_type, handler in task_methods(up):
         server.add_request_handler(method, params_type, handler)
     return server
@@ -109,6 +112,13 @@ def _subscribe(op: Callable[[str], Awaitable[None]]) -> Callable[[Ctx, types.Sub
         return types.EmptyResult()
 
     return subscribe
+
+
+def _listen(up: Upstream) -> Callable[[Ctx, types.SubscriptionsListenRequestParams], Awaitable[types.SubscriptionsListenResult]]:
+    async def listen(ctx: Ctx, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+        return await relay_listen(up, ctx, params)
+
+    return listen
 
 
 def _call_tool(up: Upstream) -> Callable[[Ctx, types.CallToolRequestParams], Awaitable[HandlerResult]]:

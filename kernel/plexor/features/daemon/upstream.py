@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from anyio.abc import TaskGroup
     from mcp.server.session import ServerSession
 
-__all__ = ["Caps", "Upstream"]
+__all__ = ["Caps", "Upstream", "lost"]
 
 #: What the relay declares upstream for a request: ``elicitation``, ``elicitation.url``, ``sampling``,
 #: ``sampling.tools``, ``roots`` (the end client's asking capabilities), ``tasks`` (the tasks extension) and
@@ -115,7 +115,7 @@ class Upstream:
                 with delivery.watching():
                     return await op(client)
             except Exception as exc:  # noqa: BLE001 - transport errors (httpx2, closed streams); a real answer is raised
-                if not _lost(exc):
+                if not lost(exc):
                     raise
                 failure: Exception = exc
             may_have_run = tool is not None and delivery.reached
@@ -162,7 +162,7 @@ class Upstream:
             close.set()
 
 
-def _lost(exc: Exception) -> bool:
+def lost(exc: Exception) -> bool:
     """Whether ``op`` failed because the connection to the daemon broke (not with the daemon's own answer)."""
     from mcp.shared.exceptions import MCPError
 
