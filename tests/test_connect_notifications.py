@@ -361,3 +361,48 @@ async def test_a_modern_listen_stream_lost_with_the_daemon_is_reported_lost_and_
             assert read_registry(registry_path(own_env))["pid"] != before
             await client.call_tool("live_toggle", {"name": "volatile"})
             assert await _next(stream) == ToolsListChanged()
+
+
+async def test_a_modern_listen_naming_task_ids_is_acknowledged_without_them_through_connect(env):
+    """The tasks extension's status notifications are not passed on: the relay's acknowledgement leaves taskIds out
+    (what a server does not honor), and the rest of the stream works."""
+    from mcp import Client, StdioServerParameters
+
+    from plexor.features.tasks.client import TasksClient, listen_tasks
+
+    heard: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        heard.append(message)
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "plexor", "connect"], env=env)
+    async with Client(params, mode="auto", extensions=[TasksClient()], message_handler=on_message) as client:
+        async with listen_tasks(client.session, ["no-such-task"], toolsListChanged=True):
+            with anyio.fail_after(DEADLINE):
+                while not any(isinstance(m, types.SubscriptionsAcknowledgedNotification) for m in heard):
+                    await anyio.sleep(0.02)
+            ack = next(m for m in heard if isinstance(m, types.SubscriptionsAcknowledgedNotification))
+            assert ack.params.notifications.tools_list_changed is True
+            assert "taskIds" not in ack.params.notifications.model_dump(by_alias=True, exclude_none=True)
+            await client.call_tool("live_toggle", {"name": "volatile"})
+            with anyio.fail_after(DEADLINE):
+                while not any(isinstance(m, types.ToolListChangedNotification) for m in heard):
+                    await anyio.sleep(0.02)
+
+
+async def test_a_relay_follows_a_daemon_another_relay_restarted(own_env):
+    """A relay that makes no request itself still hears the daemon that another relay started after the first died."""
+    heard = Heard()
+    async with _connect(own_env, message_handler=heard) as quiet, _connect(own_env) as busy:
+        assert await _subscribe(quiet, "live://note") == types.EmptyResult()
+        await busy.list_tools()
+        before = read_registry(registry_path(own_env))["pid"]
+        os.kill(before, signal.SIGKILL)
+        await busy.list_tools()  # this relay restarts the daemon
+        assert read_registry(registry_path(own_env))["pid"] != before
+        await heard.until("notifications/tools/list_changed")  # the quiet relay listens on the new daemon
+        told = heard.count("notifications/tools/list_changed")
+        await busy.call_tool("live_toggle", {"name": "volatile"})
+        await heard.until("notifications/tools/list_changed", more_than=told)
+        await busy.call_tool("live_touch", {"uri": "live://note"})
+        await heard.until("notifications/resources/updated", "live://note")
