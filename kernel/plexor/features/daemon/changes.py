@@ -98,35 +98,51 @@ class Downstream:
     async def subscribe(self, uri: str) -> None:
         """``resources/subscribe``, decided and held by the daemon; its refusal is raised as it answered it."""
         await self.resubscribe()
-        fresh = uri not in self.uris
+        fresh, before = uri not in self.uris, self.up.generation
         self.uris.add(uri)  # before the request: an update sent right after the daemon's answer is passed on
         try:
-            await self.up.request(lambda c: c.session.send_request(
-                types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult), LEGACY)
+            await self._send(types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)))
         except BaseException:
             if fresh:
                 self.uris.discard(uri)
             raise
-        self.generation = self.up.generation
+        if self.up.generation != before:  # the daemon was restarted on the way: it holds only this one
+            await self.resubscribe()
 
     async def unsubscribe(self, uri: str) -> None:
         await self.resubscribe()
-        await self.up.request(lambda c: c.session.send_request(
-            types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri)), types.EmptyResult), LEGACY)
+        await self._send(types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri)))
         self.uris.discard(uri)
+        await self.resubscribe()
 
     async def resubscribe(self) -> None:
         """After the daemon was restarted (a new upstream generation): subscribe again to what the end client holds."""
-        if not self.uris or self.generation == self.up.generation:
-            return
-        self.generation = self.up.generation
-        for uri in sorted(self.uris):
-            try:
-                await self.up.request(lambda c, uri=uri: c.session.send_request(  # type: ignore[misc]
-                    types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult), LEGACY)
-            except Exception as exc:  # noqa: BLE001 - e.g. the profile no longer admits it: no more updates of it
-                self.up.log.warning("connect_resubscribe_failed", uri=uri, error=f"{type(exc).__name__}: {exc}")
-                self.uris.discard(uri)
+        from mcp.shared.exceptions import MCPError
+
+        from plexor.features.daemon.upstream import lost
+
+        for _ in range(3):  # once more if the daemon was restarted again meanwhile
+            if self.generation == self.up.generation:
+                return
+            self.generation = self.up.generation
+            for uri in sorted(self.uris):
+                try:
+                    await self._send(types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)))
+                except MCPError as exc:
+                    if lost(exc):
+                        self.generation = 0  # not known to be held: tried again on the next occasion
+                        return
+                    # the daemon's answer (e.g. the profile no longer admits it): no more updates of it
+                    self.up.log.warning("connect_resubscribe_refused", uri=uri, error=exc.error.message)
+                    self.uris.discard(uri)
+                except Exception as exc:  # noqa: BLE001 - no daemon to hold it: tried again on the next occasion
+                    self.up.log.debug("connect_resubscribe_failed", uri=uri, error=f"{type(exc).__name__}: {exc}")
+                    self.generation = 0
+                    return
+
+    async def _send(self, request: types.SubscribeRequest | types.UnsubscribeRequest) -> None:
+        """On the relay's 2025-11-25 connection: the daemon holds the subscriptions per connection."""
+        await self.up.request(lambda c: c.session.send_request(request, types.EmptyResult), LEGACY)
 
 
 async def pass_on_changes(up: Upstream, down: Downstream) -> None:
