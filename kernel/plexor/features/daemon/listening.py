@@ -18,6 +18,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, event_to_notification
 
+from plexor.features.daemon.process import DaemonError
 from plexor.features.daemon.upstream import lost
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -44,8 +45,8 @@ async def relay_listen(up: Upstream, ctx: Ctx,
     wanted = params.notifications
     for attempt in (1, 2):
         generation, acknowledged = up.generation, False
-        client = await up.connect()
         try:
+            client = await up.connect()
             async with client.listen(
                     tools_list_changed=bool(wanted.tools_list_changed),
                     prompts_list_changed=bool(wanted.prompts_list_changed),
@@ -57,10 +58,10 @@ async def relay_listen(up: Upstream, ctx: Ctx,
         except MCPError as exc:
             if not lost(exc) or acknowledged or attempt == 2:
                 raise  # the daemon's own answer (a refusal), as it gave it
-        except (SubscriptionLost, OSError, TimeoutError) as exc:
+        except (SubscriptionLost, DaemonError, OSError, TimeoutError) as exc:
             up.log.debug("connect_listen_lost", error=f"{type(exc).__name__}: {exc}", acknowledged=acknowledged)
             if acknowledged or attempt == 2:
-                raise MCPError(types.INTERNAL_ERROR, LOST) from None
+                raise MCPError(types.INTERNAL_ERROR, LOST if acknowledged else f"{LOST}: {exc}") from None
         # not opened because the daemon is gone: find (or restart) it, once, as for any request
         await up.connect(restart=up.generation == generation)
     raise MCPError(types.INTERNAL_ERROR, LOST)  # pragma: no cover - the loop returns or raises
