@@ -4,7 +4,10 @@ A stdio MCP server (the SDK's low-level ``Server``) whose every handler passes i
 :class:`plexor.features.daemon.upstream.Upstream`, which starts the daemon when none answers, reconnects, and
 restarts it when it died. Questions of a call are passed on (:mod:`plexor.features.daemon.asking`); tasks go
 through as the daemon serves them (:mod:`plexor.features.daemon.tasks`), so the relay offers what the daemon's
-server offers, and the daemon's authorization (``--profile``) decides every request, tasks included.
+server offers, and the daemon's authorization (``--profile``) decides every request, tasks included. The
+daemon's change notifications are passed on too: list changes and subscribed resources' updates to a 2025-11-25
+end client (:mod:`plexor.features.daemon.changes`), a 2026-07-28 end client's ``subscriptions/listen`` streams
+(:mod:`plexor.features.daemon.listening`).
 """
 
 from __future__ import annotations
