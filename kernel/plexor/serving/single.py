@@ -23,6 +23,7 @@ HTTP parser may keep it, and the SDK compares ``Mcp-Name`` with the body byte fo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -273,9 +274,10 @@ class _Reply:
             self._pinger = asyncio.get_running_loop().create_task(self._ping())
 
     async def _ping(self) -> None:
-        while not self.ended:
-            await self._event(b": ping\r\n\r\n")
-            await asyncio.sleep(self.ping_seconds)
+        with contextlib.suppress(OSError, RuntimeError):  # the connection is gone: the watcher ends the call
+            while not self.ended:
+                await self._event(b": ping\r\n\r\n")
+                await asyncio.sleep(self.ping_seconds)
 
     async def run(self, server: PlexorServer, decoded: dict[str, Any], connection: object, state: object,
                   receive: Receive, deadlines: Deadlines) -> None:
@@ -355,8 +357,9 @@ def _sse(message: dict[str, Any], legacy: bool = False) -> bytes:
 
 async def _watch(receive: Receive, scope: anyio.CancelScope) -> None:
     """Cancel the handler when the client goes away (its answer's stream closed: the era's cancellation)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
+    with contextlib.suppress(Exception):  # a receive that fails is a client gone as well
+        while (await receive())["type"] != "http.disconnect":
+            pass
     scope.cancel()
 
 
