@@ -31,6 +31,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from collections.abc import Mapping
 
     import anyio
+    from mcp.shared.message import MessageMetadata
+    from mcp.shared.transport_context import TransportContext
+    from mcp_types import ErrorData, ProgressToken
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from plexor.serving.deadlines import Deadlines
@@ -215,9 +218,9 @@ class _Reply:
     JSON, or an SSE stream from the first notification (or the first ping) on."""
 
     can_send_request = False
-    transport: Any
-    message_metadata: Any
-    progress_token: Any = None
+    transport: TransportContext
+    message_metadata: MessageMetadata
+    progress_token: ProgressToken | None = None
 
     def __init__(self, send: Send, request_id: str | int, json_only: bool, ping_seconds: float,
                  legacy: bool = False) -> None:
@@ -326,12 +329,12 @@ _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no
                 (b"connection", b"keep-alive"), (b"x-accel-buffering", b"no")]
 
 
-def _legacy_error(exc: Exception) -> Any:
+def _legacy_error(exc: Exception) -> ErrorData:
     """A 2025-era handler's exception as the SDK's dispatcher writes it (its errors as they are, else code 0)."""
     from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
     from mcp_types import ErrorData
 
-    error = handler_exception_to_error_data(exc)
+    error: ErrorData | None = handler_exception_to_error_data(exc)
     if error is None:
         import logging
 
