@@ -23,6 +23,7 @@ HTTP parser may keep it, and the SDK compares ``Mcp-Name`` with the body byte fo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from collections.abc import Mapping
 
     import anyio
+    from mcp.shared.message import MessageMetadata
+    from mcp.shared.transport_context import TransportContext
+    from mcp_types import ErrorData, ProgressToken
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from plexor.serving.deadlines import Deadlines
@@ -214,9 +218,9 @@ class _Reply:
     JSON, or an SSE stream from the first notification (or the first ping) on."""
 
     can_send_request = False
-    transport: Any
-    message_metadata: Any
-    progress_token: Any = None
+    transport: TransportContext
+    message_metadata: MessageMetadata
+    progress_token: ProgressToken | None = None
 
     def __init__(self, send: Send, request_id: str | int, json_only: bool, ping_seconds: float,
                  legacy: bool = False) -> None:
@@ -273,9 +277,10 @@ class _Reply:
             self._pinger = asyncio.get_running_loop().create_task(self._ping())
 
     async def _ping(self) -> None:
-        while not self.ended:
-            await self._event(b": ping\r\n\r\n")
-            await asyncio.sleep(self.ping_seconds)
+        with contextlib.suppress(OSError, RuntimeError):  # the connection is gone: the watcher ends the call
+            while not self.ended:
+                await self._event(b": ping\r\n\r\n")
+                await asyncio.sleep(self.ping_seconds)
 
     async def run(self, server: PlexorServer, decoded: dict[str, Any], connection: object, state: object,
                   receive: Receive, deadlines: Deadlines) -> None:
@@ -324,12 +329,12 @@ _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no
                 (b"connection", b"keep-alive"), (b"x-accel-buffering", b"no")]
 
 
-def _legacy_error(exc: Exception) -> Any:
+def _legacy_error(exc: Exception) -> ErrorData:
     """A 2025-era handler's exception as the SDK's dispatcher writes it (its errors as they are, else code 0)."""
     from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
     from mcp_types import ErrorData
 
-    error = handler_exception_to_error_data(exc)
+    error: ErrorData | None = handler_exception_to_error_data(exc)
     if error is None:
         import logging
 
@@ -355,8 +360,9 @@ def _sse(message: dict[str, Any], legacy: bool = False) -> bytes:
 
 async def _watch(receive: Receive, scope: anyio.CancelScope) -> None:
     """Cancel the handler when the client goes away (its answer's stream closed: the era's cancellation)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
+    with contextlib.suppress(Exception):  # a receive that fails is a client gone as well
+        while (await receive())["type"] != "http.disconnect":
+            pass
     scope.cancel()
 
 
