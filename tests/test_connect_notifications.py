@@ -417,3 +417,15 @@ async def test_a_relay_follows_a_daemon_another_relay_restarted(own_env):
         await heard.until("notifications/tools/list_changed", more_than=told)
         await busy.call_tool("live_touch", {"uri": "live://note"})
         await heard.until("notifications/resources/updated", "live://note")
+
+
+async def test_a_first_request_of_a_new_kind_after_the_daemon_died_restarts_it(own_env):
+    """The relay keeps a client to the daemon per set of capabilities, made on first use (a 2025-11-25 one with
+    its handshake): a request needing a new one after the daemon died finds (or restarts) the daemon, as a
+    request on an existing client does, instead of failing once with "cannot reach the Plexor daemon"."""
+    async with _connect(own_env) as client:
+        before = read_registry(registry_path(own_env))["pid"]
+        os.kill(before, signal.SIGKILL)
+        # a 2025-11-25 client's tools/list goes up on the relay's 2025-11-25 connection, not opened yet
+        assert "live_touch" in {t.name for t in (await client.list_tools()).tools}
+        assert read_registry(registry_path(own_env))["pid"] != before

@@ -74,31 +74,44 @@ class Upstream:
                 del self.clients[caps]
 
     async def connect(self, caps: Caps = frozenset(), *, restart: bool = False) -> Client:
+        """The client declaring ``caps`` (made on first use); ``restart``: drop every client and look for (or
+        start) the daemon again. A new client that cannot reach the daemon the others were made for (it died
+        since) drops them all and looks for the daemon once more: they point at the dead one too."""
         async with self._lock:
-            if restart:
-                self.close()
-                self.clients.clear()
-                self.info = None
-            if caps in self.clients:
-                return self.clients[caps][0]
-            info = self.info
-            if info is None:
-                environ = self.environ
-                found = await anyio.to_thread.run_sync(lambda: ensure_daemon(environ, log=self.log))
-                self.info = info = found
-                self.generation += 1
-                self.renewed.set()
-                self.renewed = anyio.Event()
-                self.log.info("connect_upstream", url=info["url"], pid=info["pid"], generation=self.generation)
-            url, token = info["url"], info["token"]
-            ready = anyio.Event()
-            failure: list[Exception] = []
-            self._tg.start_soon(self._own, url, token, caps, ready, failure)
-            await ready.wait()
-            if failure:
+            for attempt in (1, 2):
+                if restart:
+                    self.close()
+                    self.clients.clear()
+                    self.info = None
+                if caps in self.clients:
+                    return self.clients[caps][0]
+                found_now = self.info is None
+                url, failure = await self._open(caps)
+                if not failure:
+                    return self.clients[caps][0]
                 self.info = None  # check (and if need be restart) the daemon next time
-                raise DaemonError(f"cannot reach the Plexor daemon at {url}: {failure[0]}")
-            return self.clients[caps][0]
+                if found_now or attempt == 2:
+                    raise DaemonError(f"cannot reach the Plexor daemon at {url}: {failure[0]}")
+                restart = True
+            raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def _open(self, caps: Caps) -> tuple[str, list[Exception]]:
+        """A client declaring ``caps`` to the daemon (found, or started, first if none is known): its URL, and
+        why it failed (empty: it is in :attr:`clients`)."""
+        info = self.info
+        if info is None:
+            environ = self.environ
+            found = await anyio.to_thread.run_sync(lambda: ensure_daemon(environ, log=self.log))
+            self.info = info = found
+            self.generation += 1
+            self.renewed.set()
+            self.renewed = anyio.Event()
+            self.log.info("connect_upstream", url=info["url"], pid=info["pid"], generation=self.generation)
+        ready = anyio.Event()
+        failure: list[Exception] = []
+        self._tg.start_soon(self._own, info["url"], info["token"], caps, ready, failure)
+        await ready.wait()
+        return info["url"], failure
 
     async def request(self, op: Callable[[Client], Awaitable[T]], caps: Caps = frozenset(), *,
                       tool: str | None = None) -> T:
