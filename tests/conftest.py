@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import sys
 import textwrap
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,6 +60,38 @@ def install_fake_dist(site: Path, dist: str, entry_name: str, module: str, sourc
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8")
     (info / "entry_points.txt").write_text(f"[plexor]\n{entry_name} = {module}\n", encoding="utf-8")
+
+
+@contextlib.contextmanager
+def relay_site(tmp: Path, worker_tools: list[str], plugins: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The environment of a ``plexor connect`` test: the fake plugins ``plugins`` (name -> source, each
+    installed as ``plexor-NAME``), a tool profile ``worker`` admitting ``worker_tools``; its daemon stopped after."""
+    from conformance.serving import fixture_env
+
+    home, site = tmp / "home", tmp / "site"
+    (home / "config").mkdir(parents=True)
+    site.mkdir()
+    (home / "config" / "plexor.toml").write_text(f"[plexor.profiles.worker]\ntools = {json.dumps(worker_tools)}\n")
+    for name, source in plugins.items():
+        install_fake_dist(site, f"plexor-{name}", name, f"plexor_{name}", source)
+    environ = fixture_env(home, PLEXOR_PLUGINS=",".join(plugins))
+    environ["PYTHONPATH"] = os.pathsep.join([str(site), environ["PYTHONPATH"]])
+    with daemon_stopped(environ):
+        yield environ
+
+
+@contextlib.contextmanager
+def daemon_stopped(environ: dict[str, str]) -> Iterator[dict[str, str]]:
+    """``environ``, and the shared daemon it names stopped at the end (a test's ``plexor connect`` started it)."""
+    from plexor.features.daemon.process import read_registry, registry_path, stop_daemon
+
+    try:
+        yield environ
+    finally:
+        info = read_registry(registry_path(environ))
+        if info is not None:
+            with contextlib.suppress(OSError):
+                stop_daemon(info, wait=10)
 
 
 # Each test runs once in `tox`: the kernel env (PLEXOR_SUITE=kernel: the kernel and the template plugin)

@@ -14,8 +14,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from conformance.serving import fixture_env
-from conftest import install_fake_dist
+from conftest import relay_site
 from mcp.shared.exceptions import MCPError
 
 from plexor.features.daemon.process import read_registry, registry_path, stop_daemon
@@ -104,20 +103,9 @@ def anyio_backend():
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("connect-notifications")
-    home, site = tmp / "home", tmp / "site"
-    (home / "config").mkdir(parents=True)
-    site.mkdir()
-    (home / "config" / "plexor.toml").write_text('[plexor.profiles.worker]\ntools = ["live_*"]\n')
-    install_fake_dist(site, "plexor-live", "live", "plexor_live", LIVE)
-    install_fake_dist(site, "plexor-hidden", "hidden", "plexor_hidden", HIDDEN)
-    environ = fixture_env(home, PLEXOR_PLUGINS="live,hidden")
-    environ["PYTHONPATH"] = os.pathsep.join([str(site), environ["PYTHONPATH"]])
-    yield environ
-    info = read_registry(registry_path(environ))
-    if info is not None:
-        with contextlib.suppress(OSError):
-            stop_daemon(info, wait=10)
+    with relay_site(tmp_path_factory.mktemp("connect-notifications"), ["live_*"],
+                    {"live": LIVE, "hidden": HIDDEN}) as environ:
+        yield environ
 
 
 @pytest.fixture

@@ -5,16 +5,14 @@ decides a task's tool through the relay exactly as it does for a client of the d
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from typing import Any
 
 import pytest
-from conformance.serving import fixture_env
-from conftest import install_fake_dist
+from conftest import relay_site
 from mcp.shared.exceptions import MCPError
 
-from plexor.features.daemon.process import read_registry, registry_path, stop_daemon
+from plexor.features.daemon.process import read_registry, registry_path
 from plexor.features.tasks.client import TasksClient, task_request
 
 pytestmark = pytest.mark.anyio
@@ -69,20 +67,9 @@ def anyio_backend():
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("connect-tasks")
-    home, site = tmp / "home", tmp / "site"
-    (home / "config").mkdir(parents=True)
-    site.mkdir()
-    (home / "config" / "plexor.toml").write_text('[plexor.profiles.worker]\ntools = ["fakejobs_work"]\n')
-    install_fake_dist(site, "plexor-fakejobs", "fakejobs", "plexor_fakejobs", JOBS)
-    install_fake_dist(site, "plexor-fakenotes", "fakenotes", "plexor_fakenotes", NOTES)
-    environ = fixture_env(home, PLEXOR_PLUGINS="fakejobs,fakenotes")
-    environ["PYTHONPATH"] = os.pathsep.join([str(site), environ["PYTHONPATH"]])
-    yield environ
-    info = read_registry(registry_path(environ))
-    if info is not None:
-        with contextlib.suppress(OSError):
-            stop_daemon(info, wait=10)
+    with relay_site(tmp_path_factory.mktemp("connect-tasks"), ["fakejobs_work"],
+                    {"fakejobs": JOBS, "fakenotes": NOTES}) as environ:
+        yield environ
 
 
 def _connect(env: dict[str, str], *args: str, **options: Any) -> Any:

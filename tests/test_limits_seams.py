@@ -356,16 +356,10 @@ MODES = ["legacy", "auto"]  # the end client's era: 2025-11-25, or 2026-07-28 wi
 @contextlib.contextmanager
 def _daemon_env(tmp: Path, **limits: str) -> Iterator[dict[str, str]]:
     """The environment of ``plexor connect`` (its daemon inherits the limits); the daemon is stopped at the end."""
-    from plexor.features.daemon.process import read_registry, registry_path, stop_daemon
+    from conftest import daemon_stopped
 
-    env = {**_site(tmp), **limits}
-    try:
+    with daemon_stopped({**_site(tmp), **limits}) as env:
         yield env
-    finally:
-        info = read_registry(registry_path(env))
-        if info is not None:
-            with contextlib.suppress(OSError):
-                stop_daemon(info, wait=10)
 
 
 @pytest.fixture(scope="module")
