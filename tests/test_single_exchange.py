@@ -148,8 +148,8 @@ def test_a_notification_turns_the_answer_into_a_stream_and_json_response_drops_i
 
 
 def test_a_silent_call_is_pinged_as_a_stream(tmp_path):
-    body, headers = _call(10, "test_slow", {"seconds": 1.2})
-    with serve_http(tmp_path, "--stateless", env={"PLEXOR_SSE_PING_SECONDS": "0.3"}) as served:
+    body, headers = _call(10, "test_slow", {"seconds": 3.5})  # pinged at about 1, 2 and 3 seconds
+    with serve_http(tmp_path, "--stateless", env={"PLEXOR_SSE_PING_SECONDS": "1"}) as served:
         status, kind, text = _post(served.port, body, headers)
         assert status == 200 and kind.startswith("text/event-stream"), (status, kind, text)
         assert text.count(": ping") >= 2 and text.index(": ping") < text.index('"result"'), text
