@@ -147,8 +147,11 @@ def test_a_notification_turns_the_answer_into_a_stream_and_json_response_drops_i
         "done": True}, text
 
 
-def test_a_silent_call_is_pinged_as_a_stream(tmp_path):
-    body, headers = _call(10, "test_slow", {"seconds": 3.5})  # pinged at about 1, 2 and 3 seconds
+@ERAS
+def test_a_silent_call_is_pinged_as_a_stream(tmp_path, era):
+    """Pinged on PLEXOR_SSE_PING_SECONDS: the SDK's own entries ping only every 15 s, so this also shows that
+    stateless requests of both eras take plexor's entry."""
+    body, headers = _call(10, "test_slow", {"seconds": 3.5}, era)  # pinged at about 1, 2 and 3 seconds
     with serve_http(tmp_path, "--stateless", env={"PLEXOR_SSE_PING_SECONDS": "1"}) as served:
         status, kind, text = _post(served.port, body, headers)
         assert status == 200 and kind.startswith("text/event-stream"), (status, kind, text)
