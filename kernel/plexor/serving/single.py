@@ -25,15 +25,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from typing import TYPE_CHECKING, Any
+
+# Imported when the Streamable HTTP app is built (plexor.serving.http_apps), never by the CLI's other commands,
+# so the SDK's names are taken once here rather than on every request.
+import anyio
+from mcp.server.connection import Connection
+from mcp.server.runner import modern_error_data, serve_one
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundLadderRejection,
+    classify_inbound_request,
+    validate_mcp_param_headers,
+    x_mcp_header_map,
+)
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import ErrorData, JSONRPCNotification, JSONRPCResponse
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.requests import Request
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from collections.abc import Mapping
 
-    import anyio
     from mcp.shared.message import MessageMetadata
-    from mcp.shared.transport_context import TransportContext
-    from mcp_types import ErrorData, ProgressToken
+    from mcp_types import ProgressToken
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from plexor.serving.deadlines import Deadlines
@@ -68,8 +88,6 @@ class McpEntry:
 
     def __init__(self, app: ASGIApp, server: PlexorServer, deadlines: Deadlines, *, path: str = "/mcp",
                  max_body: int, json_response: bool, stateless: bool, ping_seconds: float = 15.0) -> None:
-        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
         self.app = app
         self.server = server
         self.deadlines = deadlines  # the request time limit's clock also ends the silence before a ping
@@ -141,51 +159,36 @@ class McpEntry:
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, decoded: dict[str, Any]) -> bool:
         """Answer ``decoded`` (False: the SDK's classifier or header check refuses it, the SDK answers)."""
-        from mcp.server.connection import Connection
-        from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
-        from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
-        from mcp.shared.message import ServerMessageMetadata
-        from mcp.shared.transport_context import TransportContext
-        from starlette.datastructures import Headers
-        from starlette.requests import Request
-
         headers = Headers(scope=scope)
         verdict = classify_inbound_request(decoded, headers=dict(headers))
         if isinstance(verdict, InboundLadderRejection) or self._param_headers_refused(decoded, headers):
             return False
-        manager = self.server.session_manager
-        if manager._task_group is None:  # SDK private: not running yet (the SDK's app says so)
-            return False
-        # SDK private (the session manager's lifespan state): the SDK passes it to every request and
-        # offers no public way to read it; plexor's server keeps the SDK's default (nothing reads it).
-        state = manager._lifespan_state
         connection = Connection.from_envelope(verdict.protocol_version, verdict.client_info,
                                               verdict.client_capabilities)
-        reply = _Reply(send, decoded["id"], self.json_response, self.ping_seconds)
-        reply.transport = TransportContext(kind="streamable-http", can_send_request=False, headers=headers)
-        reply.message_metadata = ServerMessageMetadata(request_context=Request(scope, receive))
-        reply.progress_token = progress_token_from_params(decoded.get("params"))
-        await reply.run(self.server, decoded, connection, state, receive, self.deadlines)
-        return True
+        transport = TransportContext(kind="streamable-http", can_send_request=False, headers=headers)
+        return await self._answer(scope, receive, send, decoded, connection, transport, legacy=False)
 
     async def _serve_legacy(self, scope: Scope, receive: Receive, send: Send, decoded: dict[str, Any],
                             version: str) -> bool:
         """Answer ``decoded``, a 2025-era request to a stateless server, as the SDK's stateless mode does: a
         connection born ready at the header's version, an SSE stream from the start (JSON with --json-response)."""
-        from mcp.server.connection import Connection
-        from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
-        from mcp.shared.message import ServerMessageMetadata
-        from mcp.shared.transport_context import TransportContext
-        from starlette.requests import Request
+        transport = TransportContext(kind="streamable-http", can_send_request=False)
+        return await self._answer(scope, receive, send, decoded, Connection.from_envelope(version, None, None),
+                                  transport, legacy=True)
 
+    async def _answer(self, scope: Scope, receive: Receive, send: Send, decoded: dict[str, Any],
+                      connection: Connection, transport: TransportContext, *, legacy: bool) -> bool:
+        """Run ``decoded`` through the SDK's ``serve_one`` and write its answer (False: the SDK's session manager is
+        not running yet, and its app says so)."""
         manager = self.server.session_manager
-        if manager._task_group is None:  # SDK private, as in _serve
+        if manager._task_group is None:  # SDK private: no public "is it running"
             return False
-        reply = _Reply(send, decoded["id"], self.json_response, self.ping_seconds, legacy=True)
-        reply.transport = TransportContext(kind="streamable-http", can_send_request=False)
+        reply = _Reply(send, decoded["id"], self.json_response, self.ping_seconds, legacy=legacy)
+        reply.transport = transport
         reply.message_metadata = ServerMessageMetadata(request_context=Request(scope, receive))
         reply.progress_token = progress_token_from_params(decoded.get("params"))
-        connection = Connection.from_envelope(version, None, None)
+        # SDK private (the session manager's lifespan state): the SDK passes it to every request and offers no
+        # public way to read it; plexor's server keeps the SDK's default (nothing reads it).
         await reply.run(self.server, decoded, connection, manager._lifespan_state, receive, self.deadlines)
         return True
 
@@ -194,8 +197,6 @@ class McpEntry:
         skipped for a tool whose schema names no such header: then no header can disagree)."""
         if decoded["method"] != "tools/call":
             return False
-        from mcp.shared.inbound import validate_mcp_param_headers, x_mcp_header_map
-
         params = decoded.get("params") or {}
         name, arguments = params.get("name"), params.get("arguments")
         if type(name) is not str or (arguments is not None and not isinstance(arguments, dict)):
@@ -237,21 +238,15 @@ class _Reply:
     @property
     def cancel_requested(self) -> anyio.Event:  # nothing sets it here (a client cancels by going away)
         if self._cancel is None:
-            import anyio
-
             self._cancel = anyio.Event()
         return self._cancel
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: object = None) -> dict[str, Any]:
-        from mcp.shared.exceptions import NoBackChannelError
-
         raise NoBackChannelError(method)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: object = None) -> None:
         if self.json_only or self.ended:
             return
-        from mcp_types import JSONRPCNotification  # rare: the SDK's own model writes it
-
         note = JSONRPCNotification(jsonrpc="2.0", method=method, params=dict(params) if params is not None else None)
         await self._event(_sse(note.model_dump(mode="json", by_alias=True, exclude_none=True), self.legacy))
 
@@ -284,10 +279,6 @@ class _Reply:
 
     async def run(self, server: PlexorServer, decoded: dict[str, Any], connection: object, state: object,
                   receive: Receive, deadlines: Deadlines) -> None:
-        import anyio
-        from mcp.server.runner import modern_error_data, serve_one
-        from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-
         scope = anyio.CancelScope()
         watcher = asyncio.get_running_loop().create_task(_watch(receive, scope))
         deadlines.add(self, self.ping_seconds)
@@ -331,13 +322,8 @@ _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no
 
 def _legacy_error(exc: Exception) -> ErrorData:
     """A 2025-era handler's exception as the SDK's dispatcher writes it (its errors as they are, else code 0)."""
-    from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
-    from mcp_types import ErrorData
-
     error: ErrorData | None = handler_exception_to_error_data(exc)
     if error is None:
-        import logging
-
         logging.getLogger("mcp.shared.jsonrpc_dispatcher").exception("handler raised")
         error = ErrorData(code=0, message=str(exc))
     return error
@@ -348,8 +334,6 @@ def _json(message: dict[str, Any], legacy: bool = False) -> bytes:
     try:
         return json.dumps(message, separators=(",", ":"), ensure_ascii=not legacy).encode()
     except TypeError:  # a handler's dict holding what JSON has no form for: as the SDK's model writes it
-        from mcp_types import JSONRPCResponse
-
         dumped = JSONRPCResponse.model_validate(message).model_dump(mode="json", by_alias=True, exclude_none=True)
         return json.dumps(dumped, separators=(",", ":"), ensure_ascii=not legacy).encode()
 
