@@ -13,6 +13,7 @@ end client (:mod:`plexor.features.daemon.changes`), a 2026-07-28 end client's ``
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Awaitable, Callable
 
@@ -102,7 +103,8 @@ def _relay_server(up: Upstream, down: Downstream, offered: types.ServerCapabilit
         server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, _subscribe(down.subscribe))
         server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, _subscribe(down.unsubscribe))
     if offered.tools and offered.tools.list_changed:  # the daemon serves subscriptions/listen (2026-07-28)
-        server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, _listen(up))
+        server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams,
+                                   functools.partial(relay_listen, up))
     for method, params_type, handler in task_methods(up):
         server.add_request_handler(method, params_type, handler)
     return server
@@ -115,13 +117,6 @@ def _subscribe(op: Callable[[str], Awaitable[None]]) -> Callable[[Ctx, types.Sub
         return types.EmptyResult()
 
     return subscribe
-
-
-def _listen(up: Upstream) -> Callable[[Ctx, types.SubscriptionsListenRequestParams], Awaitable[types.SubscriptionsListenResult]]:
-    async def listen(ctx: Ctx, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
-        return await relay_listen(up, ctx, params)
-
-    return listen
 
 
 def _call_tool(up: Upstream) -> Callable[[Ctx, types.CallToolRequestParams], Awaitable[HandlerResult]]:
