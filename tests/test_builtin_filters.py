@@ -43,17 +43,19 @@ async def test_health_reports_one_plugin_by_name_or_namespace(plexor):
         miss = await client.call_tool("plexor_health", {"plugin": "godo"})
         assert miss.is_error
         text = miss.content[0].text
-        assert "no plugin named 'godo'" in text and "Did you mean 'good'?" in text and "bad, bus, card, daemon, good, install, plexor" in text
+        assert "no plugin named 'godo'" in text and "Did you mean 'good'?" in text and "bad, bus, card, daemon, direct, good, install, plexor" in text
 
 
 async def test_plugins_filters_by_plugin_and_by_state(plexor):
     async with plexor.client(PLUGINS) as client:
         listed = (await client.call_tool("plexor_plugins", {})).structured_content["plugins"]
-        assert [p["name"] for p in listed] == ["auth", "bad", "bus", "card", "daemon", "good", "install", "plexor", "tasks", "telemetry"]
+        assert [p["name"] for p in listed] == ["auth", "bad", "bus", "card", "daemon", "direct", "good", "install", "plexor", "tasks",
+                                                "telemetry"]
         failed = (await client.call_tool("plexor_plugins", {"state": "failed"})).structured_content["plugins"]
         assert [(p["name"], p["state"]) for p in failed] == [("bad", "failed")]
         ready = (await client.call_tool("plexor_plugins", {"state": "ready"})).structured_content["plugins"]
-        assert [p["name"] for p in ready] == ["auth", "bus", "card", "daemon", "good", "install", "plexor", "tasks", "telemetry"]
+        assert [p["name"] for p in ready] == ["auth", "bus", "card", "daemon", "direct", "good", "install", "plexor", "tasks",
+                                               "telemetry"]
         assert (await client.call_tool("plexor_plugins", {"state": "disabled"})).structured_content == {"plugins": []}
         one = (await client.call_tool("plexor_plugins", {"plugin": "goodies"})).structured_content["plugins"]
         assert [p["name"] for p in one] == ["good"] and one[0]["tools"] == ["goodies_ping"]

@@ -22,7 +22,7 @@ HOOKS = CONTENT_HOOKS | SERVER_HOOKS
 
 
 def test_there_are_hooks():
-    assert len(CONTENT_HOOKS) == 10 and len(SERVER_HOOKS) == 10
+    assert len(CONTENT_HOOKS) == 10 and len(SERVER_HOOKS) == 11
     assert not set(CONTENT_HOOKS) & set(SERVER_HOOKS)
 
 

@@ -160,6 +160,18 @@ def test_hook_plexor_asgi_wrapper(probed):
     assert status in (403, 421) and "x-probe" not in {k.lower() for k in headers}
 
 
+def test_hook_plexor_endpoint_wrapper(probed):
+    served, notes = probed
+    assert {"what": "endpoint", "clock": "Deadlines"} in _notes(notes)  # given the request time limit's clock
+    status, headers, _ = _post(served.url, INIT)
+    assert status == 200 and headers.get("x-probe-endpoint") == "reached"
+    status, headers, _ = _get(served.base + "/healthz", TOKEN)  # the endpoint's wrapper, not every route's
+    assert status == 200 and "x-probe-endpoint" not in headers
+    # innermost: a request the token check refuses never reaches it
+    status, headers, _ = _post(served.url, INIT, token="wrong")
+    assert status == 401 and "x-probe-endpoint" not in {k.lower() for k in headers}
+
+
 def _session(served: Any, team: str) -> str:
     status, headers, _ = _post(served.url, INIT, **{"X-Team": team})
     assert status == 200
@@ -289,7 +301,7 @@ def _cli(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]
 
 def test_the_features_are_listed_as_built_in_plugins_and_disabled_like_any(tmp_path):
     listed = {p["name"]: p for p in json.loads(_cli(tmp_path / "home", "plugins", "--json").stdout)}
-    for name in ("tasks", "auth", "telemetry", "bus", "install", "daemon", "card"):
+    for name in ("tasks", "auth", "telemetry", "bus", "install", "daemon", "card", "direct"):
         assert listed[name]["distribution"] == "plexor" and listed[name]["state"] == "ready", listed[name]
     # PLEXOR_PLUGINS picks content plugins; it never drops a feature by omission
     only = {p["name"]: p for p in json.loads(_cli(tmp_path / "home", "plugins", "--json",

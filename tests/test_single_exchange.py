@@ -1,4 +1,4 @@
-"""A 2026-07-28 POST answered in its own task (plexor.serving.single), through a real `plexor serve`.
+"""A stateless POST answered in its own task (the ``direct`` feature), through a real `plexor serve`.
 
 Each behaviour of the SDK's own entry that the faster path takes over is checked here from the wire:
 the answer's shape and status, a notification turning the answer into an SSE stream, a silent
@@ -159,6 +159,24 @@ def test_a_silent_call_is_pinged_as_a_stream(tmp_path, era):
         assert _events(text)[-1]["id"] == 10 and _events(text)[-1]["result"]["isError"] is False, text
         fast = _post(served.port, *_call(11, "test_echo", {"text": "quick"}))  # a quick one stays JSON
         assert fast[1] == "application/json", fast
+
+
+@ERAS
+def test_with_direct_turned_off_the_sdks_own_entry_answers(tmp_path, era):
+    """PLEXOR_DISABLE=direct: the same answer, from the SDK's entry. It is not pinged on PLEXOR_SSE_PING_SECONDS
+    (the direct feature's setting: the SDK pings every 15 s), and it compares Mcp-* values as they were sent."""
+    body, headers = _call(12, "test_slow", {"seconds": 1.6}, era)
+    env = {"PLEXOR_DISABLE": "direct", "PLEXOR_SSE_PING_SECONDS": "0.5"}
+    with serve_http(tmp_path, "--stateless", env=env) as served:
+        status, kind, text = _post(served.port, body, headers)
+        answer = _events(text)[-1] if kind.startswith("text/event-stream") else json.loads(text)
+        assert status == 200 and answer["id"] == 12 and answer["result"]["isError"] is False, text
+        assert ": ping" not in text, text
+        if era == "2026-07-28":
+            body, headers = _call(13, "test_echo", {"text": "x"})
+            status, _kind, text = _post(served.port, body, {**headers, "Mcp-Name": " test_echo "})
+            assert status == 400 and json.loads(text)["error"]["code"] == HEADER_MISMATCH, text
+            assert _post(served.port, body, headers)[0] == 200
 
 
 def test_a_bad_ping_setting_stops_serve_with_what_to_set(tmp_path):

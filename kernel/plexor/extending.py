@@ -12,8 +12,8 @@ The server's own features are plugins of these hooks, shipped with the kernel an
 ``plexor plugins`` like any other (:data:`FEATURES`): ``tasks`` (long-running calls),
 ``auth`` (OAuth, scopes, profiles, audit), ``telemetry`` (OpenTelemetry, ``/metrics``),
 ``bus`` (notifications and the event store shared across processes), ``install`` (``plexor install``,
-``uninstall`` and ``bundle``), ``daemon`` (the shared daemon and ``plexor connect``) and ``card`` (the server card
-at ``/.well-known/mcp/server-card.json``). ``PLEXOR_DISABLE`` turns
+``uninstall`` and ``bundle``), ``daemon`` (the shared daemon and ``plexor connect``), ``card`` (the server card
+at ``/.well-known/mcp/server-card.json``) and ``direct`` (a stateless POST answered in its own task). ``PLEXOR_DISABLE`` turns
 one off; ``PLEXOR_PLUGINS`` never does (a list of content plugins must not drop the server's
 security by omission). ``docs/authoring.md#extending-the-server`` has a working example.
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.core.base import KernelBase
     from plexor.notify import Backend
 
-__all__ = ["FEATURES", "HttpSettings", "ProtocolMethod", "RequestLayer", "ServerSetup", "hookspec"]
+__all__ = ["FEATURES", "Clock", "Due", "HttpSettings", "ProtocolMethod", "RequestLayer", "ServerSetup", "hookspec"]
 
 hookspec = pluggy.HookspecMarker("plexor")
 
@@ -55,6 +55,7 @@ FEATURES: Mapping[str, str] = {
     "install": "plexor.features.install.plugin",
     "daemon": "plexor.features.daemon.plugin",
     "card": "plexor.features.card",
+    "direct": "plexor.features.direct.plugin",
 }
 
 #: SDK middleware: ``async (ctx, call_next) -> result``, as the SDK's ``Server.middleware`` holds it.
@@ -107,6 +108,24 @@ class HttpSettings(Protocol):
     auth_issuer: str | None
     resource_url: str | None
     profile: str | None
+    json_response: bool
+    ping_seconds: float  # PLEXOR_SSE_PING_SECONDS: a silent answer's SSE stream is pinged this often
+
+
+class Due(Protocol):
+    """What a :class:`Clock` ends: a cancel scope, or an answer whose silence has lasted long enough."""
+
+    def cancel(self) -> object: ...
+
+
+class Clock(Protocol):
+    """The request time limit's clock (``plexor.serving.deadlines.Deadlines``): one loop timer for every
+    request in flight. ``add(due, seconds)`` calls ``due.cancel()`` that many seconds from now unless
+    ``discard(due)`` came first; both run on the event loop's thread."""
+
+    def add(self, due: Due, seconds: float) -> None: ...
+
+    def discard(self, due: Due) -> None: ...
 
 
 @dataclass
@@ -118,6 +137,7 @@ class ServerSetup:
     :ivar transport: ``"stdio"``, ``"http"`` or ``"sse"``.
     :ivar options: the HTTP options (``plexor.serving.http_options.HttpOptions``); ``None`` under stdio.
     :ivar profile: the tool profile of the stdio client (``serve --profile``), else ``None``.
+    :ivar clock: the request time limit's :class:`Clock` (HTTP); ``None`` under stdio.
     :ivar shared: one place per server for a feature's own objects, so its hooks (a layer and a
         method, say) share them: ``setup.shared.setdefault("tasks", ...)``. Two keys are read by the
         kernel: ``authenticates`` (a wrapper checks bearer tokens itself, the static one included, so
@@ -130,6 +150,7 @@ class ServerSetup:
     transport: str = "stdio"
     options: HttpSettings | None = None
     profile: object = None  # plexor.features.auth's Profile, read by the auth feature
+    clock: Clock | None = None
     shared: dict[str, object] = field(default_factory=dict)
 
 
@@ -189,6 +210,20 @@ def plexor_asgi_wrapper(app: ASGIApp, setup: ServerSetup) -> ASGIApp | None:
 
     :param app: the ASGI app built so far.
     :param setup: the server being built (``setup.options`` holds the HTTP options).
+
+    .. versionadded:: 0.3.0
+    """
+
+
+@hookspec
+def plexor_endpoint_wrapper(app: ASGIApp, setup: ServerSetup) -> ASGIApp | None:
+    """Wrap the MCP endpoint itself (the SDK's Streamable HTTP app at ``/mcp``): return an ASGI app that calls
+    ``app``, or ``None``. Applied innermost, in the hook's call order: inside every guard, limit and
+    :func:`plexor_asgi_wrapper`, so a request reaches it only once those have let it through (the
+    ``direct`` feature answers stateless POSTs here). Not under legacy SSE or stdio.
+
+    :param app: the endpoint's app built so far.
+    :param setup: the server being built (``setup.options``, and ``setup.clock`` for timers).
 
     .. versionadded:: 0.3.0
     """

@@ -8,7 +8,9 @@ and turned off with ``PLEXOR_DISABLE``.
 - ``bus`` (:mod:`plexor.features.bus`): notifications and event streams shared between processes, through
   the kernel's own database (:mod:`plexor.features.state`, which the tasks feature keeps its tasks in too);
 - ``install`` (:mod:`plexor.features.install.plugin`): ``plexor install``, ``uninstall`` and ``bundle``;
-- ``daemon`` (:mod:`plexor.features.daemon.plugin`): the shared daemon and ``plexor connect``, its stdio relay.
+- ``daemon`` (:mod:`plexor.features.daemon.plugin`): the shared daemon and ``plexor connect``, its stdio relay;
+- ``card`` (:mod:`plexor.features.card`): the server card, a route;
+- ``direct`` (:mod:`plexor.features.direct.plugin`): a stateless POST answered in the request's own task.
 
 Each feature's machinery lives in its package beside its plugin module (``features/tasks/``,
 ``features/auth/``, ...), so what is a feature and what is the kernel proper can be read off the tree:

@@ -7,26 +7,23 @@ without a deadline and is entered in :class:`Deadlines`; one timer, armed for th
 deadline, cancels the requests that are due when it fires and is armed again for the next. A
 request is cancelled at its deadline, as with ``move_on_after`` (within the event loop's timer
 resolution), and a request that ends first costs a dictionary entry, not a timer. The same clock
-ends a 2026-07-28 answer's silence before its first ping (:mod:`plexor.serving.single`): anything
+ends a 2026-07-28 answer's silence before its first ping (the ``direct`` feature, :mod:`plexor.features.direct.entry`): anything
 with a ``cancel()`` can be entered.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from plexor.extending import Due
 
 __all__ = ["Deadlines"]
 
 
-class Due(Protocol):
-    """What a deadline ends: a cancel scope, or an answer whose silence has lasted long enough."""
-
-    def cancel(self) -> object: ...
-
-
 class Deadlines:
-    """Cancel scopes (or other :class:`Due`) with the loop time each must be cancelled at; one loop timer for all.
+    """Cancel scopes (or other :class:`plexor.extending.Due`) with the loop time each must be cancelled at; one loop timer for all.
 
     Every method runs on the event loop's thread (the middleware that uses it), so no lock is needed."""
 

@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.core.kernel import Kernel
     from plexor.extending import ProtocolMethod, RequestLayer, ServerSetup
 
-__all__ = ["FAILED", "ask", "checked_layers", "checked_methods", "checked_routes", "first", "gated", "impls", "refuse"]
+__all__ = ["FAILED", "ask", "checked_layers", "checked_methods", "checked_routes", "first", "gated", "impls", "refuse",
+           "wrapped"]
 
 FAILED = object()  # what ask() returns when the hook raised (its plugin has been failed)
 PHASE = "server extension"
@@ -95,6 +96,20 @@ def first(kernel: KernelBase, hook: str, setup: ServerSetup) -> object:
         if found is not None and found is not FAILED:
             return found
     return None
+
+
+def wrapped(kernel: KernelBase, hook: str, app: ASGIApp, setup: ServerSetup) -> ASGIApp:
+    """``app`` inside every answer of the wrapper ``hook`` (``plexor_asgi_wrapper``, ``plexor_endpoint_wrapper``),
+    each around the previous one in the hook's call order; one that raises or answers no ASGI app fails its plugin."""
+    for impl in list(impls(kernel, hook)):
+        answer = ask(kernel, impl, hook, setup, app=app)
+        if answer is not FAILED and answer is not None and not callable(answer):
+            refuse(kernel, impl.plugin_name, f"its {hook} hook answered a {type(answer).__name__}",
+                   "Make it return an ASGI app wrapping the one it was given, or None; or turn the plugin off with "
+                   "PLEXOR_DISABLE.", setup)
+        elif answer is not FAILED and answer is not None:
+            app = cast("ASGIApp", answer)
+    return app
 
 
 class _Unusable(Exception):

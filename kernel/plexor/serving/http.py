@@ -16,7 +16,7 @@ import os
 import signal
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from plexor.core.kernel import Kernel, State
 from plexor.serving.features import CallerPrincipal, refuse_unguarded
@@ -106,20 +106,21 @@ def build_http_app(kernel: Kernel, opts: HttpOptions, *, on_ready: Callable[[], 
     limit_runs(kernel, opts.request_timeout)  # tasks obey the same run-time limit (plexor.features.tasks.bounds)
     from plexor.serving.deadlines import Deadlines
 
-    deadlines = Deadlines()  # one clock for the time limit and the 2026-07-28 entry's pings (plexor.serving.single)
+    # one clock for the time limit and a wrapper's timers (setup.clock: the direct feature's pings)
+    setup.clock = deadlines = Deadlines()
     server.path.add("timeout", _timeout_middleware(opts.request_timeout, kernel, deadlines))
     routes = kernel_routes(setup, kernel)
     lifespan = Lifespan(setup, opts.grace, on_ready, on_stop)
     if opts.transport == "sse":
         app = sse_app(server, opts, routes, lifespan)
     else:
-        app = streamable_app(server, opts, routes, lifespan, deadlines)
+        app = streamable_app(server, opts, routes, lifespan)
     return _guarded(app, setup, opts, kernel)
 
 
 def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions, kernel: Kernel) -> ASGIApp:
     """``app`` inside the ASGI guards, innermost first; the outermost (Host/Origin) is returned."""
-    from plexor.serving.extensions import FAILED, ask, impls, refuse
+    from plexor.serving.extensions import wrapped
     from plexor.serving.guard import AnswerIds, BearerAuth, HostOriginGuard
 
     app = AnswerIds(app)
@@ -132,14 +133,7 @@ def _guarded(app: ASGIApp, setup: ServerSetup, opts: HttpOptions, kernel: Kernel
     # profiles, when configured, docs/security.md), in the hook's call order; one that raises or answers
     # no ASGI app fails its plugin (plexor.serving.extensions), and a server configured for authorization
     # whose auth plugin failed so does not start.
-    for impl in list(impls(kernel, "plexor_asgi_wrapper")):
-        wrapped = ask(kernel, impl, "plexor_asgi_wrapper", setup, app=app)
-        if wrapped is not FAILED and wrapped is not None and not callable(wrapped):
-            refuse(kernel, impl.plugin_name, f"its plexor_asgi_wrapper hook answered a {type(wrapped).__name__}",
-                   "Make it return an ASGI app wrapping the one it was given, or None; or turn the plugin off with "
-                   "PLEXOR_DISABLE.", setup)
-        elif wrapped is not FAILED and wrapped is not None:
-            app = cast("ASGIApp", wrapped)
+    app = wrapped(kernel, "plexor_asgi_wrapper", app, setup)
     refuse_unguarded(kernel, opts.profile, opts.auth_issuer)
     if not setup.shared.get("profiles"):
         from plexor.features.auth import NoProfiles

@@ -19,16 +19,15 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
     from starlette.routing import BaseRoute, Route
-    from starlette.types import ASGIApp, StatelessLifespan
+    from starlette.types import ASGIApp, Receive, Scope, Send, StatelessLifespan
     from starlette.types import Lifespan as AppLifespan
 
     from plexor.extending import ServerSetup
     from plexor.notify import Backend
-    from plexor.serving.deadlines import Deadlines
     from plexor.serving.http_options import HttpOptions
     from plexor.serving.server import PlexorServer
 
-__all__ = ["Lifespan", "kernel_routes", "sse_app", "streamable_app"]
+__all__ = ["EndpointOnly", "Lifespan", "kernel_routes", "sse_app", "streamable_app"]
 
 
 class Lifespan:
@@ -158,13 +157,12 @@ def sse_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRoute], li
                              Mount("/messages/", app=answering.post)], lifespan=lifespan.context())
 
 
-def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRoute], lifespan: Lifespan,
-                   deadlines: Deadlines) -> ASGIApp:
-    """Streamable HTTP at ``/mcp``: the SDK's app, its session manager inside the kernel's lifespan, 2026-07-28
-    requests answered in their own task (plexor.serving.single, on the ``deadlines`` clock), and (stateful) the
-    event store that lets a dropped stream resume."""
+def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRoute], lifespan: Lifespan) -> ASGIApp:
+    """Streamable HTTP at ``/mcp``: the SDK's app, its session manager inside the kernel's lifespan, the plugins'
+    endpoint wrappers around it (the ``direct`` feature answers a stateless POST in its own task), and (stateful)
+    the event store that lets a dropped stream resume."""
     from plexor.limits import value
-    from plexor.serving.single import McpEntry
+    from plexor.serving.extensions import wrapped
 
     event_store = None if opts.stateless else _event_store(lifespan.setup)
     inner = server.streamable_http_app(
@@ -180,9 +178,20 @@ def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRou
         custom_starlette_routes=cast("list[Route]", routes),  # the SDK's annotation is narrower than Starlette's
     )
     inner.router.lifespan_context = lifespan.context(inner.router.lifespan_context)
-    entry = McpEntry(inner, server, deadlines, max_body=opts.max_body_bytes, json_response=opts.json_response,
-                     stateless=opts.stateless, ping_seconds=opts.ping_seconds)
-    return _with_event_store(entry, server, event_store, opts, lifespan.kernel)
+    endpoint = wrapped(lifespan.kernel, "plexor_endpoint_wrapper", inner, lifespan.setup)
+    app = inner if endpoint is inner else EndpointOnly(endpoint, inner)
+    return _with_event_store(app, server, event_store, opts, lifespan.kernel)
+
+
+class EndpointOnly:
+    """ASGI: requests to the MCP endpoint (``/mcp``; a profile's ``/mcp/NAME`` arrives rewritten to it) through the
+    plugins' endpoint wrappers, every other route (``/healthz``, the plugins' routes) straight to the SDK's app."""
+
+    def __init__(self, endpoint: ASGIApp, app: ASGIApp, path: str = "/mcp") -> None:
+        self.endpoint, self.app, self.path = endpoint, app, path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await (self.endpoint if scope.get("path") == self.path else self.app)(scope, receive, send)
 
 
 def _event_store(setup: ServerSetup) -> EventStore:

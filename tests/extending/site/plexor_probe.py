@@ -33,6 +33,22 @@ def plexor_asgi_wrapper(app: Any, setup: Any) -> Any:
 
 
 @hookimpl
+def plexor_endpoint_wrapper(app: Any, setup: Any) -> Any:
+    """Stamps what reaches the MCP endpoint itself, and notes the clock it was given."""
+    _note("endpoint", clock=type(setup.clock).__name__)
+
+    async def stamped(scope: Any, receive: Any, send: Any) -> None:
+        async def send_stamped(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (b"x-probe-endpoint", b"reached")]}
+            await send(message)
+
+        await app(scope, receive, send_stamped)
+
+    return stamped
+
+
+@hookimpl
 def plexor_principal(scope: Any, kernel: Any) -> str | None:
     team = [v.decode() for k, v in scope.get("headers") or () if k == b"x-team"]
     return f"team:{team[0]}" if team else None

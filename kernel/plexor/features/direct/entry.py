@@ -28,7 +28,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-# Imported when the Streamable HTTP app is built (plexor.serving.http_apps), never by the CLI's other commands,
+# Imported when the Streamable HTTP app is built (the plugin's hook), never by the CLI's other commands,
 # so the SDK's names are taken once here rather than on every request.
 import anyio
 from mcp.server.connection import Connection
@@ -52,12 +52,12 @@ from starlette.requests import Request
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from collections.abc import Mapping
 
+    from mcp.server.lowlevel import Server
     from mcp.shared.message import MessageMetadata
     from mcp_types import ProgressToken
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from plexor.serving.deadlines import Deadlines
-    from plexor.serving.server import PlexorServer
+    from plexor.extending import Clock
 
 __all__ = ["McpEntry"]
 
@@ -86,7 +86,7 @@ def _plain(decoded: object) -> bool:
 class McpEntry:
     """ASGI, innermost around the SDK's app: stateless POSTs to ``path`` served here (module docstring)."""
 
-    def __init__(self, app: ASGIApp, server: PlexorServer, deadlines: Deadlines, *, path: str = "/mcp",
+    def __init__(self, app: ASGIApp, server: Server[object], deadlines: Clock, *, path: str = "/mcp",
                  max_body: int, json_response: bool, stateless: bool, ping_seconds: float = 15.0) -> None:
         self.app = app
         self.server = server
@@ -277,8 +277,8 @@ class _Reply:
                 await self._event(b": ping\r\n\r\n")
                 await asyncio.sleep(self.ping_seconds)
 
-    async def run(self, server: PlexorServer, decoded: dict[str, Any], connection: object, state: object,
-                  receive: Receive, deadlines: Deadlines) -> None:
+    async def run(self, server: Server[object], decoded: dict[str, Any], connection: object, state: object,
+                  receive: Receive, deadlines: Clock) -> None:
         scope = anyio.CancelScope()
         watcher = asyncio.get_running_loop().create_task(_watch(receive, scope))
         deadlines.add(self, self.ping_seconds)
