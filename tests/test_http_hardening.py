@@ -257,6 +257,44 @@ def test_a_call_arriving_while_draining_is_refused_with_guidance(tmp_path):
         served.proc.wait(30)
 
 
+STOPPED = "the server shut down while this call ran: it outlived the grace period and was stopped"
+
+
+@pytest.mark.parametrize(("era", "disabled"), [("2026-07-28", ""), ("2025-11-25", ""), ("2026-07-28", "direct"),
+                                               ("2025-11-25", "direct"), ("session", "")])
+def test_a_call_running_past_the_grace_period_is_answered_not_cut_off(tmp_path, era, disabled):
+    """SIGTERM with --grace 1 and a call that needs 30 s: the call is stopped and answered (a tool error naming the
+    shutdown and what to do), in every era and through both entries (the direct feature's, the SDK's). Before, the
+    2026-07-28 caller got a bare `500 Internal Server Error` and a 2025-11-25 stream ended without an answer."""
+    from test_single_exchange import _call
+
+    env = {"PLEXOR_DISABLE": disabled} if disabled else {}
+    with serve_http(tmp_path, "--grace", "1", *(() if era == "session" else ("--stateless",)), env=env) as served:
+        if era == "session":
+            headers = {"mcp-session-id": _post(served, INIT).headers["mcp-session-id"]}
+            _post(served, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+            body = {"jsonrpc": "2.0", "id": 21, "method": "tools/call",
+                    "params": {"name": "test_slow", "arguments": {"seconds": 30}}}
+        else:
+            body, headers = _call(21, "test_slow", {"seconds": 30}, era)
+        answered: list[httpx.Response] = []
+        t = threading.Thread(target=lambda: answered.append(_post(served, body, headers)))
+        t.start()
+        _wait_health(served, lambda kernel: kernel["inflight"] >= 1)  # the call is running
+        started = time.monotonic()
+        served.proc.send_signal(signal.SIGTERM)
+        t.join(30)
+        assert answered and answered[0].status_code == 200, answered
+        reply = answered[0]
+        final = reply.json() if reply.headers["content-type"].startswith("application/json") else next(
+            json.loads(line[5:]) for line in reply.text.splitlines() if line.startswith("data:") and '"id":21' in line)
+        assert final["id"] == 21 and final["result"]["isError"] is True, final
+        error = final["result"]["structuredContent"]["error"]
+        assert error["message"] == STOPPED and "Call it again" in error["guidance"], error
+        assert time.monotonic() - started < 10  # stopped at the end of the grace period, not run to its end
+        served.proc.wait(30)
+
+
 # ---------------------------------------------------------------- exact Host/Origin, token forms
 def _raw(served, method, path, headers=(), body=None, timeout=10):
     """One request with headers exactly as given (repeats and odd Host values included); returns (status, text)."""

@@ -95,6 +95,7 @@ class KernelBase(_Machine):
         self._config: dict[str, object] = {}
         self._inflight = 0
         self._idle: anyio.Event | None = None
+        self._calls: set[anyio.CancelScope] = set()  # the calls in flight, which a drain stops past its grace period
         self._listeners: list[Callable[[str], object]] = []
         self._drain_listeners: list[Callable[[], object]] = []
         #: The protocol methods plugins added (``plexor_protocol_methods``), by method: the authorization
@@ -104,8 +105,7 @@ class KernelBase(_Machine):
         self._keeping = threading.RLock()
         from plexor.notify import Notifier
 
-        # Every outbound change notification goes through it (plexor.notify); a server may swap
-        # its backend (one shared by several processes) before serving.
+        # every outbound change notification goes through it; a server may give it a shared backend (plexor.notify)
         self.notifier = Notifier()
         self._pm: pluggy.PluginManager | None = None
         # Set by the server it serves in when PLEXOR_OTEL is on (plexor.features.telemetry.for_kernel; the kernel

@@ -82,8 +82,7 @@ class Kernel(Loader, Pipeline):
 
         try:
             for spec in rec.registry.tools.values():
-                # Derive schemas now (deferred from loading); a signature pydantic
-                # cannot describe fails this plugin here, not a later tools/list.
+                # schemas now (deferred from loading): one pydantic cannot make fails the plugin here, not tools/list
                 self.prepare_tool(spec)
             if rec.registry.models:
                 from plexor.core.storage import migrate, open_database
@@ -97,8 +96,7 @@ class Kernel(Loader, Pipeline):
                     return db
 
                 rec.database = await anyio.to_thread.run_sync(open_and_migrate)
-            # Calls wait PLEXOR_START_WAIT for a plugin to start; one still in its startup hook
-            # after twice that is hung: it fails alone instead of holding the server.
+            # calls wait PLEXOR_START_WAIT for a start; a startup hook running twice that is hung: it fails alone
             try:
                 await self._run_hook(rec, "plexor_startup", 2 * self.start_wait)
             except TimeoutError:
@@ -128,6 +126,12 @@ class Kernel(Loader, Pipeline):
             with anyio.move_on_after(timeout):
                 await self._idle.wait()
         await self._drain_participants()
+        if self._calls:  # past the grace period: each call still running is stopped and answered (core.pipeline)
+            self._idle = anyio.Event()
+            for scope in list(self._calls):
+                scope.cancel()
+            with anyio.move_on_after(2):  # a sync tool's thread cannot be stopped: its answer is not waited for
+                await self._idle.wait()
 
     async def _drain_participants(self) -> None:
         """The ``plexor_drain`` hooks (:mod:`plexor.extending`), each on its own: e.g. tasks hands its running ones over."""

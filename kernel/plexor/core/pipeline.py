@@ -56,6 +56,8 @@ class Pipeline(KernelBase):
         await self._gate(rec, ready_required)
         values = {} if kwargs is None else kwargs
         self._inflight += 1
+        import anyio  # drain() cancels the scope when the call outlives the grace period: it is answered, not cut off
+        self._calls.add(scope := anyio.CancelScope())
         try:
             ctx = Context(self, rec.handle, request_id=req.request_id, session=req.session,
                           progress_token=req.progress_token, name=req.name,
@@ -64,7 +66,10 @@ class Pipeline(KernelBase):
                 ctx.chosen = req.chosen
             for p in t.context_params:
                 values[p] = ctx
-            return await dispatch(t, args, values, ctx)
+            with scope:
+                return await dispatch(t, args, values, ctx)
+            raise NotReady("the server shut down while this call ran: it outlived the grace period and was stopped",
+                           "Call it again; a new server process will answer. What it did before it stopped stays done.")
         except PlexorError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure becomes guidance
@@ -73,6 +78,7 @@ class Pipeline(KernelBase):
             raise self.explain(exc, {"plugin": plugin, req.kind: req.name, "arguments": arguments,
                                      "request_id": req.request_id}) from exc
         finally:
+            self._calls.discard(scope)
             self._inflight -= 1
             if self._inflight == 0 and self._idle is not None:
                 self._idle.set()  # only drain() creates the event it waits on

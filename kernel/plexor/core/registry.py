@@ -105,9 +105,11 @@ def _check_parameters(func: Callable[..., object], full: str) -> None:
 
 
 class _Registrar:
-    def __init__(self, registry: Registry, plugin: str) -> None:
+    def __init__(self, registry: Registry, plugin: str, namespace: str = "", separator: str = "_") -> None:
         self._registry = registry
         self._plugin = plugin
+        self.namespace = namespace  # tools' and prompts' names are namespace + separator + method
+        self.separator = separator
 
     def _claim_scheme(self, uri: str) -> None:
         m = _SCHEME.match(uri)
@@ -122,11 +124,6 @@ class _Registrar:
 
 class ToolRegistrar(_Registrar):
     """``register(func, name=None, ...)`` as passed to ``plexor_register_tools``."""
-
-    def __init__(self, registry: Registry, plugin: str, namespace: str, separator: str = "_") -> None:
-        super().__init__(registry, plugin)
-        self.namespace = namespace
-        self.separator = separator
 
     def __call__(
         self, func: F, name: str | None = None, *, description: str | None = None, title: str | None = None,
@@ -227,8 +224,7 @@ class ResourceRegistrar(_Registrar):
         )
         return reader
 
-    # register.app(uri, reader, ...): an MCP App at the ui:// uri, whose reader() returns one self-contained
-    # HTML page; link tools to it with ui=uri. plexor.apps.register_app is the method, and documents the options.
+    # register.app(uri, reader, ...): an MCP App, one HTML page at a ui:// uri (plexor.apps.register_app documents it)
     app = register_app
 
     def lister(self, func: F, *, blocking: bool | None = None, cache: Cache | None = None) -> F:
@@ -276,11 +272,6 @@ class TemplateRegistrar(_Registrar):
 
 class PromptRegistrar(_Registrar):
     """``register(func, name=None, description=None)`` for ``plexor_register_prompts``."""
-
-    def __init__(self, registry: Registry, plugin: str, namespace: str, separator: str = "_") -> None:
-        super().__init__(registry, plugin)
-        self.namespace = namespace
-        self.separator = separator
 
     def __call__(
         self, func: F, name: str | None = None, *, description: str | None = None,

@@ -75,8 +75,7 @@ def tool_outcome(spec: ToolSpec, value: object) -> Outcome:
         value = _jsonable(value)  # a pydantic model or dataclass becomes its dict before any wrapping
     body: dict[str, object] = value if isinstance(value, dict) and not spec.signature.wraps_result else (
         {"result": value} if value is not None else {})
-    # One dumps in the common case; a second pass only when the value held
-    # non-JSON types (datetimes, dataclasses...) that had to be converted.
+    # one dumps in the common case; a second pass only for non-JSON types (datetimes, dataclasses...) converted
     converted: list[bool] = []
 
     def default(obj: object) -> object:
