@@ -147,6 +147,29 @@ def test_sigterm_lets_the_in_flight_call_finish(plexor_home, site_dir):
     assert '"event": "signal"' in err and '"event": "kernel_stopped"' in err
 
 
+def test_sigterm_stops_a_call_that_outlives_the_grace_period_and_answers_it(plexor_home, site_dir):
+    install_fake_dist(site_dir, "plexor-fakeslow", "fakeslow", "plexor_fakeslow", SLOW)
+    proc = _raw_stdio(plexor_home, site_dir, "--grace", "1")
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": "loaded", "method": "tools/list"})  # loaded: the call below really runs
+        _read_until(proc, "loaded", timeout=60)
+        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "fakeslow_nap", "arguments": {"seconds": 60}}})
+        time.sleep(0.4)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        reply = _read_until(proc, 2, timeout=20)
+        assert reply["result"]["isError"] is True, reply
+        error = reply["result"]["structuredContent"]["error"]
+        assert error["message"] == ("the server shut down while this call ran: it outlived the grace period and was "
+                                    "stopped") and "Call it again" in error["guidance"], error
+        assert proc.wait(timeout=15) == 0 and time.monotonic() - started < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 SLOW_IMPORT = """
 import os
 import time
