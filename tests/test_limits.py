@@ -982,6 +982,55 @@ def test_a_task_obeys_the_request_time_limit_unless_its_tool_declares_longer(tmp
         assert "still served" in done["result"]["content"][0]["text"]
 
 
+SYNC_NAP = """
+import time
+from plexor import hookimpl
+
+@hookimpl
+def plexor_register_tools(register, settings):
+    def nap(seconds: float) -> dict:
+        '''Sleep in a worker thread (a plain def), then answer.'''
+        time.sleep(seconds)
+        return {"slept": seconds}
+    register(nap, task="optional")
+"""
+
+
+def test_a_sync_tool_is_answered_at_the_time_limit_not_when_its_thread_returns(tmp_path, site_dir):
+    """A plain `def` tool runs in a thread nothing can interrupt; before, the caller waited for it however long the
+    limit was (and then got its result). Now it is answered at the limit, plain or as a task, in both eras."""
+    import time
+
+    from conformance.serving import SITE
+    from conftest import install_fake_dist
+    from test_single_exchange import _call, _events
+
+    install_fake_dist(site_dir, "plexor-fakesync", "fakesync", "plexor_fakesync", SYNC_NAP)
+    env = {"PLEXOR_PLUGINS": "conformance,fakesync", "PYTHONPATH": f"{site_dir}{os.pathsep}{SITE}"}
+    tasks_caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    with serve_http(tmp_path, "--stateless", "--request-timeout", "1", env=env) as served:
+        for era in ("2026-07-28", "2025-11-25"):
+            started = time.monotonic()
+            body, headers = _call(1, "fakesync_nap", {"seconds": 30}, era)
+            reply = httpx.post(served.url, json=body, headers=headers, timeout=60)
+            answer = reply.json() if reply.headers["content-type"].startswith("application/json") else _events(
+                reply.text)[-1]
+            assert answer["result"]["isError"] and "limit of 1 s" in answer["result"]["content"][0]["text"], answer
+            assert time.monotonic() - started < 10, era  # not the tool's 30 s
+        status, reply = modern_post(served, "tools/call", {"name": "fakesync_nap", "arguments": {"seconds": 30}},
+                                    caps=tasks_caps, name="fakesync_nap")
+        task_id = reply["result"]["taskId"]
+        deadline = time.monotonic() + 10
+        while (task := modern_post(served, "tasks/get", {"taskId": task_id}, caps=tasks_caps,
+                                   name=task_id)[1]["result"])["status"] == "working":
+            assert time.monotonic() < deadline, task
+            time.sleep(0.2)
+        assert task["status"] == "failed" and "limit of 1 s" in task["statusMessage"], task
+        quick = modern_post(served, "tools/call", {"name": "fakesync_nap", "arguments": {"seconds": 0.1}},
+                            name="fakesync_nap")[1]["result"]
+        assert quick["structuredContent"] == {"slept": 0.1}, quick  # and a sync call within the limit is served
+
+
 # ---------------------------------------------------------------- stateful sessions
 async def test_sessions_per_caller_and_in_total_make_room_by_closing_the_oldest_idle_one(tmp_path):
     keys = Keys()

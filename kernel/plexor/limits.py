@@ -132,9 +132,13 @@ def overran(what: str, seconds: float, server: float) -> str:
     REFUSALS["run_seconds"] += 1
     if seconds > server:
         return (f"{what} took longer than its tool's own limit of {seconds:g} s (the timeout it declares) and was "
-                "cancelled. Narrow the request; the tool's author can declare a longer timeout.")
-    return (f"{what} took longer than the server's limit of {seconds:g} s and was cancelled. Narrow the request, "
-            "or start the server with a larger --request-timeout (PLEXOR_REQUEST_TIMEOUT).")
+                f"cancelled{_MAY_STAND}. Narrow the request; the tool's author can declare a longer timeout.")
+    return (f"{what} took longer than the server's limit of {seconds:g} s and was cancelled{_MAY_STAND}. Narrow the "
+            "request, or start the server with a larger --request-timeout (PLEXOR_REQUEST_TIMEOUT).")
+
+
+# a sync tool's thread cannot be interrupted and runs to its end (plexor.core.dispatch); an async one stops where it was
+_MAY_STAND = ", though what it did may stand (check before repeating a change)"
 
 
 def describe() -> list[tuple[str, str, str]]:

@@ -108,8 +108,7 @@ class KernelBase(_Machine):
         # every outbound change notification goes through it; a server may give it a shared backend (plexor.notify)
         self.notifier = Notifier()
         self._pm: pluggy.PluginManager | None = None
-        # Set by the server it serves in when PLEXOR_OTEL is on (plexor.features.telemetry.for_kernel; the kernel
-        # never imports telemetry); Pipeline.run's only cost when it is off is checking it.
+        # set when PLEXOR_OTEL is on (plexor.features.telemetry.for_kernel); off, Pipeline.run only checks it
         self.telemetry: Observer | None = None
         #: Every gauge the plugins declared (PluginHandle.gauge); telemetry follows them.
         self.gauges = Gauges()

@@ -7,7 +7,8 @@ says how the pipeline calls it:
 ``async``     awaited on the event loop;
 ``asyncgen``  iterated on the event loop; its events (progress, logs, data,
               guidance, a final :class:`plexor.Result`) are handled here;
-``thread``    a sync function that may block: run in a worker thread;
+``thread``    a sync function that may block: run in a worker thread (cancelled, the call is
+              answered at once; the thread, which nothing interrupts, runs on, its result dropped);
 ``inline``    a sync function declared quick (``blocking=False``): called on
               the loop, saving the thread hand-off.
 
@@ -75,7 +76,7 @@ async def dispatch(t: Target, args: tuple[object, ...], kwargs: dict[str, object
     if t.mode == "thread":
         import anyio
 
-        return await anyio.to_thread.run_sync(lambda: t.func(*args, **kwargs))
+        return await anyio.to_thread.run_sync(lambda: t.func(*args, **kwargs), abandon_on_cancel=True)
     return await _drive(t, cast("AsyncGenerator[object, None]", t.func(*args, **kwargs)), ctx)
 
 

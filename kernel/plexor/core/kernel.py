@@ -130,7 +130,7 @@ class Kernel(Loader, Pipeline):
             self._idle = anyio.Event()
             for scope in list(self._calls):
                 scope.cancel()
-            with anyio.move_on_after(2):  # a sync tool's thread cannot be stopped: its answer is not waited for
+            with anyio.move_on_after(2):  # their answers written (a sync tool's is at once: its thread is left to run on)
                 await self._idle.wait()
 
     async def _drain_participants(self) -> None:
