@@ -261,15 +261,18 @@ STOPPED = "the server shut down while this call ran: it outlived the grace perio
 
 
 @pytest.mark.parametrize(("era", "disabled"), [("2026-07-28", ""), ("2025-11-25", ""), ("2026-07-28", "direct"),
-                                               ("2025-11-25", "direct"), ("session", "")])
+                                               ("2025-11-25", "direct"), ("session", ""), ("2026-07-28", "workers"),
+                                               ("2025-11-25", "workers")])
 def test_a_call_running_past_the_grace_period_is_answered_not_cut_off(tmp_path, era, disabled):
     """SIGTERM with --grace 1 and a call that needs 30 s: the call is stopped and answered (a tool error naming the
-    shutdown and what to do), in every era and through both entries (the direct feature's, the SDK's). Before, the
-    2026-07-28 caller got a bare `500 Internal Server Error` and a 2025-11-25 stream ended without an answer."""
+    shutdown and what to do), in every era, through both entries (the direct feature's, the SDK's) and in each of
+    several workers. Before, the 2026-07-28 caller got a bare `500 Internal Server Error` and a 2025-11-25 stream
+    ended without an answer."""
     from test_single_exchange import _call
 
-    env = {"PLEXOR_DISABLE": disabled} if disabled else {}
-    with serve_http(tmp_path, "--grace", "1", *(() if era == "session" else ("--stateless",)), env=env) as served:
+    env = {"PLEXOR_DISABLE": disabled} if disabled and disabled != "workers" else {}
+    mode = () if era == "session" else ("--stateless", "--workers", "2") if disabled == "workers" else ("--stateless",)
+    with serve_http(tmp_path, "--grace", "1", *mode, env=env) as served:
         if era == "session":
             headers = {"mcp-session-id": _post(served, INIT).headers["mcp-session-id"]}
             _post(served, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,6 @@ from plexor.serving.http_options import HttpOptions
 from plexor.serving.watchdog import Watchdog
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    import asyncio
     from types import FrameType
 
     import uvicorn
@@ -195,7 +195,15 @@ def worker_app() -> ASGIApp:
     opts = HttpOptions.from_json(os.environ[OPTIONS_ENV])
     kernel = Kernel()
     kernel.load()
-    return build_http_app(kernel, opts)
+    app = build_http_app(kernel, opts)
+    # uvicorn's worker calls this factory on its event loop, after installing its own signal handlers: wrapped, this
+    # worker drains its kernel before uvicorn closes its connections, as one process does (_draining_server)
+    uvicorn_exit = signal.getsignal(signal.SIGTERM)
+    if callable(uvicorn_exit) and threading.current_thread() is threading.main_thread():
+        drain = _drain_first(kernel, opts.grace, uvicorn_exit)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, drain)
+    return app
 
 
 def serve_http(kernel: Kernel | None, opts: HttpOptions, *, sock: socket.socket | None = None,
@@ -229,51 +237,55 @@ def serve_http(kernel: Kernel | None, opts: HttpOptions, *, sock: socket.socket 
 
 
 def _draining_server(config: uvicorn.Config, kernel: Kernel, grace: float) -> uvicorn.Server:
-    import asyncio
-
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
-        """uvicorn, but the first SIGTERM/SIGINT drains the kernel before uvicorn starts closing.
-
-        Plain uvicorn (and sse-starlette, which watches uvicorn's exit flag) would
-        end open SSE response streams at once; a tool call in flight would lose
-        its answer. Here new calls are refused with guidance while in-flight
-        ones finish (up to ``grace`` seconds); then uvicorn shuts down as usual.
-        A second signal exits at once, and a shutdown that hangs (a plugin's
-        hook) is ended by a watchdog after twice the grace period plus a margin.
-        """
+        """uvicorn, but the first SIGTERM/SIGINT drains the kernel before uvicorn starts closing (:func:`_drain_first`)."""
 
         def __init__(self, config: uvicorn.Config, kernel: Kernel, grace: float) -> None:
             super().__init__(config)
             self._kernel = kernel
             self._grace = grace
-            self._draining = False
-            self._loop: asyncio.AbstractEventLoop | None = None
-            from plexor.serving.watchdog import EXIT_MARGIN
-
-            self._watchdog = Watchdog(kernel, 2 * grace + EXIT_MARGIN + max(1, int(grace)))
+            self._drain: Callable[[int, FrameType | None], None] | None = None
 
         async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-            self._loop = asyncio.get_running_loop()
+            self._drain = _drain_first(self._kernel, self._grace, super().handle_exit)
             await super().serve(sockets=sockets)
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            loop = self._loop
-            if self._draining or loop is None:
-                super().handle_exit(sig, frame)
-                return
-            self._draining = True
-            self._kernel.log.info("signal", signal=signal.Signals(sig).name, action="draining")
-            self._watchdog.arm(signal.Signals(sig).name)  # from here a second signal exits at once
-
-            async def drain_then_exit() -> None:
-                try:
-                    await self._kernel.drain(self._grace)
-                    await asyncio.sleep(0.2)  # let the last responses reach their clients
-                finally:
-                    super(DrainingServer, self).handle_exit(sig, frame)
-
-            loop.call_soon_threadsafe(lambda: loop.create_task(drain_then_exit()))
+            drain, self._drain = self._drain, None  # the first signal drains; uvicorn's own handling after that
+            (drain or super().handle_exit)(sig, frame)
 
     return DrainingServer(config, kernel, grace)
+
+
+def _drain_first(kernel: Kernel, grace: float, exit_now: Callable[[int, FrameType | None], object]
+                 ) -> Callable[[int, FrameType | None], None]:
+    """A SIGTERM/SIGINT handler (called on the event loop's thread, with the loop running) that drains ``kernel``
+    first: new calls are refused with guidance, calls in flight get ``grace`` seconds and are then stopped and
+    answered (``Kernel.drain``); only then is the signal passed to ``exit_now``, uvicorn's own handler, which closes
+    the connections. Plain uvicorn closes first: it would end open SSE streams at once, and cut off (a bare 500, a
+    stream without its answer) a call still running when its graceful-shutdown wait ended. From the first signal
+    on, a second one exits at once, and a shutdown that hangs (a plugin's hook) is ended by a watchdog after twice
+    the grace period plus a margin (:mod:`plexor.serving.watchdog`)."""
+    import asyncio
+
+    from plexor.serving.watchdog import EXIT_MARGIN
+
+    loop = asyncio.get_running_loop()
+    watchdog = Watchdog(kernel, 2 * grace + EXIT_MARGIN + max(1, int(grace)))
+
+    def on_signal(sig: int, frame: FrameType | None) -> None:
+        kernel.log.info("signal", signal=signal.Signals(sig).name, action="draining")
+        watchdog.arm(signal.Signals(sig).name)  # from here a second signal exits at once
+
+        async def drain_then_exit() -> None:
+            try:
+                await kernel.drain(grace)
+                await asyncio.sleep(0.2)  # let the last responses reach their clients
+            finally:
+                exit_now(sig, frame)
+
+        loop.call_soon_threadsafe(lambda: loop.create_task(drain_then_exit()))
+
+    return on_signal
