@@ -8,6 +8,7 @@ workers; graceful SIGTERM with the in-flight call finishing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -295,6 +296,33 @@ def test_a_call_running_past_the_grace_period_is_answered_not_cut_off(tmp_path, 
         error = final["result"]["structuredContent"]["error"]
         assert error["message"] == STOPPED and "Call it again" in error["guidance"], error
         assert time.monotonic() - started < 10  # stopped at the end of the grace period, not run to its end
+        served.proc.wait(30)
+
+
+def test_a_legacy_sse_call_running_past_the_grace_period_is_answered_on_its_stream(tmp_path):
+    with serve_http(tmp_path, "--transport", "sse", "--grace", "1") as served:
+        lines: list[str] = []
+
+        def read() -> None:
+            with contextlib.suppress(httpx.HTTPError), httpx.stream("GET", served.base + "/sse", timeout=60) as stream:
+                lines.extend(stream.iter_lines())  # until the server closes it
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 10
+        while not any(line.startswith("data: /messages/") for line in lines):
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.05)
+        endpoint = served.base + next(line for line in lines if line.startswith("data: /messages/"))[6:]
+        for message in (INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                         "params": {"name": "test_slow", "arguments": {"seconds": 30}}}):
+            assert httpx.post(endpoint, json=message, timeout=10).status_code == 202
+        _wait_health(served, lambda kernel: kernel["inflight"] >= 1)
+        served.proc.send_signal(signal.SIGTERM)
+        reader.join(20)
+        final = next(json.loads(line[6:]) for line in lines if line.startswith("data: {") and '"id":3' in line)
+        assert final["result"]["structuredContent"]["error"]["message"] == STOPPED, final
         served.proc.wait(30)
 
 
