@@ -164,8 +164,8 @@ def test_a_silent_call_is_pinged_as_a_stream(tmp_path, era):
 @ERAS
 def test_with_direct_turned_off_the_sdks_own_entry_answers(tmp_path, era):
     """PLEXOR_DISABLE=direct: the same answer, from the SDK's entry, which is not pinged on PLEXOR_SSE_PING_SECONDS
-    (the direct feature's setting: the SDK pings every 15 s). (Whether it also sees Mcp-* values with surrounding
-    whitespace depends on uvicorn's parser: h11 strips it, httptools keeps it; so that is not checked here.)"""
+    (the direct feature's setting: the SDK pings every 15 s). Mcp-* values padded with whitespace are still
+    accepted (RFC 9110 section 5.5, a MUST of the conformance suite): the kernel trims them, whatever the parser."""
     body, headers = _call(12, "test_slow", {"seconds": 1.6}, era)
     env = {"PLEXOR_DISABLE": "direct", "PLEXOR_SSE_PING_SECONDS": "0.5"}
     with serve_http(tmp_path, "--stateless", env=env) as served:
@@ -173,6 +173,10 @@ def test_with_direct_turned_off_the_sdks_own_entry_answers(tmp_path, era):
         answer = _events(text)[-1] if kind.startswith("text/event-stream") else json.loads(text)
         assert status == 200 and answer["id"] == 12 and answer["result"]["isError"] is False, text
         assert ": ping" not in text, text
+        if era == "2026-07-28":
+            body, headers = _call(13, "test_echo", {"text": "x"})
+            status, _kind, text = _post(served.port, body, {**headers, "Mcp-Name": " test_echo\t"})
+            assert status == 200 and json.loads(text)["result"]["structuredContent"] == {"text": "x"}, text
 
 
 def test_a_bad_ping_setting_stops_serve_with_what_to_set(tmp_path):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from plexor.serving.http_options import HttpOptions
     from plexor.serving.server import PlexorServer
 
-__all__ = ["EndpointOnly", "Lifespan", "kernel_routes", "sse_app", "streamable_app"]
+__all__ = ["Endpoint", "Lifespan", "kernel_routes", "sse_app", "streamable_app"]
 
 
 class Lifespan:
@@ -178,20 +178,27 @@ def streamable_app(server: PlexorServer, opts: HttpOptions, routes: list[BaseRou
         custom_starlette_routes=cast("list[Route]", routes),  # the SDK's annotation is narrower than Starlette's
     )
     inner.router.lifespan_context = lifespan.context(inner.router.lifespan_context)
-    endpoint = wrapped(lifespan.kernel, "plexor_endpoint_wrapper", inner, lifespan.setup)
-    app = inner if endpoint is inner else EndpointOnly(endpoint, inner)
+    app = Endpoint(wrapped(lifespan.kernel, "plexor_endpoint_wrapper", inner, lifespan.setup), inner)
     return _with_event_store(app, server, event_store, opts, lifespan.kernel)
 
 
-class EndpointOnly:
-    """ASGI: requests to the MCP endpoint (``/mcp``; a profile's ``/mcp/NAME`` arrives rewritten to it) through the
-    plugins' endpoint wrappers, every other route (``/healthz``, the plugins' routes) straight to the SDK's app."""
+class Endpoint:
+    """ASGI around the SDK's Streamable HTTP app. ``Mcp-*`` header values lose surrounding whitespace (RFC 9110
+    section 5.5: it is not part of a field's value; uvicorn's httptools parser keeps it, and the SDK compares
+    ``Mcp-Name`` with the body byte for byte, SEP-2243). Requests to the MCP endpoint (``/mcp``; a profile's
+    ``/mcp/NAME`` arrives rewritten to it) then go through the plugins' endpoint wrappers, every other route
+    (``/healthz``, the plugins' routes) straight to the SDK's app."""
 
     def __init__(self, endpoint: ASGIApp, app: ASGIApp, path: str = "/mcp") -> None:
         self.endpoint, self.app, self.path = endpoint, app, path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await (self.endpoint if scope.get("path") == self.path else self.app)(scope, receive, send)
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = scope["headers"]
+        if any(k.startswith(b"mcp-") and v != v.strip(b" \t") for k, v in headers):
+            scope = {**scope, "headers": [(k, v.strip(b" \t") if k.startswith(b"mcp-") else v) for k, v in headers]}
+        await (self.endpoint if scope["path"] == self.path else self.app)(scope, receive, send)
 
 
 def _event_store(setup: ServerSetup) -> EventStore:

@@ -15,9 +15,6 @@ the SDK's does. A client that goes away cancels the handler. Anything else (a 20
 GET, ``initialize``, a notification, ``subscriptions/listen``, a body the checks refuse or cannot
 read) goes to the SDK's app with the body replayed, so every refusal is the SDK's own, word for word.
 ``docs/transports.md`` and ``bench/README.md`` (issue 24) say what it changes and what it costs.
-
-It is also where ``Mcp-*`` header values lose surrounding whitespace (RFC 9110 section 5.5: the
-HTTP parser may keep it, and the SDK compares ``Mcp-Name`` with the body byte for byte, SEP-2243).
 """
 
 from __future__ import annotations
@@ -109,9 +106,7 @@ class McpEntry:
         routing: set[bytes] = set()
         twice = False  # a routing header sent twice: the SDK's refusal
         for k, v in headers:
-            if k.startswith(b"mcp-"):
-                if v != v.strip(b" \t"):  # served as if sent without it
-                    return await self({**scope, "headers": _trimmed(headers)}, receive, send)
+            if k.startswith(b"mcp-"):  # their values trimmed already (plexor.serving.http_apps.Endpoint)
                 if k in _ROUTING:
                     twice = twice or k in routing
                     routing.add(k)
@@ -359,6 +354,3 @@ def _replay(read: list[Message], receive: Receive) -> Receive:
 
     return replayed
 
-
-def _trimmed(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    return [(k, v.strip(b" \t") if k.startswith(b"mcp-") else v) for k, v in headers]

@@ -4,9 +4,8 @@ It wraps the MCP endpoint (:func:`plexor.extending.plexor_endpoint_wrapper`) wit
 :class:`plexor.features.direct.entry.McpEntry`: a 2026-07-28 POST (and, with ``--stateless``, a 2025-11-25
 one) is served without the SDK's per-request task group, memory stream and response objects, about twice
 the throughput (``bench/README.md``); everything else goes to the SDK's app unchanged. ``PLEXOR_DISABLE=direct``
-leaves every request to the SDK's own entry, which is slower, pings every 15 s and compares ``Mcp-*`` header
-values as the HTTP parser hands them over (this feature trims surrounding whitespace first, as RFC 9110
-allows): a way to tell whether a problem is this feature's. Nothing else changes: limits, authorization, tasks and the request time limit are the
+leaves every request to the SDK's own entry, which is slower and pings a silent answer every 15 s: a way
+to tell whether a problem is this feature's. Nothing else changes: limits, authorization, tasks and the request time limit are the
 request path's, which both entries run.
 """
 
