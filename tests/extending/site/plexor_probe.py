@@ -19,33 +19,30 @@ def _note(what: str, **fields: Any) -> None:
         fh.write(json.dumps({"what": what, **fields}) + "\n")
 
 
-@hookimpl
-def plexor_asgi_wrapper(app: Any, setup: Any) -> Any:
+def _stamping(app: Any, header: bytes, value: bytes) -> Any:
+    """``app``, its responses carrying ``header: value``."""
+
     async def stamped(scope: Any, receive: Any, send: Any) -> None:
         async def send_stamped(message: Any) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), (b"x-probe", b"wrapped")]}
+                message = {**message, "headers": [*message.get("headers", []), (header, value)]}
             await send(message)
 
         await app(scope, receive, send_stamped)
 
     return stamped
+
+
+@hookimpl
+def plexor_asgi_wrapper(app: Any, setup: Any) -> Any:
+    return _stamping(app, b"x-probe", b"wrapped")
 
 
 @hookimpl
 def plexor_endpoint_wrapper(app: Any, setup: Any) -> Any:
     """Stamps what reaches the MCP endpoint itself, and notes the clock it was given."""
     _note("endpoint", clock=type(setup.clock).__name__)
-
-    async def stamped(scope: Any, receive: Any, send: Any) -> None:
-        async def send_stamped(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), (b"x-probe-endpoint", b"reached")]}
-            await send(message)
-
-        await app(scope, receive, send_stamped)
-
-    return stamped
+    return _stamping(app, b"x-probe-endpoint", b"reached")
 
 
 @hookimpl
