@@ -299,6 +299,34 @@ def test_a_call_running_past_the_grace_period_is_answered_not_cut_off(tmp_path, 
         served.proc.wait(30)
 
 
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_sdks_client_gets_the_shutdown_answer_of_a_call_past_the_grace_period(tmp_path, mode):
+    """The same, through the SDK's own `Client` (a session in 2025-11-25, stateless in 2026-07-28): the call returns
+    a tool error naming the shutdown, which a client and its model can act on, instead of a transport failure."""
+    import anyio
+    from mcp import Client
+
+    with serve_http(tmp_path, "--grace", "1") as served:
+        async with Client(served.url, mode=mode) as client:
+            async with anyio.create_task_group() as tg:
+                got: list = []
+
+                async def call() -> None:
+                    got.append(await client.call_tool("test_slow", {"seconds": 30}))
+
+                tg.start_soon(call)
+                with anyio.fail_after(20):
+                    while healthz(served)["kernel"]["inflight"] < 1:
+                        await anyio.sleep(0.05)
+                served.proc.send_signal(signal.SIGTERM)
+                with anyio.fail_after(15):
+                    while not got:
+                        await anyio.sleep(0.05)
+            assert got[0].is_error and STOPPED in got[0].content[0].text, got[0]
+            assert got[0].structured_content["error"]["guidance"].startswith("Call it again"), got[0]
+        served.proc.wait(30)
+
+
 def test_a_legacy_sse_call_running_past_the_grace_period_is_answered_on_its_stream(tmp_path):
     with serve_http(tmp_path, "--transport", "sse", "--grace", "1") as served:
         lines: list[str] = []

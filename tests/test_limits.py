@@ -1030,6 +1030,19 @@ def test_a_sync_tool_is_answered_at_the_time_limit_not_when_its_thread_returns(t
                             name="fakesync_nap")[1]["result"]
         assert quick["structuredContent"] == {"slept": 0.1}, quick  # and a sync call within the limit is served
 
+        async def through_the_sdks_client() -> None:
+            import anyio
+            from mcp import Client
+
+            async with Client(served.url, mode="2026-07-28") as client:
+                with anyio.fail_after(10):  # not the tool's 30 s
+                    result = await client.call_tool("fakesync_nap", {"seconds": 30})
+            assert result.is_error and "limit of 1 s" in result.content[0].text, result
+
+        import anyio
+
+        anyio.run(through_the_sdks_client)
+
 
 # ---------------------------------------------------------------- stateful sessions
 async def test_sessions_per_caller_and_in_total_make_room_by_closing_the_oldest_idle_one(tmp_path):
